@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's test command: build (with reference/ coverage) and run every L0 test, the
+# reference coverage gate, the sanitizer build of the I/O tests and a bounded fuzz run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${STATECUT_BUILD:-$root/build}"
+STATECUT_BUILD="$build" "$root/ci/build.sh" -DSTATECUT_COVERAGE=ON
+cd "$build"
+find . -name '*.gcda' -delete
+ctest -L L0 --output-on-failure -j "${STATECUT_JOBS:-$(nproc)}" --timeout 900
+cmake --build . --target coverage
+for extra in "$root"/ci/test.d/*.sh; do
+  [ -e "$extra" ] || continue
+  echo "== $(basename "$extra")" >&2
+  bash "$extra" "$root"
+done

@@ -1,0 +1,86 @@
+/// safetensors checkpoints: memory-mapped reader with zero-copy views, and an atomic writer.
+///
+/// Format (https://huggingface.co/docs/safetensors): u64 little-endian header length N, then N bytes
+/// of JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}},
+/// then the byte buffer; offsets are relative to the buffer start. The reader validates everything
+/// DESIGN.md §6 lists and throws io::Error with a one-line message naming the file, the tensor and the problem.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace statecut::io {
+
+/// A one-line, user-facing error: "<file>: <tensor>: <problem>".
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { BOOL, U8, I8, U16, I16, U32, I32, U64, I64, F16, BF16, F32, F64, F8_E4M3, F8_E5M2 };
+
+const char* dtype_name(DType d);          ///< "F32", ...
+DType dtype_from_name(const std::string&); ///< throws Error on an unknown name
+std::size_t dtype_size(DType d);          ///< bytes per element
+
+/// A view into a mapped file (or an owned buffer); valid while its SafetensorsFile lives.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  std::size_t nbytes = 0;
+  int64_t numel() const;
+};
+
+/// Converts any numeric dtype (incl. BF16/F16/F8) to double, row-major.
+std::vector<double> to_double(const TensorView& t);
+/// Converts to float, row-major.
+std::vector<float> to_float(const TensorView& t);
+
+class SafetensorsFile {
+ public:
+  /// Maps `path` read-only and validates the header; throws io::Error.
+  static SafetensorsFile open(const std::string& path);
+  SafetensorsFile(SafetensorsFile&&) noexcept;
+  SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
+  ~SafetensorsFile();
+
+  const std::string& path() const;
+  /// Tensor names in file order (sorted by data offset).
+  const std::vector<std::string>& names() const;
+  bool has(const std::string& name) const;
+  /// Throws io::Error "<file>: missing tensor '<name>'".
+  const TensorView& tensor(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const;
+
+ private:
+  SafetensorsFile();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Builds a safetensors file; write() sorts the header as the format requires, pads it to 8 bytes,
+/// writes to a temporary sibling and renames it into place.
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, std::size_t nbytes);
+  void add(const TensorView& t) { add(t.name, t.dtype, t.shape, t.data, t.nbytes); }
+  void set_metadata(std::map<std::string, std::string> m);
+  void write(const std::string& path) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace statecut::io
