@@ -1,0 +1,41 @@
+/// Building blocks shared by the model families (LibTorch). Norms compute in fp32 (f64 for f64 inputs) and return
+/// the input dtype, like fla's fused kernels.
+///
+///   rms_norm(x, w)             y = x · rsqrt(mean(x²) + eps) · w                      (over the last dim)
+///   gated_rms_norm(x, z, w)    y = x · rsqrt(mean(x²) + eps) · w · z · sigmoid(z)     (fla FusedRMSNormGated, swish)
+///   l2_normalize(x)            y = x · rsqrt(Σ x² + eps), eps = 1e-6                  (fla l2norm, in the compute dtype)
+///   causal_conv1d(x, w, b)     y_t,c = Σ_{j<W} w[c,0,j] · x_{t−W+1+j, c} (+ b_c), x_{<0} = 0; optional SiLU after
+///                              (depthwise, weight [C,1,W]; index W−1 hits the current token, like nn.Conv1d with
+///                              padding W−1 truncated to T)
+///   gated_mlp(x)               down(silu(gate(x)) · up(x))
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <string>
+
+namespace statecut {
+
+/// fp32 for bf16/f16/f32 inputs, f64 for f64.
+torch::Dtype compute_dtype(torch::Dtype d);
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight, double eps);
+/// Returns the compute dtype (fp32/f64), not the input dtype.
+torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
+/// x [B,T,C], weight [C,1,W], bias [C] or undefined.
+torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool silu);
+/// x [...,in] · wᵀ with w [out,in].
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
+torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
+                        const torch::Tensor& down_w);
+
+/// config.json field readers; a wrong type or missing required key throws io::Error "<origin>: '<key>': <problem>".
+int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);
+int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
+double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
+bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const std::string& origin);
+std::string cfg_string(const nlohmann::json& c, const std::string& key, const std::string& dflt,
+                       const std::string& origin);
+
+}  // namespace statecut

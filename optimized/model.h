@@ -1,0 +1,73 @@
+/// The model API every family implements and the pipeline codes against (LibTorch, namespace statecut).
+///
+/// Layout is seq-first like fla: activations [B, T, H, D]; recurrent states key-major [B, Hv, dk, dv] fp32.
+/// A CausalLM is built from a checkpoint directory (config.json + model.safetensors, or a sharded
+/// model.safetensors.index.json) by load_causal_lm, which dispatches on config.json's "model_type" through
+/// model_registry.h. Parameters are stored in the requested dtype; recurrences and norms run in fp32
+/// (f64 when the model is f64), like fla.
+///
+/// CHANGELOG (tell-everyone log of changes to this contract after the first commit):
+///   - (none yet)
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace statecut {
+
+enum class RecurrenceMode { Recurrent, Chunk };
+
+struct ForwardOptions {
+  RecurrenceMode mode = RecurrenceMode::Chunk;
+  bool output_hidden_states = false;  ///< residual stream after the embedding and after each block (as the library returns it)
+  bool capture_boundary = false;      ///< fill ForwardResult::boundary for every linear-attention layer
+};
+
+/// Tensors at the recurrence boundary of one linear-attention layer (what calibration and `rank` read).
+struct LayerBoundary {
+  torch::Tensor attn_in;      ///< [B,T,hidden] the attention-norm output feeding the q/k projections (S-Wanda RMS)
+  torch::Tensor q, k;         ///< [B,T,Hk,dk] after short conv + SiLU, BEFORE the per-head L2 norm (Mamba-2: C and B per group, [B,T,G,N])
+  torch::Tensor v;            ///< [B,T,Hv,dv] (Mamba-2: x per head, before multiplying by dt)
+  torch::Tensor beta;         ///< [B,T,Hv] after sigmoid (x2 if allow_neg_eigval); undefined for Mamba-2
+  torch::Tensor g;            ///< [B,T,Hv] log decay in fp32 (GDN: -exp(A_log)*softplus(a+dt_bias); Mamba-2: dt*A); undefined for DeltaNet
+  torch::Tensor final_state;  ///< [B,Hv,dk,dv] key-major fp32
+};
+
+struct ForwardResult {
+  torch::Tensor logits;                      ///< [B,T,V] fp32
+  std::vector<torch::Tensor> hidden_states;  ///< if requested: num_layers + 1 entries
+  std::vector<LayerBoundary> boundary;       ///< index = layer; entries of full-attention layers have undefined tensors
+};
+
+/// Key/query geometry of one prunable layer (what selection and surgery need).
+struct PrunableLayer {
+  int layer = 0;          ///< block index
+  int num_key_heads = 0;  ///< Hk (Mamba-2: n_groups)
+  int head_k_dim = 0;     ///< dk (Mamba-2: state_size)
+  std::string q_weight, k_weight;              ///< tensor names of the q/k projection weights (Qwen3.5/Mamba-2: the packed weight)
+  int64_t q_row_offset = 0, k_row_offset = 0;  ///< first row of the q/k block inside a packed weight
+  std::string q_conv, k_conv;                  ///< conv weight names (may be equal: packed conv), with channel offsets:
+  int64_t q_conv_offset = 0, k_conv_offset = 0;
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  /// input_ids [B,T] int64 (on any device; moved to the model's device).
+  virtual ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt = {}) = 0;
+  virtual const std::string& model_type() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual std::vector<PrunableLayer> prunable_layers() const = 0;
+  /// All parameters by checkpoint name (for autograd: grad-based selection needs d loss / d Wq, Wk).
+  virtual std::vector<std::pair<std::string, torch::Tensor>> named_parameters() = 0;
+};
+
+/// Loads config.json + model.safetensors (or sharded) from dir; validates shapes and values (throws io::Error with a
+/// one-line message naming the file and the tensor); dtype: kFloat32, kBFloat16, kFloat64 (CPU); device cpu or cuda.
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device);
+
+}  // namespace statecut
