@@ -1,0 +1,25 @@
+#include "reference/selection_budget.h"
+
+#include <cmath>
+#include <string>
+
+namespace statecut::ref {
+
+Index budget_from_ratio(Index dk, double ratio) {
+  if (dk < 1) throw ShapeError("budget: dk must be >= 1, got " + std::to_string(dk));
+  if (!std::isfinite(ratio) || ratio <= 0.0 || ratio >= 1.0)
+    throw ShapeError("budget: ratio must lie in the open interval (0, 1), got " + std::to_string(ratio));
+  const double kept = std::floor(static_cast<double>(dk) * (1.0 - ratio));
+  return std::max<Index>(1, static_cast<Index>(kept));
+}
+
+Index validate_keep(Index k, Index dk) {
+  if (dk < 1) throw ShapeError("budget: dk must be >= 1, got " + std::to_string(dk));
+  if (k < 1) throw ShapeError("budget: keep must be >= 1, got " + std::to_string(k));
+  if (k > dk)
+    throw ShapeError("budget: keep = " + std::to_string(k) + " exceeds the " + std::to_string(dk) +
+                     " channels of a head");
+  return k;
+}
+
+}  // namespace statecut::ref
