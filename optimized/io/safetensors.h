@@ -41,10 +41,19 @@ std::vector<double> to_double(const TensorView& t);
 /// Converts to float, row-major.
 std::vector<float> to_float(const TensorView& t);
 
+/// Single-value decoders of the narrow float formats (bit pattern → exact double).
+double bf16_bits_to_double(uint16_t bits);
+double f16_bits_to_double(uint16_t bits);     ///< IEEE binary16, subnormals, inf, NaN
+double f8_e4m3_bits_to_double(uint8_t bits);  ///< e4m3fn: bias 7, no inf, 0x7F/0xFF NaN, max 448
+double f8_e5m2_bits_to_double(uint8_t bits);  ///< e5m2: bias 15, IEEE-like inf/NaN
+
 class SafetensorsFile {
  public:
   /// Maps `path` read-only and validates the header; throws io::Error.
   static SafetensorsFile open(const std::string& path);
+  /// Parses an in-memory file (owned copy); `label` stands for the file name in errors. Used by the fuzzer.
+  static SafetensorsFile from_buffer(std::vector<std::byte> bytes, const std::string& label = "<buffer>");
+  static SafetensorsFile from_bytes(const void* data, std::size_t size, const std::string& label = "<buffer>");
   SafetensorsFile(SafetensorsFile&&) noexcept;
   SafetensorsFile& operator=(SafetensorsFile&&) noexcept;
   ~SafetensorsFile();
@@ -56,6 +65,8 @@ class SafetensorsFile {
   /// Throws io::Error "<file>: missing tensor '<name>'".
   const TensorView& tensor(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const;
+  /// Length N of the JSON header (incl. padding); the data buffer starts at byte 8 + N.
+  std::size_t header_size() const;
 
  private:
   SafetensorsFile();
@@ -63,14 +74,22 @@ class SafetensorsFile {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Builds a safetensors file; write() sorts the header as the format requires, pads it to 8 bytes,
-/// writes to a temporary sibling and renames it into place.
+/// Builds a safetensors file. write() lays the buffer out as the official writer does (dtype size
+/// descending, then name: every tensor aligned to its element size), emits compact JSON with
+/// __metadata__ first, pads the header with spaces to 8 bytes, writes to a temporary sibling and
+/// renames it into place. Output is a pure function of the entries, so read → re-write is byte-identical.
 class SafetensorsWriter {
  public:
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, std::size_t nbytes);
   void add(const TensorView& t) { add(t.name, t.dtype, t.shape, t.data, t.nbytes); }
+  /// Like add() but without a copy: `data` must stay valid until write() returns (large checkpoints).
+  void add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
+                    std::size_t nbytes);
   void set_metadata(std::map<std::string, std::string> m);
+  /// Throws io::Error on a duplicate name; a failed write leaves no file at `path` (nor a temporary).
   void write(const std::string& path) const;
+  /// The padded header write() would emit (tensors ordered by alignment desc, then name).
+  std::string header_json() const;
 
  private:
   struct Entry {
@@ -78,6 +97,8 @@ class SafetensorsWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<std::byte> bytes;
+    const std::byte* borrowed = nullptr;
+    std::size_t borrowed_size = 0;
   };
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;

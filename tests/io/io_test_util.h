@@ -1,0 +1,62 @@
+// Helpers shared by the tests/io files: seeded RNG, temp dirs, whole-file reads.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace statecut::io::test {
+
+/// Master seed: STATECUT_SEED if set, else a fixed default; printed so a failure can be replayed.
+inline uint64_t master_seed() {
+  static const uint64_t seed = [] {
+    const char* e = std::getenv("STATECUT_SEED");
+    const uint64_t s = e ? std::strtoull(e, nullptr, 10) : 20260204ULL;
+    std::cerr << "STATECUT_SEED=" << s << "\n";
+    return s;
+  }();
+  return seed;
+}
+
+/// A fresh directory under the system temp dir, removed with its contents on destruction.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    static int n = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("statecut_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+inline std::vector<unsigned char> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+inline void write_bytes(const std::string& path, const std::vector<unsigned char>& b) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+}
+
+/// The shared fixtures (../shared next to the checkout), or "" when this clone stands alone.
+inline std::string shared_dir() {
+  const std::filesystem::path p = std::filesystem::path(STATECUT_SOURCE_DIR).parent_path() / "shared";
+  return std::filesystem::exists(p / "fixtures") ? p.string() : std::string();
+}
+
+}  // namespace statecut::io::test
