@@ -90,7 +90,7 @@ class HeaderSax : public nlohmann::json_sax<json> {
   bool key(string_t& k) override {
     json& obj = *stack_.back();
     if (obj.contains(k)) {
-      std::string where = stack_.size() == 1 ? k : current_key_[1];
+      std::string where = stack_.size() == 1 ? k : current_key_[0];
       return reject(stack_.size() == 1 ? "duplicate tensor name '" + k + "'"
                                        : "duplicate key '" + k + "' in entry '" + where + "'");
     }
