@@ -1,0 +1,171 @@
+// Checkpoint directories (single file or sharded), config.json and token files.
+#include "optimized/io/checkpoint.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace statecut::io {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
+}
+
+}  // namespace
+
+json read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(path + ": missing");
+  if (fs::is_directory(path, ec)) throw Error(path + ": is a directory, expected a JSON file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error(path + ": malformed JSON (" + one_line(e.what()) + ")");
+  }
+}
+
+json read_config(const std::string& dir) {
+  const std::string p = (fs::path(dir) / "config.json").string();
+  json c = read_json_file(p);
+  if (!c.is_object()) throw Error(p + ": expected a JSON object");
+  return c;
+}
+
+Checkpoint Checkpoint::open(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error(dir + ": not a directory");
+  Checkpoint ck;
+  ck.dir_ = dir;
+  ck.config_ = read_config(dir);
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(single, ec)) {
+    ck.files_.push_back(SafetensorsFile::open(single.string()));
+    for (const auto& n : ck.files_[0].names()) ck.where_[n] = 0;
+    return ck;
+  }
+  if (!fs::exists(index, ec)) throw Error(dir + ": no model.safetensors or model.safetensors.index.json");
+
+  const std::string ip = index.string();
+  const json idx = read_json_file(ip);
+  if (!idx.is_object() || !idx.contains("weight_map") || !idx["weight_map"].is_object())
+    throw Error(ip + ": no \"weight_map\" object");
+  std::map<std::string, std::string> listed;  // tensor → shard file name
+  std::map<std::string, std::size_t> shard_index;
+  for (const auto& [name, shard] : idx["weight_map"].items()) {
+    if (!shard.is_string()) throw Error(ip + ": " + name + ": shard is not a string");
+    const std::string s = shard.get<std::string>();
+    // Shards live in the checkpoint directory itself: no paths, so an index cannot point elsewhere.
+    if (s.empty() || s.find('/') != std::string::npos || s == "." || s == "..")
+      throw Error(ip + ": " + name + ": shard '" + s + "' is not a file name in the checkpoint directory");
+    listed[name] = s;
+    if (!shard_index.count(s)) {
+      shard_index[s] = ck.files_.size();
+      ck.files_.push_back(SafetensorsFile::open((fs::path(dir) / s).string()));
+    }
+  }
+  if (ck.files_.empty()) throw Error(ip + ": weight_map is empty");
+  for (std::size_t i = 0; i < ck.files_.size(); ++i) {
+    for (const auto& n : ck.files_[i].names()) {
+      auto [it, fresh] = ck.where_.emplace(n, i);
+      if (!fresh)
+        throw Error(ck.files_[i].path() + ": " + n + ": tensor also present in " + ck.files_[it->second].path());
+      auto l = listed.find(n);
+      if (l == listed.end()) throw Error(ck.files_[i].path() + ": " + n + ": not listed in " + ip);
+      if (shard_index.at(l->second) != i)
+        throw Error(ip + ": " + n + ": listed in shard '" + l->second + "' but found in " + ck.files_[i].path());
+    }
+  }
+  for (const auto& [n, s] : listed)
+    if (!ck.where_.count(n)) throw Error(ip + ": " + n + ": listed in shard '" + s + "' which does not hold it");
+  return ck;
+}
+
+const TensorView& Checkpoint::tensor(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw Error(dir_ + ": missing tensor '" + name + "'");
+  return files_[it->second].tensor(name);
+}
+
+const std::string& Checkpoint::file_of(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw Error(dir_ + ": missing tensor '" + name + "'");
+  return files_[it->second].path();
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& kv : where_) out.push_back(kv.first);
+  return out;
+}
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Tokens read_tokens(const std::string& path, int bin_bytes) {
+  Tokens t;
+  if (ends_with(path, ".safetensors")) {
+    const auto f = SafetensorsFile::open(path);
+    const TensorView& v = f.tensor("input_ids");
+    switch (v.dtype) {
+      case DType::U8: case DType::I8: case DType::U16: case DType::I16: case DType::U32: case DType::I32:
+      case DType::U64: case DType::I64: break;
+      default: throw Error(path + ": input_ids: dtype " + std::string(dtype_name(v.dtype)) + " is not an integer type");
+    }
+    if (v.shape.size() == 1) t.batch = 1, t.length = v.shape[0];
+    else if (v.shape.size() == 2) t.batch = v.shape[0], t.length = v.shape[1];
+    else throw Error(path + ": input_ids: expected shape [B,T] or [T], got rank " + std::to_string(v.shape.size()));
+    if (t.batch * t.length == 0) throw Error(path + ": input_ids: no tokens");
+    const std::vector<double> d = to_double(v);
+    t.ids.resize(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      // U64/I64 beyond 2^53 would not survive the double; no vocabulary comes near that, so reject it.
+      if (d[i] < 0 || d[i] > 9007199254740992.0)
+        throw Error(path + ": input_ids: token " + std::to_string(i) + " is out of range");
+      t.ids[i] = static_cast<int64_t>(d[i]);
+    }
+    return t;
+  }
+  if (!ends_with(path, ".bin")) throw Error(path + ": unknown token file type (expected .safetensors or .bin)");
+  const int w = bin_bytes ? bin_bytes : (ends_with(path, ".u32.bin") ? 4 : 2);
+  if (w != 2 && w != 4) throw Error(path + ": token width must be 2 or 4 bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open");
+  const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (b.empty()) throw Error(path + ": no tokens");
+  if (b.size() % static_cast<std::size_t>(w) != 0)
+    throw Error(path + ": size " + std::to_string(b.size()) + " is not a multiple of the token width " +
+                std::to_string(w));
+  t.batch = 1;
+  t.length = static_cast<int64_t>(b.size() / static_cast<std::size_t>(w));
+  t.ids.resize(static_cast<std::size_t>(t.length));
+  for (std::size_t i = 0; i < t.ids.size(); ++i) {
+    if (w == 2) {
+      uint16_t x;
+      std::memcpy(&x, b.data() + 2 * i, 2);
+      t.ids[i] = x;
+    } else {
+      uint32_t x;
+      std::memcpy(&x, b.data() + 4 * i, 4);
+      t.ids[i] = x;
+    }
+  }
+  return t;
+}
+
+}  // namespace statecut::io
