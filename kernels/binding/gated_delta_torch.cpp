@@ -1,0 +1,193 @@
+// LibTorch binding and TORCH_LIBRARY(statecut) registration of the gated delta rule CUDA kernels.
+#include "kernels/binding/gated_delta_torch.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/gated_delta.h"
+
+namespace statecut::cuda {
+namespace {
+
+enum class Mode { kChunk, kRecurrent };
+
+struct Prepared {
+  GatedDeltaArgs args;
+  std::vector<at::Tensor> keep;  // contiguous / converted copies that must outlive the launch
+  at::Tensor o;
+  int64_t N = 0;
+};
+
+const float* f32_ptr(const OptTensor& t, const at::Tensor& like, int64_t numel, const char* name,
+                     std::vector<at::Tensor>& keep) {
+  if (!t.has_value() || !t->defined()) return nullptr;
+  TORCH_CHECK(t->device() == like.device(), "statecut: ", name, " must be on ", like.device());
+  TORCH_CHECK(t->numel() == numel, "statecut: ", name, " must have ", numel, " elements, got ", t->numel());
+  at::Tensor c = t->to(at::kFloat).contiguous();
+  keep.push_back(c);
+  return c.data_ptr<float>();
+}
+
+Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
+                 const OptTensor& beta, double scale, const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
+                 const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid, bool state_v_first) {
+  TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
+              "statecut: q, k, v must be CUDA tensors on one device");
+  TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
+              "statecut: q, k must be [B,T,H,K] of one shape and v [B,T,HV,V]");
+  TORCH_CHECK(v.size(0) == q.size(0) && v.size(1) == q.size(1), "statecut: v must share B and T with q");
+  TORCH_CHECK(q.scalar_type() == k.scalar_type() && q.scalar_type() == v.scalar_type() &&
+                  (q.scalar_type() == at::kBFloat16 || q.scalar_type() == at::kHalf),
+              "statecut: q, k, v must all be bf16 or all fp16");
+  Prepared p;
+  GatedDeltaArgs& a = p.args;
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), HV = v.size(2), V = v.size(3);
+  a.H = static_cast<int>(H), a.HV = static_cast<int>(HV), a.K = static_cast<int>(K), a.V = static_cast<int>(V);
+  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  p.keep = {qc, kc, vc};
+  a.q = qc.data_ptr(), a.k = kc.data_ptr(), a.v = vc.data_ptr();
+  a.in_type = q.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16;
+  a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
+  a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
+  a.A_log = f32_ptr(A_log, q, HV, "A_log", p.keep);
+  a.dt_bias = f32_ptr(dt_bias, q, HV, "dt_bias", p.keep);
+  a.l2norm_qk = l2norm, a.gate_in_kernel = gate_in_kernel, a.beta_sigmoid = beta_sigmoid;
+  TORCH_CHECK(!gate_in_kernel || (a.g && a.A_log), "statecut: use_gate_in_kernel needs g and A_log");
+  a.scale = static_cast<float>(scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(K)));
+  a.layout = state_v_first ? StateLayout::kVK : StateLayout::kKV;
+  if (cu_seqlens.has_value() && cu_seqlens->defined()) {
+    TORCH_CHECK(B == 1, "statecut: cu_seqlens needs B = 1 (packed sequences), got B = ", B);
+    at::Tensor host = cu_seqlens->to(at::kCPU, at::kLong).contiguous();
+    TORCH_CHECK(host.dim() == 1 && host.numel() >= 2, "statecut: cu_seqlens must be [N+1] with N >= 1");
+    const int64_t* c = host.data_ptr<int64_t>();
+    TORCH_CHECK(c[0] == 0 && c[host.numel() - 1] == T, "statecut: cu_seqlens must run from 0 to T = ", T);
+    int64_t mx = 0;
+    for (int64_t i = 1; i < host.numel(); ++i) {
+      TORCH_CHECK(c[i] >= c[i - 1], "statecut: cu_seqlens must be non-decreasing");
+      mx = std::max(mx, c[i] - c[i - 1]);
+    }
+    at::Tensor dev = cu_seqlens->to(q.device(), at::kInt).contiguous();
+    p.keep.push_back(dev);
+    a.cu_seqlens = dev.data_ptr<int32_t>();
+    p.N = host.numel() - 1;
+    a.max_seq_len = static_cast<int>(mx);
+  } else {
+    p.N = B;
+    a.seq_len = static_cast<int>(T);
+  }
+  a.N = static_cast<int>(p.N);
+  p.o = at::empty({B, T, HV, V}, v.options());
+  a.o = p.o.data_ptr();
+  const char* why = check_args(a);
+  TORCH_CHECK(why == nullptr, "statecut: ", why ? why : "");
+  return p;
+}
+
+std::vector<int64_t> state_shape(const Prepared& p, bool state_v_first) {
+  const GatedDeltaArgs& a = p.args;
+  return state_v_first ? std::vector<int64_t>{p.N, a.HV, a.V, a.K} : std::vector<int64_t>{p.N, a.HV, a.K, a.V};
+}
+
+void launch(Mode mode, const GatedDeltaArgs& a) {
+  if (a.N == 0) return;
+  cudaStream_t s = at::cuda::getCurrentCUDAStream();
+  const cudaError_t e = mode == Mode::kChunk ? gated_delta_chunk(a, s) : gated_delta_recurrent(a, s);
+  TORCH_CHECK(e == cudaSuccess, "statecut: kernel launch failed: ", cudaGetErrorString(e));
+}
+
+std::tuple<at::Tensor, at::Tensor> run(Mode mode, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                       const OptTensor& g, const OptTensor& beta, double scale,
+                                       const OptTensor& initial_state, bool output_final_state,
+                                       const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
+                                       const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid,
+                                       bool state_v_first) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, l2norm, gate_in_kernel, A_log, dt_bias, beta_sigmoid,
+                       state_v_first);
+  const std::vector<int64_t> shape = state_shape(p, state_v_first);
+  if (initial_state.has_value() && initial_state->defined()) {
+    TORCH_CHECK(initial_state->sizes() == at::IntArrayRef(shape), "statecut: initial_state must be ",
+                at::IntArrayRef(shape), ", got ", initial_state->sizes());
+    at::Tensor s0 = initial_state->to(q.device(), at::kFloat).contiguous();
+    p.keep.push_back(s0);
+    p.args.initial_state = s0.data_ptr<float>();
+  }
+  at::Tensor final_state = output_final_state ? at::empty(shape, q.options().dtype(at::kFloat))
+                                              : at::empty({0}, q.options().dtype(at::kFloat));
+  if (output_final_state) p.args.final_state = final_state.data_ptr<float>();
+  launch(mode, p.args);
+  return {p.o, final_state};
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> gated_delta_rule_chunk(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g, const OptTensor& beta,
+    double scale, const OptTensor& initial_state, bool output_final_state, const OptTensor& cu_seqlens,
+    bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+    bool use_beta_sigmoid_in_kernel, bool state_v_first) {
+  return run(Mode::kChunk, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
+             use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
+}
+
+std::tuple<at::Tensor, at::Tensor> gated_delta_rule_recurrent(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g, const OptTensor& beta,
+    double scale, const OptTensor& initial_state, bool output_final_state, const OptTensor& cu_seqlens,
+    bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+    bool use_beta_sigmoid_in_kernel, bool state_v_first) {
+  return run(Mode::kRecurrent, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
+             use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
+}
+
+at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const OptTensor& g, const OptTensor& beta, double scale, at::Tensor& state,
+                                    const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
+                                    bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+                                    bool use_beta_sigmoid_in_kernel, bool state_v_first) {
+  const c10::cuda::CUDAGuard guard(q.device());
+  Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
+                       dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
+  const std::vector<int64_t> shape = state_shape(p, state_v_first);
+  TORCH_CHECK(state.device() == q.device() && state.scalar_type() == at::kFloat && state.is_contiguous() &&
+                  state.sizes() == at::IntArrayRef(shape),
+              "statecut: state must be a contiguous fp32 CUDA tensor of shape ", at::IntArrayRef(shape));
+  p.args.initial_state = state.data_ptr<float>();
+  p.args.final_state = state.data_ptr<float>();
+  launch(Mode::kRecurrent, p.args);
+  return p.o;
+}
+
+namespace {
+at::Tensor decode_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
+                     const OptTensor& beta, double scale, at::Tensor state, const OptTensor& cu_seqlens, bool l2,
+                     bool gate, const OptTensor& A_log, const OptTensor& dt_bias, bool sig, bool vfirst) {
+  return gated_delta_rule_decode_(q, k, v, g, beta, scale, state, cu_seqlens, l2, gate, A_log, dt_bias, sig, vfirst);
+}
+}  // namespace
+
+TORCH_LIBRARY(statecut, m) {
+  const char* args =
+      "(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, float scale, Tensor? initial_state, "
+      "bool output_final_state, Tensor? cu_seqlens, bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, "
+      "Tensor? A_log, Tensor? dt_bias, bool use_beta_sigmoid_in_kernel, bool state_v_first) -> (Tensor, Tensor)";
+  m.def((std::string("gated_delta_rule_chunk") + args).c_str());
+  m.def((std::string("gated_delta_rule_recurrent") + args).c_str());
+  m.def(
+      "gated_delta_rule_decode_(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, float scale, Tensor(a!) state, "
+      "Tensor? cu_seqlens, bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, Tensor? A_log, Tensor? dt_bias, "
+      "bool use_beta_sigmoid_in_kernel, bool state_v_first) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(statecut, CUDA, m) {
+  m.impl("gated_delta_rule_chunk", &gated_delta_rule_chunk);
+  m.impl("gated_delta_rule_recurrent", &gated_delta_rule_recurrent);
+  m.impl("gated_delta_rule_decode_", &decode_op);
+}
+
+}  // namespace statecut::cuda

@@ -1,0 +1,41 @@
+/// LibTorch binding of the statecut::cuda gated delta rule kernels (kernels/gated_delta.h), and their
+/// TORCH_LIBRARY registration: after torch.ops.load_library("libstatecut_cuda_torch.so") Python calls
+///   torch.ops.statecut.gated_delta_rule_chunk(q, k, v, g, beta, scale, initial_state, output_final_state,
+///       cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel,
+///       state_v_first) -> (o, final_state)
+///   torch.ops.statecut.gated_delta_rule_recurrent(<same>) -> (o, final_state)
+///   torch.ops.statecut.gated_delta_rule_decode_(q, k, v, g, beta, scale, state, cu_seqlens, <flags>) -> o
+///       (state updated in place)
+/// Shapes as fla: q, k [B,T,H,K]; v [B,T,HV,V] (bf16 or fp16, same dtype); g, beta [B,T,HV] (any float dtype);
+/// A_log, dt_bias [HV]; states fp32 [N,HV,K,V] or, with state_v_first, [N,HV,V,K]; cu_seqlens int [N+1] with B = 1.
+/// scale <= 0 means K^-1/2. final_state is an empty tensor when output_final_state is false.
+#pragma once
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+#include <tuple>
+
+namespace statecut::cuda {
+
+using OptTensor = c10::optional<at::Tensor>;
+
+std::tuple<at::Tensor, at::Tensor> gated_delta_rule_chunk(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g, const OptTensor& beta,
+    double scale, const OptTensor& initial_state, bool output_final_state, const OptTensor& cu_seqlens,
+    bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+    bool use_beta_sigmoid_in_kernel, bool state_v_first);
+
+std::tuple<at::Tensor, at::Tensor> gated_delta_rule_recurrent(
+    const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g, const OptTensor& beta,
+    double scale, const OptTensor& initial_state, bool output_final_state, const OptTensor& cu_seqlens,
+    bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+    bool use_beta_sigmoid_in_kernel, bool state_v_first);
+
+/// Decode / few-step update: `state` (fp32, contiguous, CUDA) is read and overwritten in place.
+at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                    const OptTensor& g, const OptTensor& beta, double scale, at::Tensor& state,
+                                    const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
+                                    bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
+                                    bool use_beta_sigmoid_in_kernel, bool state_v_first);
+
+}  // namespace statecut::cuda

@@ -1,0 +1,57 @@
+/// Reduced-state CUDA kernels (sm_90) of the gated delta rule, any key dim 16..256, any value dim up to 256.
+///
+/// Per sequence n, value head hv (key head h = hv / (HV/H): grouped values share q/k), state S in R^{K x V}:
+///   k_t, q_t <- x / sqrt(sum x^2 + 1e-6)            (when l2norm_qk, as fla's use_qk_l2norm_in_kernel)
+///   g_t      <- -exp(A_log[hv]) softplus(a_t + dt_bias[hv])   (when gate_in_kernel; else g_t as given; no g: 0)
+///   b_t      <- sigmoid(b_t)                        (when beta_sigmoid; no beta: 1)
+///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,   o_t = S_t^T (scale q_t)
+/// Shapes (token-major, contiguous): q, k [Ttot, H, K] and v, o [Ttot, HV, V] in bf16 or fp16; g, beta [Ttot, HV]
+/// fp32; A_log, dt_bias [HV] fp32; states [N, HV, K, V] (layout kKV) or [N, HV, V, K] (layout kVK) in fp32.
+/// Sequence n covers tokens [cu_seqlens[n], cu_seqlens[n+1]) or, without cu_seqlens, [n*seq_len, (n+1)*seq_len).
+///
+/// Two entry points with the same arguments:
+///   gated_delta_recurrent: token loop, state in registers (decode, T <= 8, any T); final_state may alias
+///                          initial_state (in-place decode).
+///   gated_delta_chunk:     chunked WY/UT prefill, chunk 64, TF32 tensor cores with fp32 accumulation.
+/// Neither includes torch: CI compiles this directory with nvcc alone.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace statecut::cuda {
+
+enum class ElemType : int { kBF16 = 0, kF16 = 1 };
+enum class StateLayout : int { kKV = 0, kVK = 1 };
+
+struct GatedDeltaArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const float* g = nullptr;     ///< log decay, or the gate input a_t when gate_in_kernel; nullptr: no decay
+  const float* beta = nullptr;  ///< beta, or its logits when beta_sigmoid; nullptr: beta = 1
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;  ///< optional even with gate_in_kernel
+  void* o = nullptr;
+  const float* initial_state = nullptr;  ///< nullptr: zero state
+  float* final_state = nullptr;          ///< nullptr: not written
+  const int32_t* cu_seqlens = nullptr;   ///< device pointer, [N + 1]
+  int N = 0;           ///< number of sequences
+  int seq_len = 0;     ///< tokens per sequence without cu_seqlens
+  int max_seq_len = 0; ///< longest sequence (required with cu_seqlens)
+  int H = 0, HV = 0, K = 0, V = 0;
+  float scale = 1.f;
+  ElemType in_type = ElemType::kBF16;
+  StateLayout layout = StateLayout::kKV;
+  bool l2norm_qk = false;
+  bool gate_in_kernel = false;
+  bool beta_sigmoid = false;
+};
+
+/// nullptr when the arguments are usable, else a one-line reason naming the argument.
+const char* check_args(const GatedDeltaArgs& a);
+
+cudaError_t gated_delta_recurrent(const GatedDeltaArgs& a, cudaStream_t stream);
+cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream);
+
+}  // namespace statecut::cuda

@@ -1,0 +1,342 @@
+// Recurrent (token-loop) gated delta rule: decode, few-step verify and any-T reference on the device.
+// The state is read once and written once per call; per token, with a = S^T k and b = S^T q read from the
+// state before the step (h0), the update is done in one pass over the state held in registers:
+//   v' = beta (v - alpha a),  o = alpha b + (k.q) v',  S = alpha S + k v'^T.
+// Layout [V,K] ("v-first"): lane groups run along K (contiguous), one row v per group, reductions by shuffles.
+// Layout [K,V]: lanes run along V (contiguous), warps split K, the K reduction goes through shared memory.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "kernels/gated_delta.h"
+#include "kernels/gated_delta_common.cuh"
+
+namespace statecut::cuda {
+namespace {
+
+using detail::to_f;
+
+// Load VEC consecutive input elements (VEC in {1, 4}; 4 needs 8-byte alignment).
+template <typename T, int VEC>
+__device__ __forceinline__ void load_vec(const T* p, float* out) {
+  if constexpr (VEC == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = to_f<T>(e[i]);
+  } else {
+    out[0] = to_f<T>(*p);
+  }
+}
+
+template <int LG>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = LG / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+// ---- layout [V, K] -------------------------------------------------------------------------------------------
+// Block: 4 warps; a warp holds 32/LG groups of LG lanes; a group owns RPT consecutive rows v and, per lane, KPL
+// elements of K at k = (e/VEC)*LG*VEC + lane*VEC + e%VEC (coalesced along K).
+template <typename T, int VEC, int KPL, int LG, int RPT>
+__global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a) {
+  constexpr int kGroups = 32 / LG;
+  constexpr int kRowsPerBlock = 4 * kGroups * RPT;
+  const int n = blockIdx.z, hv = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int grp = lane / LG, gl = lane % LG;
+  const int h = hv / (a.HV / a.H);
+  const int K = a.K, V = a.V;
+  const int row0 = blockIdx.x * kRowsPerBlock + (warp * kGroups + grp) * RPT;
+
+  int kidx[KPL];
+#pragma unroll
+  for (int e = 0; e < KPL; ++e) kidx[e] = (e / VEC) * LG * VEC + gl * VEC + e % VEC;
+
+  const size_t head = static_cast<size_t>(n) * a.HV + hv;
+  float S[RPT][KPL];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const int j = row0 + r;
+#pragma unroll
+    for (int e = 0; e < KPL; e += VEC) {
+      const bool ok = j < V && kidx[e] < K;
+      if constexpr (VEC == 4) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok && a.initial_state)
+          x = *reinterpret_cast<const float4*>(a.initial_state + (head * V + j) * K + kidx[e]);
+        S[r][e] = x.x, S[r][e + 1] = x.y, S[r][e + 2] = x.z, S[r][e + 3] = x.w;
+      } else {
+        S[r][e] = (ok && a.initial_state) ? a.initial_state[(head * V + j) * K + kidx[e]] : 0.f;
+      }
+    }
+  }
+
+  long bos, eos;
+  detail::seq_bounds(a, n, bos, eos);
+  const T* qp = static_cast<const T*>(a.q);
+  const T* kp = static_cast<const T*>(a.k);
+  const T* vp = static_cast<const T*>(a.v);
+  T* op = static_cast<T*>(a.o);
+  for (long tok = bos; tok < eos; ++tok) {
+    float kv[KPL], qv[KPL];
+    const size_t qk_off = (static_cast<size_t>(tok) * a.H + h) * K;
+#pragma unroll
+    for (int e = 0; e < KPL; e += VEC) {
+      if (kidx[e] < K) {
+        load_vec<T, VEC>(kp + qk_off + kidx[e], kv + e);
+        load_vec<T, VEC>(qp + qk_off + kidx[e], qv + e);
+      } else {
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) kv[e + u] = qv[e + u] = 0.f;
+      }
+    }
+    float vv[RPT];
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      const int j = row0 + r;
+      vv[r] = j < V ? to_f<T>(vp[(static_cast<size_t>(tok) * a.HV + hv) * V + j]) : 0.f;
+    }
+    float kscale = 1.f, qscale = a.scale;
+    if (a.l2norm_qk) {
+      float sk = 0.f, sq = 0.f;
+#pragma unroll
+      for (int e = 0; e < KPL; ++e) sk += kv[e] * kv[e], sq += qv[e] * qv[e];
+      sk = group_sum<LG>(sk);
+      sq = group_sum<LG>(sq);
+      kscale = rsqrtf(sk + detail::kL2Eps);
+      qscale *= rsqrtf(sq + detail::kL2Eps);
+    }
+#pragma unroll
+    for (int e = 0; e < KPL; ++e) kv[e] *= kscale, qv[e] *= qscale;
+    float kq = 0.f;
+#pragma unroll
+    for (int e = 0; e < KPL; ++e) kq += kv[e] * qv[e];
+    kq = group_sum<LG>(kq);
+    const float alpha = __expf(detail::token_log_gate(a, tok, hv));
+    const float beta = detail::token_beta(a, tok, hv);
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      float sa = 0.f, sb = 0.f;
+#pragma unroll
+      for (int e = 0; e < KPL; ++e) sa += S[r][e] * kv[e], sb += S[r][e] * qv[e];
+      sa = group_sum<LG>(sa);
+      sb = group_sum<LG>(sb);
+      const float vn = beta * (vv[r] - alpha * sa);
+      const float o = alpha * sb + kq * vn;
+      const int j = row0 + r;
+      if (gl == 0 && j < V) op[(static_cast<size_t>(tok) * a.HV + hv) * V + j] = detail::from_f<T>(o);
+#pragma unroll
+      for (int e = 0; e < KPL; ++e) S[r][e] = alpha * S[r][e] + kv[e] * vn;
+    }
+  }
+
+  if (a.final_state == nullptr) return;
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const int j = row0 + r;
+    if (j >= V) continue;
+#pragma unroll
+    for (int e = 0; e < KPL; e += VEC) {
+      if (kidx[e] >= K) continue;
+      float* dst = a.final_state + (head * V + j) * K + kidx[e];
+      if constexpr (VEC == 4)
+        *reinterpret_cast<float4*>(dst) = make_float4(S[r][e], S[r][e + 1], S[r][e + 2], S[r][e + 3]);
+      else
+        *dst = S[r][e];
+    }
+  }
+}
+
+// ---- layout [K, V] -------------------------------------------------------------------------------------------
+// Block: 8 warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + 8 i.
+template <typename T, int VEC, int RPT>
+__global__ void __launch_bounds__(256) recurrent_kv_kernel(const GatedDeltaArgs a) {
+  constexpr int W = 8;
+  constexpr int kCols = 32 * VEC;
+  __shared__ float qs[2][256], ks[2][256];
+  __shared__ float red[2][2][W][kCols];
+  const int n = blockIdx.z, hv = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int h = hv / (a.HV / a.H);
+  const int K = a.K, V = a.V;
+  const int c0 = blockIdx.x * kCols + lane * VEC;
+  const bool col_ok = c0 < V;  // V % VEC == 0
+  const size_t head = static_cast<size_t>(n) * a.HV + hv;
+
+  float S[RPT][VEC];
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int kk = warp + W * i;
+    const bool ok = col_ok && kk < K && a.initial_state;
+    const float* src = a.initial_state + (head * K + kk) * V + c0;
+    if constexpr (VEC == 4) {
+      float4 x = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+      S[i][0] = x.x, S[i][1] = x.y, S[i][2] = x.z, S[i][3] = x.w;
+    } else {
+      float2 x = ok ? *reinterpret_cast<const float2*>(src) : make_float2(0.f, 0.f);
+      S[i][0] = x.x, S[i][1] = x.y;
+    }
+  }
+
+  long bos, eos;
+  detail::seq_bounds(a, n, bos, eos);
+  const T* qp = static_cast<const T*>(a.q);
+  const T* kp = static_cast<const T*>(a.k);
+  const T* vp = static_cast<const T*>(a.v);
+  T* op = static_cast<T*>(a.o);
+  int p = 0;
+  for (long tok = bos; tok < eos; ++tok, p ^= 1) {
+    const size_t qk_off = (static_cast<size_t>(tok) * a.H + h) * K;
+    if (warp < 2) {  // warp 0 normalises k, warp 1 q (and applies the scale)
+      const T* src = (warp == 0 ? kp : qp) + qk_off;
+      float x[8];
+      float ss = 0.f;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int kk = lane + 32 * u;
+        x[u] = kk < K ? to_f<T>(src[kk]) : 0.f;
+        ss += x[u] * x[u];
+      }
+      float mul = warp == 0 ? 1.f : a.scale;
+      if (a.l2norm_qk) mul *= rsqrtf(group_sum<32>(ss) + detail::kL2Eps);
+      float* dst = warp == 0 ? ks[p] : qs[p];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (lane + 32 * u < K) dst[lane + 32 * u] = x[u] * mul;
+    }
+    float vv[VEC];
+    if (col_ok) {
+      const T* src = vp + (static_cast<size_t>(tok) * a.HV + hv) * V + c0;
+#pragma unroll
+      for (int u = 0; u < VEC; ++u) vv[u] = to_f<T>(src[u]);
+    }
+    const float alpha = __expf(detail::token_log_gate(a, tok, hv));
+    const float beta = detail::token_beta(a, tok, hv);
+    __syncthreads();
+    float kq = 0.f;
+    for (int kk = lane; kk < K; kk += 32) kq += ks[p][kk] * qs[p][kk];
+    kq = group_sum<32>(kq);
+    float pa[VEC], pb[VEC];
+#pragma unroll
+    for (int u = 0; u < VEC; ++u) pa[u] = pb[u] = 0.f;
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int kk = warp + W * i;
+      const float kx = kk < K ? ks[p][kk] : 0.f;
+      const float qx = kk < K ? qs[p][kk] : 0.f;
+#pragma unroll
+      for (int u = 0; u < VEC; ++u) pa[u] += S[i][u] * kx, pb[u] += S[i][u] * qx;
+    }
+#pragma unroll
+    for (int u = 0; u < VEC; ++u) red[p][0][warp][lane * VEC + u] = pa[u], red[p][1][warp][lane * VEC + u] = pb[u];
+    __syncthreads();
+    float vn[VEC];
+#pragma unroll
+    for (int u = 0; u < VEC; ++u) {
+      float sa = 0.f, sb = 0.f;
+#pragma unroll
+      for (int w = 0; w < W; ++w) sa += red[p][0][w][lane * VEC + u], sb += red[p][1][w][lane * VEC + u];
+      vn[u] = col_ok ? beta * (vv[u] - alpha * sa) : 0.f;
+      if (warp == 0 && col_ok)
+        op[(static_cast<size_t>(tok) * a.HV + hv) * V + c0 + u] = detail::from_f<T>(alpha * sb + kq * vn[u]);
+    }
+#pragma unroll
+    for (int i = 0; i < RPT; ++i) {
+      const int kk = warp + W * i;
+      const float kx = kk < K ? ks[p][kk] : 0.f;
+#pragma unroll
+      for (int u = 0; u < VEC; ++u) S[i][u] = alpha * S[i][u] + kx * vn[u];
+    }
+  }
+
+  if (a.final_state == nullptr || !col_ok) return;
+#pragma unroll
+  for (int i = 0; i < RPT; ++i) {
+    const int kk = warp + W * i;
+    if (kk >= K) continue;
+    float* dst = a.final_state + (head * K + kk) * V + c0;
+    if constexpr (VEC == 4)
+      *reinterpret_cast<float4*>(dst) = make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
+    else
+      *reinterpret_cast<float2*>(dst) = make_float2(S[i][0], S[i][1]);
+  }
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------------------
+template <typename T, int VEC, int KPL, int LG>
+cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
+  constexpr int RPT = KPL <= 4 ? 8 : 4;
+  constexpr int rows = 4 * (32 / LG) * RPT;
+  dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
+  recurrent_vk_kernel<T, VEC, KPL, LG, RPT><<<grid, 128, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
+  const int K = a.K;
+  if (K % 4 == 0) {
+    if (K > 128) return launch_vk<T, 4, 8, 32>(a, s);
+    if (K > 64) return launch_vk<T, 4, 4, 32>(a, s);
+    if (K > 32) return launch_vk<T, 4, 4, 16>(a, s);
+    if (K > 16) return launch_vk<T, 4, 4, 8>(a, s);
+    return launch_vk<T, 4, 4, 4>(a, s);
+  }
+  const int kpl = (K + 31) / 32;
+  if (kpl <= 1) return launch_vk<T, 1, 1, 32>(a, s);
+  if (kpl <= 2) return launch_vk<T, 1, 2, 32>(a, s);
+  if (kpl <= 4) return launch_vk<T, 1, 4, 32>(a, s);
+  if (kpl <= 6) return launch_vk<T, 1, 6, 32>(a, s);
+  return launch_vk<T, 1, 8, 32>(a, s);
+}
+
+template <typename T, int VEC, int RPT>
+cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
+  constexpr int cols = 32 * VEC;
+  dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
+  recurrent_kv_kernel<T, VEC, RPT><<<grid, 256, 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename T, int VEC>
+cudaError_t dispatch_kv_rows(const GatedDeltaArgs& a, cudaStream_t s) {
+  const int rpt = (a.K + 7) / 8;
+  if (rpt <= 2) return launch_kv<T, VEC, 2>(a, s);
+  if (rpt <= 4) return launch_kv<T, VEC, 4>(a, s);
+  if (rpt <= 8) return launch_kv<T, VEC, 8>(a, s);
+  if (rpt <= 12) return launch_kv<T, VEC, 12>(a, s);
+  if (rpt <= 16) return launch_kv<T, VEC, 16>(a, s);
+  if (rpt <= 24) return launch_kv<T, VEC, 24>(a, s);
+  return launch_kv<T, VEC, 32>(a, s);
+}
+
+template <typename T>
+cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
+  if (a.layout == StateLayout::kVK) return dispatch_vk<T>(a, s);
+  return a.V <= 64 ? dispatch_kv_rows<T, 2>(a, s) : dispatch_kv_rows<T, 4>(a, s);
+}
+
+}  // namespace
+
+const char* check_args(const GatedDeltaArgs& a) {
+  if (!a.q || !a.k || !a.v || !a.o) return "q, k, v and o must be given";
+  if (a.K < 1 || a.K > 256) return "key dim K must be in 1..256";
+  if (a.V < 1 || a.V > 256) return "value dim V must be in 1..256";
+  if (a.V % 4 != 0) return "value dim V must be a multiple of 4";
+  if (a.H < 1 || a.HV < a.H || a.HV % a.H != 0) return "value heads HV must be a positive multiple of key heads H";
+  if (a.N < 1) return "need at least one sequence";
+  if (a.cu_seqlens == nullptr && a.seq_len < 0) return "seq_len must be >= 0";
+  if (a.cu_seqlens != nullptr && a.max_seq_len < 0) return "max_seq_len must be >= 0 with cu_seqlens";
+  if (a.gate_in_kernel && (a.A_log == nullptr || a.g == nullptr)) return "gate_in_kernel needs g and A_log";
+  return nullptr;
+}
+
+cudaError_t gated_delta_recurrent(const GatedDeltaArgs& a, cudaStream_t stream) {
+  if (check_args(a) != nullptr) return cudaErrorInvalidValue;
+  return a.in_type == ElemType::kBF16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<__half>(a, stream);
+}
+
+}  // namespace statecut::cuda
