@@ -1,0 +1,250 @@
+// Channel selectors of the paper, one index set per head shared by q and k. Math: selectors.h.
+#include "reference/selectors.h"
+
+#include "reference/pca.h"
+#include "reference/rrqr.h"
+#include "reference/selection_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+
+namespace statecut::ref {
+namespace {
+
+std::string shape(const Mat& m) { return std::to_string(m.rows()) + "x" + std::to_string(m.cols()); }
+
+void need(const Mat& m, Index rows, Index cols, const std::string& what, Index head) {
+  if (m.rows() != rows || (cols >= 0 && m.cols() != cols))
+    throw ShapeError("select: head " + std::to_string(head) + ": " + what + " is " + shape(m) + ", expected " +
+                     std::to_string(rows) + "x" + (cols >= 0 ? std::to_string(cols) : std::string("*")));
+  if (!m.allFinite()) throw ShapeError("select: head " + std::to_string(head) + ": " + what + " has NaN or Inf");
+}
+
+bool uses_q(ScoreSide s) { return s != ScoreSide::KOnly; }
+bool uses_k(ScoreSide s) { return s != ScoreSide::QOnly; }
+
+// dk of the layer, from the field the method reads.
+Index layer_dk(const LayerInputs& in, SelectMethod m, ScoreSide side) {
+  if (in.heads.empty()) throw ShapeError("select: the layer has no heads");
+  const HeadInputs& h = in.heads.front();
+  if (m == SelectMethod::Drrqr || m == SelectMethod::Pca) return uses_k(side) ? h.k.cols() : h.q.cols();
+  return uses_q(side) ? h.wq.rows() : h.wk.rows();
+}
+
+// Joint / one-sided sum of two per-channel score vectors.
+Vec combine(const Vec& sq, const Vec& sk, ScoreSide side) {
+  if (side == ScoreSide::QOnly) return sq;
+  if (side == ScoreSide::KOnly) return sk;
+  return sq + sk;
+}
+
+void check_weights(const Mat& wq, const Mat& wk, ScoreSide side, const char* who) {
+  if (wq.rows() != wk.rows() || wq.cols() != wk.cols())
+    throw ShapeError(std::string(who) + ": Wq is " + shape(wq) + " but Wk is " + shape(wk));
+  (void)side;
+}
+
+}  // namespace
+
+SelectMethod method_from_name(const std::string& name) {
+  if (name == "rand") return SelectMethod::Rand;
+  if (name == "l1") return SelectMethod::L1;
+  if (name == "swanda") return SelectMethod::SWanda;
+  if (name == "grad") return SelectMethod::Grad;
+  if (name == "drrqr") return SelectMethod::Drrqr;
+  if (name == "pca") return SelectMethod::Pca;
+  throw ShapeError("unknown selection method '" + name + "' (expected rand, l1, swanda, grad, drrqr or pca)");
+}
+
+const char* method_name(SelectMethod m) {
+  switch (m) {
+    case SelectMethod::Rand: return "rand";
+    case SelectMethod::L1: return "l1";
+    case SelectMethod::SWanda: return "swanda";
+    case SelectMethod::Grad: return "grad";
+    case SelectMethod::Drrqr: return "drrqr";
+    case SelectMethod::Pca: return "pca";
+  }
+  return "?";
+}
+
+ScoreSide side_from_name(const std::string& name) {
+  if (name == "qk") return ScoreSide::Joint;
+  if (name == "q") return ScoreSide::QOnly;
+  if (name == "k") return ScoreSide::KOnly;
+  throw ShapeError("unknown score side '" + name + "' (expected qk, q or k)");
+}
+
+const char* side_name(ScoreSide s) {
+  switch (s) {
+    case ScoreSide::Joint: return "qk";
+    case ScoreSide::QOnly: return "q";
+    case ScoreSide::KOnly: return "k";
+  }
+  return "?";
+}
+
+Vec l1_scores(const Mat& wq, const Mat& wk, ScoreSide side) {
+  check_weights(wq, wk, side, "l1");
+  return combine(wq.cwiseAbs().rowwise().sum(), wk.cwiseAbs().rowwise().sum(), side);
+}
+
+Vec swanda_scores(const Mat& wq, const Mat& wk, const Vec& rms, ScoreSide side) {
+  check_weights(wq, wk, side, "swanda");
+  if (rms.size() != wq.cols())
+    throw ShapeError("swanda: rms has " + std::to_string(rms.size()) + " entries, weights have " +
+                     std::to_string(wq.cols()) + " input features");
+  // (|Wq| + |Wk|) diag(rms), summed over inputs: one side at a time so Table 16's modes fall out.
+  return combine(wq.cwiseAbs() * rms, wk.cwiseAbs() * rms, side);
+}
+
+Vec grad_scores(const Mat& wq, const Mat& wk, const Mat& grad_wq, const Mat& grad_wk, ScoreSide side) {
+  check_weights(wq, wk, side, "grad");
+  if (grad_wq.rows() != wq.rows() || grad_wq.cols() != wq.cols() || grad_wk.rows() != wk.rows() ||
+      grad_wk.cols() != wk.cols())
+    throw ShapeError("grad: gradients " + shape(grad_wq) + " / " + shape(grad_wk) + " do not match weights " +
+                     shape(wq));
+  return combine(wq.cwiseProduct(grad_wq).cwiseAbs().rowwise().sum(),
+                 wk.cwiseProduct(grad_wk).cwiseAbs().rowwise().sum(), side);
+}
+
+std::vector<Index> top_k_sorted(const Vec& scores, Index k) {
+  validate_keep(k, scores.size());
+  if (scores.hasNaN()) throw ShapeError("top-k: scores contain NaN");
+  std::vector<Index> idx(scores.size());
+  std::iota(idx.begin(), idx.end(), Index{0});
+  std::stable_sort(idx.begin(), idx.end(), [&](Index a, Index b) { return scores(a) > scores(b); });
+  idx.resize(k);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+SelectRng::SelectRng(std::uint64_t seed, std::uint64_t stream) {
+  // splitmix64 of (seed, stream) so nearby seeds/streams give unrelated generators
+  auto mix = [](std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  gen_.seed(mix(seed ^ mix(stream)));
+}
+
+std::uint64_t SelectRng::next() { return gen_(); }
+
+std::uint64_t SelectRng::below(std::uint64_t n) {
+  if (n == 0) throw ShapeError("SelectRng::below: n must be >= 1");
+  // rejection of the top partial block keeps every residue equally likely
+  const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
+  std::uint64_t x;
+  do x = gen_();
+  while (x >= limit);
+  return x % n;
+}
+
+std::vector<Index> rand_subset(Index dk, Index k, SelectRng& rng) {
+  validate_keep(k, dk);
+  std::vector<Index> p(dk);
+  std::iota(p.begin(), p.end(), Index{0});
+  for (Index t = 0; t < k; ++t) std::swap(p[t], p[t + static_cast<Index>(rng.below(dk - t))]);
+  p.resize(k);
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+Mat drrqr_matrix(const Mat& q, const Mat& k, ScoreSide side) {
+  if (side == ScoreSide::QOnly) return q;
+  if (side == ScoreSide::KOnly) return k;
+  if (q.cols() != k.cols())
+    throw ShapeError("drrqr: Q has " + std::to_string(q.cols()) + " channels but K has " + std::to_string(k.cols()));
+  Mat m(q.rows() + k.rows(), q.cols());
+  m << q, k;  // stacked along tokens (rrqr.py: cat([Xq, Xk], dim=0))
+  return m;
+}
+
+Index resolve_budget(const SelectOptions& opt, Index dk) {
+  if (opt.keep != 0) return validate_keep(opt.keep, dk);
+  return budget_from_ratio(dk, opt.ratio);
+}
+
+std::vector<std::vector<Index>> select_channels(const LayerInputs& in, const SelectOptions& opt) {
+  if (opt.method == SelectMethod::Pca)
+    throw ShapeError("select: pca rotates the key space and returns no channel subset; use pca_rotations");
+  const Index dk = layer_dk(in, opt.method, opt.side);
+  const Index k = resolve_budget(opt, dk);
+  const Index hidden = in.heads.front().wq.cols();
+  SelectRng rng(opt.seed, opt.stream);
+  std::vector<std::vector<Index>> out;
+  out.reserve(in.heads.size());
+  for (std::size_t hi = 0; hi < in.heads.size(); ++hi) {
+    const HeadInputs& h = in.heads[hi];
+    const Index head = static_cast<Index>(hi);
+    switch (opt.method) {
+      case SelectMethod::Rand:
+        out.push_back(rand_subset(dk, k, rng));
+        break;
+      case SelectMethod::L1:
+      case SelectMethod::SWanda:
+      case SelectMethod::Grad: {
+        need(h.wq, dk, hidden, "Wq", head);
+        need(h.wk, dk, hidden, "Wk", head);
+        Vec s;
+        if (opt.method == SelectMethod::L1) {
+          s = l1_scores(h.wq, h.wk, opt.side);
+        } else if (opt.method == SelectMethod::SWanda) {
+          s = swanda_scores(h.wq, h.wk, in.rms, opt.side);
+        } else {
+          need(h.grad_wq, dk, hidden, "dL/dWq", head);
+          need(h.grad_wk, dk, hidden, "dL/dWk", head);
+          s = grad_scores(h.wq, h.wk, h.grad_wq, h.grad_wk, opt.side);
+        }
+        out.push_back(top_k_sorted(s, k));
+        break;
+      }
+      case SelectMethod::Drrqr: {
+        if (uses_q(opt.side)) need(h.q, h.q.rows(), dk, "Q", head);
+        if (uses_k(opt.side)) need(h.k, h.k.rows(), dk, "K", head);
+        RrqrOptions ro;
+        ro.f = opt.f;
+        ro.mode = opt.faithful ? DrrqrMode::Faithful : DrrqrMode::Strong;
+        ro.seed = opt.seed;
+        ro.stream = opt.stream * 1000003ULL + hi;  // one subsample stream per (layer, head)
+        std::vector<Index> p = drrqr_pivots(drrqr_matrix(h.q, h.k, opt.side), k, ro);
+        std::sort(p.begin(), p.end());
+        out.push_back(std::move(p));
+        break;
+      }
+      case SelectMethod::Pca:
+        break;
+    }
+  }
+  return out;
+}
+
+std::vector<Mat> pca_rotations(const LayerInputs& in, const SelectOptions& opt) {
+  const Index dk = layer_dk(in, SelectMethod::Pca, opt.side);
+  const Index r = resolve_budget(opt, dk);
+  std::vector<Mat> out;
+  for (std::size_t hi = 0; hi < in.heads.size(); ++hi) {
+    const HeadInputs& h = in.heads[hi];
+    const Index head = static_cast<Index>(hi);
+    PcaStats sq, sk;
+    if (uses_q(opt.side)) {
+      need(h.q, h.q.rows(), dk, "Q", head);
+      sq.add(l2norm_rows_fla(h.q));
+    }
+    if (uses_k(opt.side)) {
+      need(h.k, h.k.rows(), dk, "K", head);
+      sk.add(l2norm_rows_fla(h.k));
+    }
+    if (opt.side == ScoreSide::Joint && sq.n != sk.n)
+      throw ShapeError("pca: head " + std::to_string(head) + ": Q and K have different token counts");
+    const PcaStats& s = opt.side == ScoreSide::QOnly ? sq : opt.side == ScoreSide::KOnly ? sk : average_stats(sq, sk);
+    out.push_back(pca_rotation(s.covariance(), r, opt.pca_adversarial));
+  }
+  return out;
+}
+
+}  // namespace statecut::ref
