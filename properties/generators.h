@@ -1,0 +1,217 @@
+/// RapidCheck generators with meaning, shared by the theorem / recurrence / metamorphic properties.
+///
+/// What they produce (all double):
+///   - sizes that matter: T in {1, 2, 17, 63, 64, 65, 127, 130} (chunk edges around 64), dk in {1, 2, 5, 16, 63,
+///     65, 89} (89 = the paper's 30%-pruned DeltaNet head), dv in {1, 3, 16, 33, 64, 65, 70} (dv != dk);
+///     small enough that 100 cases of a property run in well under a second;
+///   - Haar-random orthogonal T (QR of a Gaussian with the signs of diag(R) fixed), L2-normalised keys
+///     (rows divided by their exact norm, not fla's eps convention), beta in [0, 1] (or [0, 2]), log-gates
+///     g in [-20, -1e-4] (log-uniform in |g|), matrices with prescribed singular spectra U diag(s) V^T.
+///
+/// Randomness: RapidCheck draws the sizes (they shrink) and a 64-bit seed (not shrunk) that feeds a
+/// std::mt19937_64 for the Gaussian entries, so a counterexample prints its sizes and seed and RC_PARAMS replays it.
+/// The master seed: RC_PARAMS="seed=N" wins; else STATECUT_SEED=N; else the fixed default kDefaultSeed, so CI runs
+/// the same cases every time. It is printed once on stderr. std::random_device is never used.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <Eigen/QR>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reference/types.h"
+
+namespace statecut::prop {
+
+using ref::Index;
+using ref::Mat;
+using ref::Vec;
+
+/// Machine epsilon of double (2^-52); bounds are asserted as lhs <= rhs (1 + c eps).
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+constexpr std::uint64_t kDefaultSeed = 2602048520ULL;  // arXiv 2602.04852
+
+namespace detail {
+/// Installs the master seed into RC_PARAMS before RapidCheck reads its configuration (it reads it lazily, at the
+/// first property), and prints it.
+inline bool install_master_seed() {
+  const char* rc = std::getenv("RC_PARAMS");
+  std::string params = rc ? rc : "";
+  if (params.find("seed=") == std::string::npos) {
+    const char* env = std::getenv("STATECUT_SEED");
+    const std::string seed = (env && *env) ? env : std::to_string(kDefaultSeed);
+    params = params.empty() ? "seed=" + seed : params + " seed=" + seed;
+    setenv("RC_PARAMS", params.c_str(), 1);
+  }
+  std::fprintf(stderr, "statecut properties: RC_PARAMS=\"%s\" (override with STATECUT_SEED=N or RC_PARAMS)\n",
+               params.c_str());
+  return true;
+}
+inline const bool kMasterSeedInstalled = install_master_seed();
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------------------------
+// Deterministic matrix factories (driven by an Rng seeded from a RapidCheck-drawn seed)
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Rng {
+  explicit Rng(std::uint64_t seed) : eng(seed) {}
+  double normal() { return std::normal_distribution<double>(0.0, 1.0)(eng); }
+  double uniform(double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(eng); }
+  Index integer(Index lo, Index hi) { return std::uniform_int_distribution<Index>(lo, hi)(eng); }
+  std::mt19937_64 eng;
+};
+
+inline Mat gaussian(Rng& rng, Index rows, Index cols) {
+  Mat m(rows, cols);
+  for (Index j = 0; j < cols; ++j)
+    for (Index i = 0; i < rows; ++i) m(i, j) = rng.normal();
+  return m;
+}
+
+inline Vec uniform_vec(Rng& rng, Index n, double lo, double hi) {
+  Vec v(n);
+  for (Index i = 0; i < n; ++i) v(i) = rng.uniform(lo, hi);
+  return v;
+}
+
+/// Haar-distributed orthogonal n x n matrix: Q of a Gaussian's QR, columns signed so that diag(R) > 0.
+inline Mat random_orthogonal(Rng& rng, Index n) {
+  const Mat g = gaussian(rng, n, n);
+  Eigen::HouseholderQR<Mat> qr(g);
+  Mat q = qr.householderQ() * Mat::Identity(n, n);
+  const Mat r = qr.matrixQR().triangularView<Eigen::Upper>();
+  for (Index j = 0; j < n; ++j)
+    if (r(j, j) < 0) q.col(j) = -q.col(j);
+  return q;
+}
+
+/// n x r matrix with orthonormal columns (r <= n), a random r-dimensional subspace of R^n.
+inline Mat orthonormal_columns(Rng& rng, Index n, Index r) { return random_orthogonal(rng, n).leftCols(r); }
+
+/// Rows scaled to unit Euclidean norm exactly (zero rows, which Gaussians never give, are left as they are).
+inline Mat unit_rows(Mat m) {
+  for (Index i = 0; i < m.rows(); ++i) {
+    const double n = m.row(i).norm();
+    if (n > 0) m.row(i) /= n;
+  }
+  return m;
+}
+
+/// L2-normalised Gaussian keys/queries [T, d].
+inline Mat unit_keys(Rng& rng, Index T, Index d) { return unit_rows(gaussian(rng, T, d)); }
+
+/// Log-gates g in [-20, -1e-4], log-uniform in |g| so both "almost no decay" and "forget everything" occur.
+inline Vec log_gates(Rng& rng, Index T) {
+  Vec g(T);
+  for (Index t = 0; t < T; ++t) g(t) = -std::pow(10.0, rng.uniform(-4.0, std::log10(20.0)));
+  return g;
+}
+
+/// Kinds of prescribed singular spectra, largest value 1.
+enum class Spectrum { Flat, Geometric, OneLarge, Clustered, RankDeficient };
+
+inline const char* spectrum_name(Spectrum s) {
+  switch (s) {
+    case Spectrum::Flat: return "flat";
+    case Spectrum::Geometric: return "geometric";
+    case Spectrum::OneLarge: return "one-large";
+    case Spectrum::Clustered: return "clustered";
+    case Spectrum::RankDeficient: return "rank-deficient";
+  }
+  return "?";
+}
+
+/// n singular values in [1/cond, 1], non-increasing:
+///   Flat: all 1 (kappa = 1);  Geometric: 1 ... 1/cond geometrically;  OneLarge: 1 then all 1/cond;
+///   Clustered: half at 1, half at 1/cond;  RankDeficient: geometric over the first ceil(n/2), then exact zeros.
+inline Vec make_spectrum(Spectrum kind, Index n, double cond) {
+  Vec s(n);
+  for (Index i = 0; i < n; ++i) {
+    const double frac = n > 1 ? static_cast<double>(i) / static_cast<double>(n - 1) : 0.0;
+    switch (kind) {
+      case Spectrum::Flat: s(i) = 1.0; break;
+      case Spectrum::Geometric: s(i) = std::pow(cond, -frac); break;
+      case Spectrum::OneLarge: s(i) = i == 0 ? 1.0 : 1.0 / cond; break;
+      case Spectrum::Clustered: s(i) = 2 * i < n ? 1.0 : 1.0 / cond; break;
+      case Spectrum::RankDeficient: {
+        const Index r = (n + 1) / 2;
+        s(i) = i < r ? std::pow(cond, -(r > 1 ? static_cast<double>(i) / static_cast<double>(r - 1) : 0.0)) : 0.0;
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+/// rows x cols matrix U diag(s) V^T with Haar-random U, V; s has min(rows, cols) entries.
+inline Mat with_spectrum(Rng& rng, Index rows, Index cols, const Vec& s) {
+  const Index d = std::min(rows, cols);
+  const Mat u = orthonormal_columns(rng, rows, d);
+  const Mat v = orthonormal_columns(rng, cols, d);
+  return u * s.head(d).asDiagonal() * v.transpose();
+}
+
+/// Normwise relative error ||a - b||_F / ||b||_F (absolute when b == 0).
+inline double rel_err(const Mat& a, const Mat& b) {
+  const double nb = b.norm();
+  return nb > 0 ? (a - b).norm() / nb : (a - b).norm();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// RapidCheck generators (sizes shrink toward the first listed value; the data seed does not shrink)
+// ---------------------------------------------------------------------------------------------------------------
+
+inline rc::Gen<Index> genSeqLen() { return rc::gen::elementOf(std::vector<Index>{1, 2, 17, 63, 64, 65, 127, 130}); }
+inline rc::Gen<Index> genKeyDim() { return rc::gen::elementOf(std::vector<Index>{1, 2, 5, 16, 63, 65, 89}); }
+inline rc::Gen<Index> genValueDim() { return rc::gen::elementOf(std::vector<Index>{1, 3, 16, 33, 64, 65, 70}); }
+/// Chunk sizes of the chunked forms: 1 (degenerate), 16 and 64 (the default), plus one not dividing 64.
+inline rc::Gen<Index> genChunk() { return rc::gen::elementOf(std::vector<Index>{64, 1, 16, 37}); }
+inline rc::Gen<std::uint64_t> genSeed() { return rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>()); }
+inline rc::Gen<Spectrum> genSpectrum() {
+  return rc::gen::elementOf(std::vector<Spectrum>{Spectrum::Flat, Spectrum::Geometric, Spectrum::OneLarge,
+                                                  Spectrum::Clustered, Spectrum::RankDeficient});
+}
+/// Condition numbers of prescribed spectra: 1 (orthogonal) up to 1e6 (still far from 1/eps).
+inline rc::Gen<double> genCond() { return rc::gen::elementOf(std::vector<double>{1.0, 2.0, 10.0, 1e3, 1e6}); }
+
+}  // namespace statecut::prop
+
+namespace rc {
+/// Counterexamples print the spectrum by name.
+inline void showValue(statecut::prop::Spectrum s, std::ostream& os) { os << statecut::prop::spectrum_name(s); }
+}  // namespace rc
+
+// ---------------------------------------------------------------------------------------------------------------
+// Tightness classification: every bound property tags how close lhs came to rhs, so a vacuous bound shows.
+// ---------------------------------------------------------------------------------------------------------------
+
+/// Tags lhs/rhs of an upper bound lhs <= rhs in decades.
+#define STATECUT_CLASSIFY_RATIO(ratio)                                                  \
+  do {                                                                                  \
+    const double r_ = (ratio);                                                          \
+    RC_CLASSIFY(r_ >= 0.999, "lhs/rhs >= 0.999 (tight)");                               \
+    RC_CLASSIFY(r_ >= 0.9 && r_ < 0.999, "lhs/rhs in [0.9, 0.999)");                    \
+    RC_CLASSIFY(r_ >= 0.1 && r_ < 0.9, "lhs/rhs in [0.1, 0.9)");                        \
+    RC_CLASSIFY(r_ >= 1e-3 && r_ < 0.1, "lhs/rhs in [1e-3, 0.1)");                      \
+    RC_CLASSIFY(r_ < 1e-3, "lhs/rhs < 1e-3 (loose)");                                   \
+  } while (false)
+
+/// Tags an error measured in units of eps (err / eps): how much of the allowed budget was used.
+#define STATECUT_CLASSIFY_EPS(err_over_eps)                                             \
+  do {                                                                                  \
+    const double e_ = (err_over_eps);                                                   \
+    RC_CLASSIFY(e_ == 0.0, "error = 0 (bitwise)");                                      \
+    RC_CLASSIFY(e_ > 0.0 && e_ < 1.0, "error in (0, 1) eps");                           \
+    RC_CLASSIFY(e_ >= 1.0 && e_ < 10.0, "error in [1, 10) eps");                        \
+    RC_CLASSIFY(e_ >= 10.0 && e_ < 100.0, "error in [10, 100) eps");                    \
+    RC_CLASSIFY(e_ >= 100.0 && e_ < 1e3, "error in [100, 1e3) eps");                    \
+    RC_CLASSIFY(e_ >= 1e3, "error >= 1e3 eps");                                         \
+  } while (false)
