@@ -1,0 +1,173 @@
+// Metamorphic relations of the CUDA gated delta rule kernels at sizes too large for the CPU loop:
+// chunked = recurrent, state carried across calls, in-place decode = one multi-token call, both state layouts,
+// grouped values = explicit repetition of q/k heads, and packed varlen = separate calls.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+
+#include <cstdio>
+
+#include "tests/gpu/gated_delta_cases.h"
+
+namespace {
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+using namespace statecut::gpu_cases;
+#define STATECUT_REQUIRE_GPU() \
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device"
+#else
+#define STATECUT_REQUIRE_GPU() GTEST_SKIP() << "built without the CUDA kernels (statecut_cuda_torch)"
+#endif
+
+constexpr double kTf32Unit = 1.0 / 2048;
+
+TEST(Meta_GatedDeltaCuda, chunkedMatchesRecurrent) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (int K : {128, 89, 256}) {
+    GdCase c;
+    c.B = 2, c.T = 4096, c.H = 4, c.HV = 8, c.K = K, c.V = 128, c.gate_in_kernel = true, c.beta_sigmoid = true;
+    const GdInputs d = to_device(make_inputs(c, seed_from_env(7 + K)));
+    const double scale = 1.0 / std::sqrt(double(K));
+    auto [o_r, s_r] = run_cuda(Kernel::kRecurrent, c, d, d.s0, scale);
+    auto [o_c, s_c] = run_cuda(Kernel::kChunk, c, d, d.s0, scale);
+    const double eo = rel_err(o_c, o_r), es = rel_err(s_c, s_r);
+    std::printf("[meta] chunk vs recurrent %s: o %.3e state %.3e\n", c.name().c_str(), eo, es);
+    // Each o is a bf16 rounding (2^-9 per element) of nearly the same value: 2 bf16 units bound their distance.
+    EXPECT_LE(eo, 2.0 / 512) << c.name();
+    EXPECT_LE(es, 4 * kTf32Unit) << c.name();  // as the equivalence bound of the chunk state
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, stateCarriesAcrossCalls) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (bool v_first : {false, true}) {
+    GdCase c;
+    c.B = 3, c.T = 257, c.H = 2, c.HV = 4, c.K = 76, c.V = 128, c.v_first = v_first;
+    const GdInputs d = to_device(make_inputs(c, seed_from_env(11)));
+    const double scale = 1.0 / std::sqrt(76.0);
+    const int T1 = 100;
+    GdCase c1 = c, c2 = c;
+    c1.T = T1, c2.T = c.T - T1;
+    auto part = [](const GdInputs& x, int64_t a, int64_t b) {
+      GdInputs y = x;
+      y.q = x.q.narrow(1, a, b - a), y.k = x.k.narrow(1, a, b - a), y.v = x.v.narrow(1, a, b - a);
+      y.g = x.g.narrow(1, a, b - a), y.beta = x.beta.narrow(1, a, b - a);
+      return y;
+    };
+    for (Kernel kern : {Kernel::kChunk, Kernel::kRecurrent}) {
+      auto [o_all, s_all] = run_cuda(kern, c, d, d.s0, scale);
+      auto [o_1, s_1] = run_cuda(kern, c1, part(d, 0, T1), d.s0, scale);
+      auto [o_2, s_2] = run_cuda(kern, c2, part(d, T1, c.T), s_1, scale);
+      const double eo = rel_err(at::cat({o_1, o_2}, 1), o_all), es = rel_err(s_2, s_all);
+      std::printf("[meta] split at %d (%s, vfirst=%d): o %.3e state %.3e\n", T1,
+                  kern == Kernel::kChunk ? "chunk" : "recurrent", int(v_first), eo, es);
+      if (kern == Kernel::kRecurrent) {  // the same fp32 operations in the same order: bit-identical
+        EXPECT_EQ(eo, 0.0);
+        EXPECT_EQ(es, 0.0);
+      } else {  // other chunk boundaries: TF32 rounding differs
+        EXPECT_LE(eo, 2.0 / 512);
+        EXPECT_LE(es, 4 * kTf32Unit);
+      }
+    }
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, inPlaceDecodeEqualsMultiTokenCall) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (bool v_first : {false, true}) {
+    GdCase c;
+    c.B = 64, c.T = 8, c.H = 4, c.HV = 8, c.K = 89, c.V = 64, c.v_first = v_first, c.gate_in_kernel = true,
+    c.beta_sigmoid = true;
+    const GdInputs d = to_device(make_inputs(c, seed_from_env(13)));
+    const double scale = 1.0 / std::sqrt(89.0);
+    auto [o_all, s_all] = run_cuda(Kernel::kRecurrent, c, d, d.s0, scale);
+    at::Tensor state = d.s0.clone();
+    std::vector<at::Tensor> os;
+    for (int t = 0; t < c.T; ++t) {
+      os.push_back(statecut::cuda::gated_delta_rule_decode_(
+          d.q.narrow(1, t, 1), d.k.narrow(1, t, 1), d.v.narrow(1, t, 1), d.g.narrow(1, t, 1),
+          d.beta.narrow(1, t, 1), scale, state, c10::nullopt, true, true, d.A_log, d.dt_bias, true, v_first));
+    }
+    EXPECT_EQ(rel_err(at::cat(os, 1), o_all), 0.0);  // same fp32 operations in the same order
+    EXPECT_EQ(rel_err(state, s_all), 0.0);
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, layoutsAgree) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  GdCase c;
+  c.B = 2, c.T = 300, c.H = 2, c.HV = 2, c.K = 179, c.V = 256;
+  const GdInputs d = to_device(make_inputs(c, seed_from_env(17)));
+  const double scale = 1.0 / std::sqrt(179.0);
+  GdCase cv = c;
+  cv.v_first = true;
+  const at::Tensor s0v = d.s0.transpose(-1, -2).contiguous();
+  for (Kernel kern : {Kernel::kChunk, Kernel::kRecurrent}) {
+    auto [o_k, s_k] = run_cuda(kern, c, d, d.s0, scale);
+    auto [o_v, s_v] = run_cuda(kern, cv, d, s0v, scale);
+    const double eo = rel_err(o_v, o_k), es = rel_err(s_v.transpose(-1, -2), s_k);
+    std::printf("[meta] layouts (%s): o %.3e state %.3e\n", kern == Kernel::kChunk ? "chunk" : "recurrent", eo, es);
+    if (kern == Kernel::kChunk) {  // one kernel, only the state load/store differs: identical
+      EXPECT_EQ(eo, 0.0);
+      EXPECT_EQ(es, 0.0);
+    } else {  // two kernels summing in different orders in fp32: a few ulps, then one bf16 rounding of o
+      EXPECT_LE(eo, 1.0 / 512);
+      EXPECT_LE(es, 1e-5);
+    }
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, groupedValuesEqualRepeatedHeads) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  GdCase c;
+  c.B = 2, c.T = 130, c.H = 2, c.HV = 6, c.K = 96, c.V = 128;
+  const GdInputs d = to_device(make_inputs(c, seed_from_env(19)));
+  GdInputs r = d;
+  r.q = d.q.repeat_interleave(3, 2), r.k = d.k.repeat_interleave(3, 2);
+  GdCase cr = c;
+  cr.H = 6;
+  for (Kernel kern : {Kernel::kChunk, Kernel::kRecurrent}) {
+    auto [o_g, s_g] = run_cuda(kern, c, d, d.s0, 0.1);
+    auto [o_r, s_r] = run_cuda(kern, cr, r, d.s0, 0.1);
+    EXPECT_EQ(rel_err(o_g, o_r), 0.0);  // the kernels read the same numbers
+    EXPECT_EQ(rel_err(s_g, s_r), 0.0);
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, packedVarlenEqualsSeparateCalls) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  GdCase c;
+  c.B = 1, c.K = 128, c.V = 128, c.seqlens = {300, 1, 64, 129}, c.T = 494;
+  const GdInputs d = to_device(make_inputs(c, seed_from_env(23)));
+  const double scale = 1.0 / std::sqrt(128.0);
+  for (Kernel kern : {Kernel::kChunk, Kernel::kRecurrent}) {
+    auto [o_p, s_p] = run_cuda(kern, c, d, d.s0, scale);
+    int64_t off = 0;
+    for (size_t n = 0; n < c.seqlens.size(); ++n) {
+      const int64_t L = c.seqlens[n];
+      GdCase cn = c;
+      cn.seqlens.clear(), cn.T = static_cast<int>(L);
+      GdInputs dn = d;
+      dn.cu = at::Tensor();
+      dn.q = d.q.narrow(1, off, L), dn.k = d.k.narrow(1, off, L), dn.v = d.v.narrow(1, off, L);
+      dn.g = d.g.narrow(1, off, L), dn.beta = d.beta.narrow(1, off, L);
+      auto [o_n, s_n] = run_cuda(kern, cn, dn, d.s0.narrow(0, n, 1), scale);
+      EXPECT_EQ(rel_err(o_n, o_p.narrow(1, off, L)), 0.0) << "sequence " << n;
+      EXPECT_EQ(rel_err(s_n, s_p.narrow(0, n, 1)), 0.0) << "sequence " << n;
+      off += L;
+    }
+  }
+#endif
+}
+
+}  // namespace
