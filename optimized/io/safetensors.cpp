@@ -520,13 +520,18 @@ void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::
 
 void SafetensorsWriter::set_metadata(std::map<std::string, std::string> m) { metadata_ = std::move(m); }
 
-std::string SafetensorsWriter::header_json() const {
+std::vector<const SafetensorsWriter::Entry*> SafetensorsWriter::layout() const {
   std::vector<const Entry*> order;
   for (const Entry& e : entries_) order.push_back(&e);
   std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
     const std::size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
     return sa != sb ? sa > sb : a->name < b->name;
   });
+  return order;
+}
+
+std::string SafetensorsWriter::header_json() const {
+  const std::vector<const Entry*> order = layout();
   {
     std::vector<const std::string*> names;
     for (const Entry& e : entries_) names.push_back(&e.name);
@@ -565,19 +570,34 @@ std::string SafetensorsWriter::header_json() const {
   return h;
 }
 
-void SafetensorsWriter::write(const std::string& path) const {
-  std::string header;
+namespace {
+std::string encode_header(const SafetensorsWriter& w, const std::string& path) {
   try {
-    header = header_json();
+    return w.header_json();
   } catch (const nlohmann::json::exception& ex) {  // e.g. a name that is not valid UTF-8
     throw Error(printable(path) + ": cannot encode header: " + ex.what());
   }
-  std::vector<const Entry*> order;
-  for (const Entry& e : entries_) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
-    const std::size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-    return sa != sb ? sa > sb : a->name < b->name;
-  });
+}
+}  // namespace
+
+std::vector<std::byte> SafetensorsWriter::to_bytes() const {
+  const std::string header = encode_header(*this, "<memory>");
+  const std::vector<const Entry*> order = layout();
+  std::vector<std::byte> out(8);
+  const uint64_t n = header.size();
+  std::memcpy(out.data(), &n, 8);
+  const auto* h = reinterpret_cast<const std::byte*>(header.data());
+  out.insert(out.end(), h, h + header.size());
+  for (const Entry* e : order) {
+    if (e->borrowed) out.insert(out.end(), e->borrowed, e->borrowed + e->borrowed_size);
+    else out.insert(out.end(), e->bytes.begin(), e->bytes.end());
+  }
+  return out;
+}
+
+void SafetensorsWriter::write(const std::string& path) const {
+  const std::string header = encode_header(*this, path);
+  const std::vector<const Entry*> order = layout();
 
   static std::atomic<unsigned> counter{0};
   const std::string tmp =

@@ -88,6 +88,8 @@ class SafetensorsWriter {
   void set_metadata(std::map<std::string, std::string> m);
   /// Throws io::Error on a duplicate name; a failed write leaves no file at `path` (nor a temporary).
   void write(const std::string& path) const;
+  /// The whole file write() would produce, in memory (tests, fuzzing).
+  std::vector<std::byte> to_bytes() const;
   /// The padded header write() would emit (tensors ordered by alignment desc, then name).
   std::string header_json() const;
 
@@ -100,6 +102,7 @@ class SafetensorsWriter {
     const std::byte* borrowed = nullptr;
     std::size_t borrowed_size = 0;
   };
+  std::vector<const Entry*> layout() const;  ///< entries in buffer order
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };

@@ -102,6 +102,10 @@ TEST(Unit_SafetensorsRoundTrip, ourOwnOutputRewritesByteIdentical) {
   w.set_metadata({{"format", "pt"}});
   w.write(dir / "own.safetensors");
   expect_rewrite_identical(dir / "own.safetensors");
+  const auto mem = w.to_bytes();
+  const auto disk = read_bytes(dir / "own.safetensors");
+  ASSERT_EQ(mem.size(), disk.size());
+  EXPECT_EQ(0, std::memcmp(mem.data(), disk.data(), mem.size()));
 }
 
 TEST(Unit_SafetensorsRoundTrip, committedSmallFileRewritesByteIdentical) {
