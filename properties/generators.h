@@ -26,6 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "reference/delta_rule.h"
+#include "reference/gated_delta_rule.h"
+#include "reference/general_rule.h"
+#include "reference/linear_attention.h"
+#include "reference/mamba2_ssd.h"
 #include "reference/types.h"
 
 namespace statecut::prop {
@@ -166,6 +171,142 @@ inline double rel_err(const Mat& a, const Mat& b) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// One head of any recurrence, with inputs drawn the way the models produce them
+// ---------------------------------------------------------------------------------------------------------------
+
+/// The rules of DESIGN.md §3. Mamba2 reads q as C, k as B, v as x (value dt x), no scale.
+enum class RuleKind { Linear, Delta, GatedDelta, General, Mamba2 };
+
+inline const char* rule_name(RuleKind r) {
+  switch (r) {
+    case RuleKind::Linear: return "linear";
+    case RuleKind::Delta: return "delta";
+    case RuleKind::GatedDelta: return "gated_delta";
+    case RuleKind::General: return "general";
+    case RuleKind::Mamba2: return "mamba2";
+  }
+  return "?";
+}
+
+/// Inputs of one head. Only the fields the rule reads are filled.
+struct RecurrenceCase {
+  RuleKind rule = RuleKind::Linear;
+  Mat q, k, v;             // [T, dk], [T, dk], [T, dv]
+  Vec beta, g;             // Delta / GatedDelta (beta also General)
+  Vec alpha, gamma;        // General
+  Vec dt;                  // Mamba2 (after softplus)
+  double A = -1.0, D = 0.0;  // Mamba2
+  double scale = 1.0;
+  Mat S0;                  // [dk, dv]; empty = zero initial state (nullptr)
+  Index T() const { return q.rows(); }
+  Index dk() const { return q.cols(); }
+  Index dv() const { return v.cols(); }
+};
+
+/// Draws a head of `rule`:
+///   Linear: Gaussian q, k / sqrt(dk);  Delta, GatedDelta, General: L2-normalised q, k, beta in [0, 1];
+///   GatedDelta: log-gates in [-20, -1e-4];  General: alpha in [-1, 1], beta = alpha b with b in [0, 2], gamma in
+///   [0, 1] (so alpha I - beta k k^T has spectral norm <= 1);  Mamba2: Gaussian B, C, dt = softplus(U(-3, 3)),
+///   A = -exp(U(-3, 1)), D in [-1, 1].  scale = dk^{-1/2} (1 for Mamba2).  S0 Gaussian when with_S0.
+/// Every transition is non-expansive (spectral norm <= 1), so ||S_t|| <= ||S_{t-1}|| + |gain_t| ||k_t|| ||v_t||.
+inline RecurrenceCase draw_recurrence(Rng& rng, RuleKind rule, Index T, Index dk, Index dv, bool with_S0) {
+  RecurrenceCase c;
+  c.rule = rule;
+  c.v = gaussian(rng, T, dv);
+  c.scale = rule == RuleKind::Mamba2 ? 1.0 : 1.0 / std::sqrt(static_cast<double>(dk));
+  if (rule == RuleKind::Linear || rule == RuleKind::Mamba2) {
+    const double s = 1.0 / std::sqrt(static_cast<double>(dk));
+    c.q = s * gaussian(rng, T, dk);
+    c.k = s * gaussian(rng, T, dk);
+  } else {
+    c.q = unit_keys(rng, T, dk);
+    c.k = unit_keys(rng, T, dk);
+  }
+  switch (rule) {
+    case RuleKind::Linear: break;
+    case RuleKind::Delta: c.beta = uniform_vec(rng, T, 0.0, 1.0); break;
+    case RuleKind::GatedDelta:
+      c.beta = uniform_vec(rng, T, 0.0, 1.0);
+      c.g = log_gates(rng, T);
+      break;
+    case RuleKind::General:
+      c.alpha = uniform_vec(rng, T, -1.0, 1.0);
+      c.beta = c.alpha.cwiseProduct(uniform_vec(rng, T, 0.0, 2.0));
+      c.gamma = uniform_vec(rng, T, 0.0, 1.0);
+      break;
+    case RuleKind::Mamba2:
+      c.dt.resize(T);
+      for (Index t = 0; t < T; ++t) c.dt(t) = std::log1p(std::exp(rng.uniform(-3.0, 3.0)));
+      c.A = -std::exp(rng.uniform(-3.0, 1.0));
+      c.D = rng.uniform(-1.0, 1.0);
+      break;
+  }
+  if (with_S0) c.S0 = gaussian(rng, dk, dv);
+  return c;
+}
+
+/// Runs the head through the reference, recurrent or chunked.
+inline ref::HeadResult run(const RecurrenceCase& c, bool chunked, Index chunk = 64) {
+  const Mat* S0 = c.S0.size() ? &c.S0 : nullptr;
+  switch (c.rule) {
+    case RuleKind::Linear:
+      return chunked ? ref::linear_attention_chunked(c.q, c.k, c.v, c.scale, S0, chunk)
+                     : ref::linear_attention_recurrent(c.q, c.k, c.v, c.scale, S0);
+    case RuleKind::Delta:
+      return chunked ? ref::delta_rule_chunked(c.q, c.k, c.v, c.beta, c.scale, S0, chunk)
+                     : ref::delta_rule_recurrent(c.q, c.k, c.v, c.beta, c.scale, S0);
+    case RuleKind::GatedDelta:
+      return chunked ? ref::gated_delta_chunked(c.q, c.k, c.v, c.beta, c.g, c.scale, S0, chunk)
+                     : ref::gated_delta_recurrent(c.q, c.k, c.v, c.beta, c.g, c.scale, S0);
+    case RuleKind::General:
+      return chunked ? ref::general_rule_chunked(c.q, c.k, c.v, c.alpha, c.beta, c.gamma, c.scale, S0, chunk)
+                     : ref::general_rule_recurrent(c.q, c.k, c.v, c.alpha, c.beta, c.gamma, c.scale, S0);
+    case RuleKind::Mamba2:
+      return chunked ? ref::mamba2_ssd_chunked(c.q, c.k, c.v, c.dt, c.A, c.D, S0, chunk)
+                     : ref::mamba2_ssd_recurrent(c.q, c.k, c.v, c.dt, c.A, c.D, S0);
+  }
+  throw std::logic_error("run: unknown rule");
+}
+
+/// The input gain of each step (the coefficient of k_t v_t^T): 1, beta, beta, gamma, dt.
+inline Vec input_gain(const RecurrenceCase& c) {
+  switch (c.rule) {
+    case RuleKind::Linear: return Vec::Ones(c.T());
+    case RuleKind::Delta:
+    case RuleKind::GatedDelta: return c.beta;
+    case RuleKind::General: return c.gamma;
+    case RuleKind::Mamba2: return c.dt;
+  }
+  return Vec();
+}
+
+/// An upper bound of every ||S_t||_F for the non-expansive cases draw_recurrence makes:
+/// ||S_0||_F + sum_t |gain_t| ||k_t|| ||v_t||. Rounding errors of the recurrence are relative to this magnitude.
+inline double state_magnitude(const RecurrenceCase& c) {
+  const Vec gain = input_gain(c);
+  double m = c.S0.size() ? c.S0.norm() : 0.0;
+  for (Index t = 0; t < c.T(); ++t) m += std::abs(gain(t)) * c.k.row(t).norm() * c.v.row(t).norm();
+  return m;
+}
+
+/// Copies the case with the per-step inputs restricted to rows [begin, begin + len).
+inline RecurrenceCase slice_steps(const RecurrenceCase& c, Index begin, Index len) {
+  RecurrenceCase s = c;
+  s.q = c.q.middleRows(begin, len);
+  s.k = c.k.middleRows(begin, len);
+  s.v = c.v.middleRows(begin, len);
+  auto cut = [&](Vec& x, const Vec& from) {
+    if (from.size()) x = from.segment(begin, len);
+  };
+  cut(s.beta, c.beta);
+  cut(s.g, c.g);
+  cut(s.alpha, c.alpha);
+  cut(s.gamma, c.gamma);
+  cut(s.dt, c.dt);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // RapidCheck generators (sizes shrink toward the first listed value; the data seed does not shrink)
 // ---------------------------------------------------------------------------------------------------------------
 
@@ -175,6 +316,10 @@ inline rc::Gen<Index> genValueDim() { return rc::gen::elementOf(std::vector<Inde
 /// Chunk sizes of the chunked forms: 1 (degenerate), 16 and 64 (the default), plus one not dividing 64.
 inline rc::Gen<Index> genChunk() { return rc::gen::elementOf(std::vector<Index>{64, 1, 16, 37}); }
 inline rc::Gen<std::uint64_t> genSeed() { return rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>()); }
+inline rc::Gen<RuleKind> genRule() {
+  return rc::gen::elementOf(std::vector<RuleKind>{RuleKind::Linear, RuleKind::Delta, RuleKind::GatedDelta,
+                                                  RuleKind::General, RuleKind::Mamba2});
+}
 inline rc::Gen<Spectrum> genSpectrum() {
   return rc::gen::elementOf(std::vector<Spectrum>{Spectrum::Flat, Spectrum::Geometric, Spectrum::OneLarge,
                                                   Spectrum::Clustered, Spectrum::RankDeficient});
@@ -187,6 +332,7 @@ inline rc::Gen<double> genCond() { return rc::gen::elementOf(std::vector<double>
 namespace rc {
 /// Counterexamples print the spectrum by name.
 inline void showValue(statecut::prop::Spectrum s, std::ostream& os) { os << statecut::prop::spectrum_name(s); }
+inline void showValue(statecut::prop::RuleKind r, std::ostream& os) { os << statecut::prop::rule_name(r); }
 }  // namespace rc
 
 // ---------------------------------------------------------------------------------------------------------------
