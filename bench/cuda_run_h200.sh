@@ -1,37 +1,55 @@
 #!/usr/bin/env bash
-# One device call: configure + build the GPU targets, run the GPU tests, the fla comparison and the benchmark.
-# Run from the repository root on the GPU machine (fla's source in the ignored folder .fla); logs under $OUT.
+# One device call: configure + build the GPU targets, run the GPU tests, the fla comparison, the benchmark and
+# one Nsight Compute profile per kernel. Run from the repository root on the GPU machine (fla's source in the
+# ignored folder .fla). Logs under $OUT (at most 8 files come back).
+# Env: SKIP_TESTS=1, SKIP_FLA=1 (then FLA_TIMES names an earlier fla_times.txt), SKIP_NCU=1, BENCH_FILTER.
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-out}
 mkdir -p "$OUT"
+LOG=/tmp/statecut-logs
+mkdir -p "$LOG"
 TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
-git log -1 --format='commit %H %cd' | tee -a "$OUT/gpu.txt"
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  git log -1 --format='commit %H %cd'
+  date -u
+} | tee "$OUT/tests.log"
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOG/configure.log" 2>&1 || { cp "$LOG/configure.log" "$OUT/"; tail -40 "$LOG/configure.log"; exit 1; }
 TARGETS=${TARGETS:-"equiv_gated_delta_cuda metamorphic_gated_delta_cuda badinput_gated_delta_cuda bench_cuda_gated_delta"}
 # shellcheck disable=SC2086
-cmake --build build-gpu -j16 --target $TARGETS >"$OUT/build.log" 2>&1 || { grep -E "error|FAILED" -A3 "$OUT/build.log" | head -60; exit 1; }
+cmake --build build-gpu -j16 --target $TARGETS >"$LOG/build.log" 2>&1 || { cp "$LOG/build.log" "$OUT/"; grep -E "error|FAILED" -A3 "$LOG/build.log" | head -60; exit 1; }
 echo "build ok"
 rc=0
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   for t in badinput_gated_delta_cuda metamorphic_gated_delta_cuda equiv_gated_delta_cuda; do
-    timeout 240 "build-gpu/tests/$t" >"$OUT/$t.log" 2>&1
+    timeout 240 "build-gpu/tests/$t" >"$LOG/$t.log" 2>&1
     r=$?
     [ $r -ne 0 ] && rc=$r
-    echo "$t: rc=$r $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.log" | tr '\n' ' ')"
-    grep -E "^\[  FAILED  \]|Failure|Expected|Which is|actual" "$OUT/$t.log" | head -20
+    cat "$LOG/$t.log" >>"$OUT/tests.log"
+    echo "$t: rc=$r $(grep -E '^\[  (PASSED|FAILED) ' "$LOG/$t.log" | tr '\n' ' ' | cut -c1-300)"
+    grep -E "Failure|Expected|actual" "$LOG/$t.log" | head -20
   done
-  grep -h "^\[errors\]\|^\[meta\]" "$OUT"/*.log | sed 's/gated_delta(//' | cut -c1-220 >"$OUT/errors.txt"
+  grep -h "^\[errors\]\|^\[meta\]" "$LOG"/*.log | sed 's/gated_delta(//' | cut -c1-220 >"$OUT/errors.txt"
 fi
+FLA_TIMES=${FLA_TIMES:-$OUT/fla_times.txt}
 if [ "${SKIP_FLA:-0}" != 1 ]; then
   PYTHONPATH=.fla PYTHONUNBUFFERED=1 timeout 300 python3 bench/cuda_fla_compare.py \
-    build-gpu/kernels/libstatecut_cuda_torch.so "$OUT/fla_times.txt" >"$OUT/fla_compare.log" 2>&1
+    build-gpu/kernels/libstatecut_cuda_torch.so "$FLA_TIMES" >"$OUT/fla_compare.log" 2>&1
   echo "fla compare rc=$?"; tail -20 "$OUT/fla_compare.log"
 fi
-STATECUT_FLA_TIMES="$OUT/fla_times.txt" timeout 200 build-gpu/bench/bench_cuda_gated_delta \
+STATECUT_FLA_TIMES="$FLA_TIMES" timeout 200 build-gpu/bench/bench_cuda_gated_delta \
   --benchmark_out="$OUT/bench.json" --benchmark_out_format=json ${BENCH_FILTER:+--benchmark_filter=$BENCH_FILTER} \
   >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-grep -vE "^\s*$" "$OUT/bench.log" | cut -c1-200 | tail -60
+grep -vE "^\s*$" "$OUT/bench.log" | sed 's/iterations:[0-9]*\/manual_time//' | cut -c1-200 | tail -60
+if [ "${SKIP_NCU:-0}" != 1 ]; then
+  NCU="ncu --clock-control none -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
+  {
+    $NCU -k regex:chunk_kernel build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='prefill/B:8/T:2048/dk:128/'
+    $NCU -k regex:recurrent_vk build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:128/vfirst:1/'
+    $NCU -k regex:recurrent_kv build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:64/vfirst:0/'
+  } >"$OUT/ncu.txt" 2>&1
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Block Limit" "$OUT/ncu.txt" | cut -c1-150 | head -80
+fi
 exit $rc

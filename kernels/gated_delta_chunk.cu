@@ -26,6 +26,7 @@ using detail::to_f;
 constexpr int C = 64;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+static_assert(kThreads == 4 * C, "row-wise loops use four threads per chunk row");
 constexpr int ldc = C + 4;  // padded row of the C x C matrices
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
@@ -117,22 +118,29 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
   for (long c0 = bos; c0 < eos; c0 += C) {
     const int Lc = static_cast<int>(min(static_cast<long>(C), eos - c0));
     __syncthreads();  // previous chunk done with every buffer
-    // ---- 1. load k, q (zero padded), v tile ----
+    // ---- 1. load k, q (zero padded), v tile: every load of a thread issued before the first use ----
     if (K % 8 == 0) {
+      // 64 rows x Kp/8 groups of 8 over 256 threads: at most 8 groups per thread (Kp <= 256)
       const int groups = Kp / 8;
-      for (int i = tid; i < C * groups; i += kThreads) {
-        const int r = i / groups, k0 = (i % groups) * 8;
-        float xk[8], xq[8];
-        if (r < Lc && k0 < K) {
+      uint4 rk[8], rq[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = tid + u * kThreads, r = i / groups, k0 = (i % groups) * 8;
+        rk[u] = rq[u] = make_uint4(0u, 0u, 0u, 0u);
+        if (i < C * groups && r < Lc && k0 < K) {
           const size_t off = (static_cast<size_t>(c0 + r) * a.H + h) * K + k0;
-          detail::load8(kp + off, xk);
-          detail::load8(qp + off, xq);
-        } else {
-#pragma unroll
-          for (int u = 0; u < 8; ++u) xk[u] = xq[u] = 0.f;
+          rk[u] = *reinterpret_cast<const uint4*>(kp + off);
+          rq[u] = *reinterpret_cast<const uint4*>(qp + off);
         }
+      }
 #pragma unroll
-        for (int u = 0; u < 8; ++u) Ks[r * ldk + k0 + u] = xk[u], Qs[r * ldk + k0 + u] = xq[u];
+      for (int u = 0; u < 8; ++u) {
+        const int i = tid + u * kThreads, r = i / groups, k0 = (i % groups) * 8;
+        if (i >= C * groups) break;
+        const T* ek = reinterpret_cast<const T*>(&rk[u]);
+        const T* eq = reinterpret_cast<const T*>(&rq[u]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) Ks[r * ldk + k0 + e] = to_f<T>(ek[e]), Qs[r * ldk + k0 + e] = to_f<T>(eq[e]);
       }
     } else {
       for (int i = tid; i < C * Kp; i += kThreads) {
@@ -146,18 +154,23 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
         Ks[r * ldk + kk] = xk, Qs[r * ldk + kk] = xq;
       }
     }
-    for (int i = tid; i < C * (VT / 4); i += kThreads) {
-      const int r = i / (VT / 4), c = (i % (VT / 4)) * 4;
-      float x[4] = {0.f, 0.f, 0.f, 0.f};
-      if (r < Lc && v0 + c < V) {
-        const T* src = vp + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + v0 + c;
-        const uint2 raw = *reinterpret_cast<const uint2*>(src);
-        const T* e = reinterpret_cast<const T*>(&raw);
+    {
+      constexpr int kVIt = C * (VT / 4) / kThreads;  // 2 (VT 32) or 4 (VT 64)
+      uint2 rv[kVIt];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) x[u] = to_f<T>(e[u]);
+      for (int u = 0; u < kVIt; ++u) {
+        const int i = tid + u * kThreads, r = i / (VT / 4), c = (i % (VT / 4)) * 4;
+        rv[u] = make_uint2(0u, 0u);
+        if (r < Lc && v0 + c < V)
+          rv[u] = *reinterpret_cast<const uint2*>(vp + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + v0 + c);
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) Vs[r * ldv + c + u] = x[u];
+      for (int u = 0; u < kVIt; ++u) {
+        const int i = tid + u * kThreads, r = i / (VT / 4), c = (i % (VT / 4)) * 4;
+        const T* e = reinterpret_cast<const T*>(&rv[u]);
+#pragma unroll
+        for (int x = 0; x < 4; ++x) Vs[r * ldv + c + x] = to_f<T>(e[x]);
+      }
     }
     if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
       float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
@@ -232,9 +245,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
       Ts[r * ldc + c] = c < r ? Bs[r] * d * Ts[r * ldc + c] : 0.f;
       Ps[r * ldc + c] = c <= r ? d * Ps[r * ldc + c] : 0.f;
     }
-    for (int i = tid; i < C * Kp; i += kThreads) {
-      const int r = i / Kp, kk = i % Kp;
-      Qs[r * ldk + kk] *= __expf(Gs[r]);
+    {  // four threads per row
+      const int r = tid >> 2;
+      const float e = __expf(Gs[r]);
+      for (int kk = tid & 3; kk < Kp; kk += 4) Qs[r * ldk + kk] *= e;
     }
     __syncthreads();
     // ---- 5. O = (e^G Q) S, kept in registers ----
@@ -315,9 +329,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
     for (int m = 0; m < MT; ++m)
       wmma::store_matrix_sync(Os + (rt0 + m) * 16 * ldv + ct * 16, accO[m], ldv, wmma::mem_row_major);
     const float glast = Gs[C - 1];
-    for (int i = tid; i < C * Kp; i += kThreads) {
-      const int r = i / Kp, kk = i % Kp;
-      Ks[r * ldk + kk] *= __expf(glast - Gs[r]);
+    {
+      const int r = tid >> 2;
+      const float e = __expf(glast - Gs[r]);
+      for (int kk = tid & 3; kk < Kp; kk += 4) Ks[r * ldk + kk] *= e;
     }
     __syncthreads();
     // ---- 11. write O; S <- e^{G_last} S + Kd^T V' ----

@@ -151,10 +151,9 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 }
 
 // ---- layout [K, V] -------------------------------------------------------------------------------------------
-// Block: 8 warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + 8 i.
-template <typename T, int VEC, int RPT>
-__global__ void __launch_bounds__(256) recurrent_kv_kernel(const GatedDeltaArgs a) {
-  constexpr int W = 8;
+// Block: W warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + W i.
+template <typename T, int VEC, int RPT, int W>
+__global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaArgs a) {
   constexpr int kCols = 32 * VEC;
   __shared__ float qs[2][256], ks[2][256];
   __shared__ float red[2][2][W][kCols];
@@ -279,10 +278,11 @@ template <typename T>
 cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   const int K = a.K;
   if (K % 4 == 0) {
+    // Eight elements per lane where K allows: fewer shuffle levels per byte of state.
     if (K > 128) return launch_vk<T, 4, 8, 32>(a, s);
-    if (K > 64) return launch_vk<T, 4, 4, 32>(a, s);
+    if (K > 64) return launch_vk<T, 4, 8, 16>(a, s);
     if (K > 32) return launch_vk<T, 4, 4, 16>(a, s);
-    if (K > 16) return launch_vk<T, 4, 4, 8>(a, s);
+    if (K > 16) return launch_vk<T, 4, 8, 4>(a, s);
     return launch_vk<T, 4, 4, 4>(a, s);
   }
   const int kpl = (K + 31) / 32;
@@ -293,24 +293,27 @@ cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   return launch_vk<T, 1, 8, 32>(a, s);
 }
 
-template <typename T, int VEC, int RPT>
+template <typename T, int VEC, int RPT, int W>
 cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int cols = 32 * VEC;
   dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
-  recurrent_kv_kernel<T, VEC, RPT><<<grid, 256, 0, s>>>(a);
+  recurrent_kv_kernel<T, VEC, RPT, W><<<grid, W * 32, 0, s>>>(a);
   return cudaGetLastError();
 }
 
+// Up to K = 64 four warps (16 rows per thread at K = 64, as 8 warps hold at K = 128): the per-step block
+// reduction costs the same per byte of state at every K.
 template <typename T, int VEC>
 cudaError_t dispatch_kv_rows(const GatedDeltaArgs& a, cudaStream_t s) {
-  const int rpt = (a.K + 7) / 8;
-  if (rpt <= 2) return launch_kv<T, VEC, 2>(a, s);
-  if (rpt <= 4) return launch_kv<T, VEC, 4>(a, s);
-  if (rpt <= 8) return launch_kv<T, VEC, 8>(a, s);
-  if (rpt <= 12) return launch_kv<T, VEC, 12>(a, s);
-  if (rpt <= 16) return launch_kv<T, VEC, 16>(a, s);
-  if (rpt <= 24) return launch_kv<T, VEC, 24>(a, s);
-  return launch_kv<T, VEC, 32>(a, s);
+  const int K = a.K;
+  if (K <= 16) return launch_kv<T, VEC, 4, 4>(a, s);
+  if (K <= 32) return launch_kv<T, VEC, 8, 4>(a, s);
+  if (K <= 64) return launch_kv<T, VEC, 16, 4>(a, s);
+  const int rpt = (K + 7) / 8;
+  if (rpt <= 12) return launch_kv<T, VEC, 12, 8>(a, s);
+  if (rpt <= 16) return launch_kv<T, VEC, 16, 8>(a, s);
+  if (rpt <= 24) return launch_kv<T, VEC, 24, 8>(a, s);
+  return launch_kv<T, VEC, 32, 8>(a, s);
 }
 
 template <typename T>

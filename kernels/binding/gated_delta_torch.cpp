@@ -107,6 +107,7 @@ std::tuple<at::Tensor, at::Tensor> run(Mode mode, const at::Tensor& q, const at:
                                        const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
                                        const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid,
                                        bool state_v_first) {
+  TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, l2norm, gate_in_kernel, A_log, dt_bias, beta_sigmoid,
                        state_v_first);
@@ -150,6 +151,7 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
                                     const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
                                     bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
                                     bool use_beta_sigmoid_in_kernel, bool state_v_first) {
+  TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
                        dt_bias, use_beta_sigmoid_in_kernel, state_v_first);

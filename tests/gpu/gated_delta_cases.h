@@ -75,7 +75,8 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 128, c.V = 128, c.T = 4096, c.H = 1, c.HV = 1, c.g_lo = -0.2, c.g_hi = -1e-3; cs.push_back(c); }
   { GdCase c; c.K = 179, c.V = 256, c.T = 200, c.H = 1, c.HV = 2; cs.push_back(c); }
   { GdCase c; c.K = 76, c.V = 64, c.T = 150, c.gate = false; cs.push_back(c); }                      // delta rule
-  { GdCase c; c.K = 64, c.V = 128, c.T = 150, c.b_lo = 0.0, c.b_hi = 0.0; cs.push_back(c); }           // beta = 0
+  { GdCase c; c.K = 64, c.V = 128, c.T = 150, c.b_lo = 0.0, c.b_hi = 0.0, c.g_lo = -0.05, c.g_hi = -1e-3;
+    cs.push_back(c); }  // beta = 0: the state only decays (weakly, so it stays inside fp32's range)
   { GdCase c; c.K = 64, c.V = 128, c.T = 150, c.b_lo = 1.0, c.b_hi = 1.0; cs.push_back(c); }           // beta = 1
   { GdCase c; c.K = 96, c.V = 128, c.T = 150, c.g_lo = -1e-4, c.g_hi = 0.0; cs.push_back(c); }         // no decay
   { GdCase c; c.K = 96, c.V = 128, c.T = 150, c.g_lo = -20.0, c.g_hi = -2.0; cs.push_back(c); }        // strong
