@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 #pragma unroll
     for (int e = 0; e < KPL; ++e) kq += kv[e] * qv[e];
     kq = group_sum<LG>(kq);
-    const float alpha = __expf(detail::token_log_gate(a, tok, hv));
+    const float alpha = expf(detail::token_log_gate(a, tok, hv));  // exact-ish: S is scaled by it every step
     const float beta = detail::token_beta(a, tok, hv);
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
 #pragma unroll
       for (int u = 0; u < VEC; ++u) vv[u] = to_f<T>(src[u]);
     }
-    const float alpha = __expf(detail::token_log_gate(a, tok, hv));
+    const float alpha = expf(detail::token_log_gate(a, tok, hv));  // exact-ish: S is scaled by it every step
     const float beta = detail::token_beta(a, tok, hv);
     __syncthreads();
     float kq = 0.f;
@@ -265,9 +265,8 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------------
-template <typename T, int VEC, int KPL, int LG>
+template <typename T, int VEC, int KPL, int LG, int RPT = (KPL <= 4 ? 8 : 4)>
 cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
-  constexpr int RPT = KPL <= 4 ? 8 : 4;
   constexpr int rows = 4 * (32 / LG) * RPT;
   dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
   recurrent_vk_kernel<T, VEC, KPL, LG, RPT><<<grid, 128, 0, s>>>(a);
@@ -280,7 +279,7 @@ cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   if (K % 4 == 0) {
     // Eight elements per lane where K allows: fewer shuffle levels per byte of state.
     if (K > 128) return launch_vk<T, 4, 8, 32>(a, s);
-    if (K > 64) return launch_vk<T, 4, 8, 16>(a, s);
+    if (K > 64) return launch_vk<T, 4, 8, 16, 8>(a, s);  // 32 KiB of state per block in flight
     if (K > 32) return launch_vk<T, 4, 4, 16>(a, s);
     if (K > 16) return launch_vk<T, 4, 8, 4>(a, s);
     return launch_vk<T, 4, 4, 4>(a, s);

@@ -89,6 +89,9 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 89, c.V = 128, c.T = 100, c.dtype = at::kHalf; cs.push_back(c); }
   { GdCase c; c.K = 32, c.V = 64, c.T = 9, c.init_state = false; cs.push_back(c); }
   { GdCase c; c.K = 64, c.V = 128, c.T = 1, c.B = 128, c.H = 16, c.HV = 16; cs.push_back(c); }        // B*H = 2048
+  // many heads: the chunk kernel picks its wide value tiles (VT = 128 at dk 64, VT = 64 at dk 128)
+  { GdCase c; c.K = 64, c.V = 128, c.T = 130, c.B = 8, c.H = 16, c.HV = 16; cs.push_back(c); }
+  { GdCase c; c.K = 128, c.V = 128, c.T = 130, c.B = 8, c.H = 16, c.HV = 16, c.v_first = true; cs.push_back(c); }
   { GdCase c; c.K = 128, c.V = 128, c.T = 4, c.B = 64, c.H = 16, c.HV = 16, c.v_first = true; cs.push_back(c); }
   return cs;
 }
