@@ -148,7 +148,7 @@ struct StrongState {
   }
 };
 
-// Reorders the trailing columns kk.. of R by QRCP of its C block (used when rank < k).
+// Reorders the trailing columns kk.. of R by QRCP of its C block and makes C upper triangular.
 void pivot_trailing(Mat& r, std::vector<Index>& perm, Index kk) {
   const Index n = r.cols();
   if (n - kk < 2) return;
@@ -298,7 +298,9 @@ RrqrResult strong_rrqr(const Mat& M, Index k, const RrqrOptions& opt) {
     } else if (kk == n) {
       res.log_abs_det.push_back(sum_log_abs_diag(res.r, kk));
     }
-    if (kk < k) pivot_trailing(res.r, res.perm, kk);
+    // C is left general by the swaps; QRCP of it restores the triangle and orders the trailing
+    // columns (the next k - kk pivots when the rank is below k). Neither changes gamma or W's values.
+    pivot_trailing(res.r, res.perm, kk);
   }
   if (res.k_certified > 0 && res.k_certified < n) {
     res.max_rho = rrqr_certificate(res.r, res.k_certified).max_rho;
