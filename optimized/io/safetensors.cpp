@@ -205,9 +205,8 @@ T load(const std::byte* p) {
 }
 
 template <typename Out>
-std::vector<Out> convert(const TensorView& t) {
+void convert(const TensorView& t, Out* out) {
   const std::size_t n = t.nbytes / dtype_size(t.dtype);
-  std::vector<Out> out(n);
   const std::byte* p = t.data;
   switch (t.dtype) {
     case DType::BOOL: for (std::size_t i = 0; i < n; ++i) out[i] = load<uint8_t>(p + i) != 0; break;
@@ -240,6 +239,12 @@ std::vector<Out> convert(const TensorView& t) {
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(e5m2_to_double(load<uint8_t>(p + i)));
       break;
   }
+}
+
+template <typename Out>
+std::vector<Out> convert(const TensorView& t) {
+  std::vector<Out> out(t.nbytes / dtype_size(t.dtype));
+  convert(t, out.data());
   return out;
 }
 
@@ -273,6 +278,8 @@ int64_t TensorView::numel() const {
 
 std::vector<double> to_double(const TensorView& t) { return convert<double>(t); }
 std::vector<float> to_float(const TensorView& t) { return convert<float>(t); }
+void to_double(const TensorView& t, double* out) { convert(t, out); }
+void to_float(const TensorView& t, float* out) { convert(t, out); }
 
 double bf16_bits_to_double(uint16_t b) { return bf16_to_double(b); }
 double f16_bits_to_double(uint16_t b) { return half_to_double(b); }

@@ -40,6 +40,9 @@ struct TensorView {
 std::vector<double> to_double(const TensorView& t);
 /// Converts to float, row-major.
 std::vector<float> to_float(const TensorView& t);
+/// Convert into caller memory of t.numel() elements, without allocating (loading into preallocated tensors).
+void to_double(const TensorView& t, double* out);
+void to_float(const TensorView& t, float* out);
 
 /// Single-value decoders of the narrow float formats (bit pattern → exact double).
 double bf16_bits_to_double(uint16_t bits);

@@ -150,6 +150,21 @@ TEST(Unit_DtypeConversion, integerExtremesAndBool) {
   EXPECT_EQ(to_float(view_of(std::vector<double>{0.1}, DType::F64)), (std::vector<float>{0.1f}));
 }
 
+TEST(Unit_DtypeConversion, intoCallerBufferEqualsAllocatingForm) {
+  const std::vector<uint16_t> bits{0x3F80, 0x0001, 0xC000, 0x7BFF};
+  for (DType d : {DType::BF16, DType::F16}) {
+    const auto v = view_of(bits, d);
+    std::vector<float> f(5, 42.0f);
+    std::vector<double> g(5, 42.0);
+    to_float(v, f.data());
+    to_double(v, g.data());
+    EXPECT_EQ(std::vector<float>(f.begin(), f.begin() + 4), to_float(v)) << dtype_name(d);
+    EXPECT_EQ(std::vector<double>(g.begin(), g.begin() + 4), to_double(v)) << dtype_name(d);
+    EXPECT_EQ(f[4], 42.0f);  // writes exactly numel elements
+    EXPECT_EQ(g[4], 42.0);
+  }
+}
+
 TEST(Unit_DtypeConversion, unalignedViewsConvert) {
   // A view into an odd address (e.g. an F32 tensor after a U8 one in a foreign file) must still convert.
   std::vector<unsigned char> buf(1 + 8);
