@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The README's main job (called by ci/main.sh after setup and build): prune the shipped byte-level DeltaNet
+# (assets/byte_delta_net_4L: 4 layers x 4 heads, dk = dv = 64, bf16) with every method at 50% and 75% of the key
+# channels, calibrated on pydocs_train, and print the paper's Table 20/21 in small: bits/byte on pydocs_valid
+# (held out, same domain), fortunes and wordnet (shifted domains) and the mean rank utilization u of the
+# (ungated delta) state, for the baseline and each method; then the same as one JSON object on stdout.
+#
+# Corpora: ../shared/corpora when present, else the prefixes shipped in assets/corpora.
+# Knobs (environment): STATECUT_BUILD (build dir), MAIN_RATIOS ("0.5 0.75"), MAIN_METHODS,
+# MAIN_CALIB_SEQS (16), MAIN_CALIB_LEN (2048), MAIN_EVAL_TOKENS (bytes scored per corpus), MAIN_RANK_LEN (2048).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${STATECUT_BUILD:-$root/build}"
+bin="$build/cli/statecut"
+[ -x "$bin" ] || { echo "ci/main_job.sh: error: $bin not built (run ci/build.sh)" >&2; exit 1; }
+model="$root/assets/byte_delta_net_4L"
+corpora="$root/assets/corpora"
+[ -f "$root/../shared/corpora/pydocs_train.txt" ] && corpora="$(cd "$root/../shared/corpora" && pwd)"
+ratios="${MAIN_RATIOS:-0.5 0.75}"
+methods="${MAIN_METHODS:-rand l1 swanda grad drrqr pca}"
+seqs="${MAIN_CALIB_SEQS:-16}"
+len="${MAIN_CALIB_LEN:-2048}"
+eval_tokens="${MAIN_EVAL_TOKENS:-65536}"
+rank_len="${MAIN_RANK_LEN:-2048}"
+seed="${STATECUT_SEED:-42}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/statecut-main.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+echo "main job: model $model, corpora $corpora, seed $seed, calibration ${seqs}x${len}, eval ${eval_tokens} bytes/corpus" >&2
+t0=$SECONDS
+
+measure() {  # measure NAME CHECKPOINT: eval + rank as JSON files in $work
+  "$bin" eval --quiet --json --checkpoint "$2" --window 2048 --max-tokens "$eval_tokens" \
+    --text "$corpora/pydocs_valid.txt" "$corpora/fortunes.txt" "$corpora/wordnet.txt" > "$work/$1.eval.json"
+  "$bin" rank --json --checkpoint "$2" --text "$corpora/pydocs_valid.txt" --len "$rank_len" > "$work/$1.rank.json"
+}
+
+measure baseline "$model"
+echo "  baseline measured ($((SECONDS - t0)) s)" >&2
+for r in $ratios; do
+  for m in $methods; do
+    out="$work/ckpt-$m-$r"
+    "$bin" prune --quiet --json --checkpoint "$model" --method "$m" --ratio "$r" --calib "$corpora/pydocs_train.txt" \
+      --calib-seqs "$seqs" --calib-len "$len" --seed "$seed" --out "$out" > "$work/$m-$r.prune.json"
+    measure "$m-$r" "$out"
+    echo "  $m @ $r done ($((SECONDS - t0)) s)" >&2
+  done
+done
+
+python3 - "$work" "$ratios" "$methods" "$seed" "$corpora" "$((SECONDS - t0))" <<'PY'
+import json, sys, os
+work, ratios, methods, seed, corpora, secs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], sys.argv[5], int(sys.argv[6])
+def load(name):
+    ev = json.load(open(os.path.join(work, name + ".eval.json")))
+    rk = json.load(open(os.path.join(work, name + ".rank.json")))
+    bpb = {os.path.basename(r["file"]).rsplit(".", 1)[0]: r["bits_per_byte"] for r in ev["results"]}
+    row = {"pydocs_valid": bpb["pydocs_valid"], "fortunes": bpb["fortunes"], "wordnet": bpb["wordnet"],
+           "mean_u": rk["mean_u"], "dk": rk["layers"][0]["dk"]}
+    p = os.path.join(work, name + ".prune.json")
+    if os.path.exists(p):
+        pr = json.load(open(p))
+        row["prune_seconds"] = round(sum(pr["seconds"].values()), 3)
+    return row
+rows = [("baseline", None, load("baseline"))]
+for r in ratios:
+    for m in methods:
+        rows.append((m, float(r), load(f"{m}-{r}")))
+hdr = f"{'method':<10}{'ratio':>6}{'dk':>5}{'pydocs_valid':>14}{'fortunes':>10}{'wordnet':>10}{'mean u':>9}{'prune s':>9}"
+print("bits/byte (lower is better) and mean rank utilization of the ungated delta state")
+print(hdr)
+print("-" * len(hdr))
+for m, r, x in rows:
+    rs = "-" if r is None else f"{r:.2f}"
+    ps = f"{x['prune_seconds']:.1f}" if "prune_seconds" in x else ""
+    print(f"{m:<10}{rs:>6}{x['dk']:>5}{x['pydocs_valid']:>14.4f}{x['fortunes']:>10.4f}{x['wordnet']:>10.4f}{x['mean_u']:>9.4f}{ps:>9}")
+print(json.dumps({"model": "assets/byte_delta_net_4L", "corpora": corpora, "seed": int(seed), "seconds": secs,
+                  "rows": [dict(method=m, ratio=r, **x) for m, r, x in rows]}))
+PY
