@@ -41,9 +41,15 @@ __device__ __forceinline__ void to_tf32(F& f) {
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
 }
 
+constexpr int ldx = 52;  // solve scratch [16][ldx]
+
+// The output tile is staged in Qs (free by then) when its rows are wide enough, else in its own buffer Os.
 struct Layout {
   int Kp, VT, ldk, ldv;
-  __host__ __device__ int floats() const { return 2 * C * ldk + Kp * ldv + 2 * C * ldv + 2 * C * ldc + 2 * C; }
+  __host__ __device__ bool o_in_q() const { return ldk >= VT; }
+  __host__ __device__ int floats() const {
+    return 2 * C * ldk + Kp * ldv + C * ldv + (o_in_q() ? 0 : C * ldv) + 16 * ldx + 2 * C * ldc + 2 * C;
+  }
 };
 
 __host__ __device__ inline Layout make_layout(int Kp, int VT) { return Layout{Kp, VT, Kp + 4, VT + 4}; }
@@ -75,8 +81,10 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
   float* Qs = Ks + C * ldk;       // [C][ldk]  scale * normalised q; then e^G rows; then -W
   float* Ss = Qs + C * ldk;       // [Kp][ldv] state tile
   float* Vs = Ss + Kp * ldv;      // [C][ldv]  v chunk; then V'
-  float* Os = Vs + C * ldv;       // [C][ldv]  output staging; solve scratch
-  float* Ts = Os + C * ldv;       // [C][ldc]  A -> T -> T diag(b) -> T diag(b e^G)
+  float* Xs = Vs + C * ldv;       // [16][ldx] solve scratch
+  float* Os = L.o_in_q() ? Qs : Xs + 16 * ldx;  // [C][ldo] output staging
+  const int ldo = L.o_in_q() ? ldk : ldv;
+  float* Ts = Xs + 16 * ldx + (L.o_in_q() ? 0 : C * ldv);  // [C][ldc]  A -> T -> T diag(b) -> T diag(b e^G)
   float* Ps = Ts + C * ldc;       // [C][ldc]  P
   float* Gs = Ps + C * ldc;       // [C] cumulative log gate
   float* Bs = Gs + C;             // [C] beta
@@ -272,8 +280,6 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
       for (int r = 0; r < 16; ++r) Ts[(d + r) * ldc + d + cc] = x[r];
     }
     __syncthreads();
-    float* Xs = Os;  // scratch [16][52]
-    constexpr int ldx = 52;
     for (int bi = 1; bi < 4; ++bi) {
       const int w = 16 * bi;
       for (int i = tid; i < 16 * w; i += kThreads) {
@@ -327,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
     warp_gemm<MT>(accO, Ps, ldc, Vs, ldv, rt0, ct, C);
 #pragma unroll
     for (int m = 0; m < MT; ++m)
-      wmma::store_matrix_sync(Os + (rt0 + m) * 16 * ldv + ct * 16, accO[m], ldv, wmma::mem_row_major);
+      wmma::store_matrix_sync(Os + (rt0 + m) * 16 * ldo + ct * 16, accO[m], ldo, wmma::mem_row_major);
     const float glast = Gs[C - 1];
     {
       const int r = tid >> 2;
@@ -341,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
       if (v0 + c >= V) continue;
       T out[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) out[u] = detail::from_f<T>(Os[r * ldv + c + u]);
+      for (int u = 0; u < 4; ++u) out[u] = detail::from_f<T>(Os[r * ldo + c + u]);
       *reinterpret_cast<uint2*>(op + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + v0 + c) =
           *reinterpret_cast<const uint2*>(out);
     }
