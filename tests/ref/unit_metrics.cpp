@@ -1,0 +1,69 @@
+// Unit_Metrics: the state metrics of paper §2.2 on hand-computed cases (diagonal states, projectors onto
+// coordinate axes) and their documented guards (zero, non-finite, empty, singular, bad shapes).
+#include <cmath>
+#include <limits>
+
+#include "reference/metrics.h"
+#include "tests/ref/ref_test_util.h"
+
+namespace statecut::ref {
+namespace {
+
+using test::kEps;
+
+Mat diag(double a, double b) { return Eigen::Vector2d(a, b).asDiagonal(); }
+
+TEST(Unit_Metrics, effectiveRankAndUtilizationOfADiagonalState) {
+  const Mat S = diag(3, 4);  // ||S||_F^2 = 25, ||S||_2 = 4
+  EXPECT_NEAR(effective_rank(S), 25.0 / 16.0, 4 * kEps);
+  EXPECT_NEAR(rank_utilization(S), 25.0 / 32.0, 4 * kEps);
+  EXPECT_NEAR(condition_number(S), 4.0 / 3.0, 4 * kEps);
+  Mat wide = Mat::Zero(2, 5);  // u divides by min(dk, dv) = 2
+  wide(0, 0) = 1;
+  wide(1, 3) = 1;
+  EXPECT_NEAR(effective_rank(wide), 2.0, 4 * kEps);
+  EXPECT_NEAR(rank_utilization(wide), 1.0, 4 * kEps);
+}
+
+TEST(Unit_Metrics, guardsFollowThePaperScript) {
+  EXPECT_EQ(effective_rank(Mat::Zero(3, 2)), 0.0);
+  EXPECT_EQ(rank_utilization(Mat::Zero(3, 2)), 0.0);
+  EXPECT_TRUE(std::isnan(rank_utilization(Mat(0, 3))));
+  Mat bad = diag(1, 2);
+  bad(0, 1) = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(effective_rank(bad)));
+  EXPECT_TRUE(std::isnan(condition_number(bad)));
+  EXPECT_TRUE(std::isnan(condition_number(Mat(0, 0))));
+  EXPECT_TRUE(std::isinf(condition_number(diag(1, 0))));
+  EXPECT_NEAR(condition_number(diag(1, 1e-8)) / 1e8, 1.0, 1e-12);  // Jacobi SVD: small singular values accurate
+}
+
+TEST(Unit_Metrics, nuIsEffectiveRankOfVProjectedOnKsColumnSpace) {
+  Mat K = Mat::Zero(3, 1);
+  K(0, 0) = 2;  // column space = span(e1) in R^T
+  Mat V(3, 2);
+  V << 1, 2, 3, 4, 5, 6;
+  EXPECT_NEAR(nu(V, K), 1.0, 4 * kEps);           // V_par = [[1 2][0 0][0 0]] has rank 1
+  EXPECT_NEAR(nu(V, Mat::Identity(3, 3)), effective_rank(V), 8 * kEps);  // full column space: V itself
+  Mat Vperp = Mat::Zero(3, 2);
+  Vperp(1, 0) = 1;
+  EXPECT_EQ(nu(Vperp, K), 0.0);                    // orthogonal to span(K): nothing survives
+  STATECUT_EXPECT_SHAPE_ERROR(nu(V, Mat::Ones(2, 1)), "nu: V and K");
+}
+
+TEST(Unit_Metrics, readoutAmplificationHandComputedAndMaximisedByThePair) {
+  const Mat S = diag(2, 1);
+  const Vec e1 = Eigen::Vector2d(1, 0), e2 = Eigen::Vector2d(0, 1);
+  EXPECT_NEAR(readout_amplification(S, e1, e2), 0.5, 4 * kEps);  // ||S^T e2|| / ||S^T e1||
+  EXPECT_NEAR(readout_amplification(S, e2, e1), 2.0, 4 * kEps);  // = kappa(S), Prop. 2.1
+  EXPECT_TRUE(std::isinf(readout_amplification(diag(1, 0), e2, e1)));  // readout of q is zero
+  STATECUT_EXPECT_SHAPE_ERROR(readout_amplification(S, Vec::Ones(3), e1), "readout_amplification");
+  const AmplificationPair p = max_amplification_pair(S);
+  EXPECT_NEAR(std::abs(p.q(1)), 1.0, 4 * kEps);
+  EXPECT_NEAR(std::abs(p.eps(0)), 1.0, 4 * kEps);
+  EXPECT_NEAR(readout_amplification(S, p.q, p.eps), condition_number(S), 8 * kEps);
+  EXPECT_GE(condition_number(S), 1.0 / std::sqrt(rank_utilization(S)));
+}
+
+}  // namespace
+}  // namespace statecut::ref
