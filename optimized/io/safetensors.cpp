@@ -2,8 +2,9 @@
 //
 // Layout the writer produces, chosen to match the official Rust/Python writer byte for byte so that
 // a checkpoint written by `safetensors.torch.save_file` re-writes to identical bytes:
-//   - tensors in the buffer sorted by dtype alignment, largest first, then by name (every tensor
-//     then starts at a multiple of its element size, because the buffer starts 8-aligned);
+//   - tensors in the buffer sorted by the official dtype rank (its enum, declared in increasing
+//     alignment order), largest first, then by name (every tensor then starts at a multiple of its
+//     element size, because the buffer starts 8-aligned);
 //   - compact JSON: "__metadata__" first (only when non-empty), then the tensors in buffer order,
 //     each as {"dtype":..,"shape":[..],"data_offsets":[b,e]};
 //   - the header padded with spaces (0x20) to a multiple of 8 bytes.
@@ -527,12 +528,38 @@ void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::
 
 void SafetensorsWriter::set_metadata(std::map<std::string, std::string> m) { metadata_ = std::move(m); }
 
+namespace {
+/// Rank of a dtype in the official Rust `Dtype` enum, which is declared in increasing alignment order:
+/// BOOL, (F4, F6_*), U8, I8, F8_E5M2, F8_E4M3, (F8_E8M0), I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64.
+/// Its writer sorts tensors by this rank descending, then by name; we do the same for byte identity.
+int official_rank(DType d) {
+  switch (d) {
+    case DType::BOOL: return 0;
+    case DType::U8: return 4;
+    case DType::I8: return 5;
+    case DType::F8_E5M2: return 6;
+    case DType::F8_E4M3: return 7;
+    case DType::I16: return 9;
+    case DType::U16: return 10;
+    case DType::F16: return 11;
+    case DType::BF16: return 12;
+    case DType::I32: return 13;
+    case DType::U32: return 14;
+    case DType::F32: return 15;
+    case DType::F64: return 16;
+    case DType::I64: return 17;
+    case DType::U64: return 18;
+  }
+  return -1;
+}
+}  // namespace
+
 std::vector<const SafetensorsWriter::Entry*> SafetensorsWriter::layout() const {
   std::vector<const Entry*> order;
   for (const Entry& e : entries_) order.push_back(&e);
   std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
-    const std::size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-    return sa != sb ? sa > sb : a->name < b->name;
+    const int ra = official_rank(a->dtype), rb = official_rank(b->dtype);
+    return ra != rb ? ra > rb : a->name < b->name;
   });
   return order;
 }

@@ -77,8 +77,8 @@ class SafetensorsFile {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Builds a safetensors file. write() lays the buffer out as the official writer does (dtype size
-/// descending, then name: every tensor aligned to its element size), emits compact JSON with
+/// Builds a safetensors file. write() lays the buffer out as the official writer does (its dtype enum
+/// rank, i.e. alignment, descending, then name: every tensor aligned to its element size), emits compact JSON with
 /// __metadata__ first, pads the header with spaces to 8 bytes, writes to a temporary sibling and
 /// renames it into place. Output is a pure function of the entries, so read → re-write is byte-identical.
 class SafetensorsWriter {
@@ -93,7 +93,7 @@ class SafetensorsWriter {
   void write(const std::string& path) const;
   /// The whole file write() would produce, in memory (tests, fuzzing).
   std::vector<std::byte> to_bytes() const;
-  /// The padded header write() would emit (tensors ordered by alignment desc, then name).
+  /// The padded header write() would emit (tensors in the official writer's order).
   std::string header_json() const;
 
  private:

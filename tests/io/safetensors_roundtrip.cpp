@@ -80,6 +80,29 @@ TEST(Unit_SafetensorsRoundTrip, headerIsPaddedAndOrderedLikeTheOfficialWriter) {
             R"("a":{"dtype":"BF16","shape":[1],"data_offsets":[16,18]}})");
 }
 
+TEST(Unit_SafetensorsRoundTrip, sameSizeDtypesFollowTheOfficialEnumRank) {
+  // Official rank (descending): U64 > I64 > F64 > F32 > U32 > I32 > BF16 > F16 > U16 > I16 > F8_E4M3 > F8_E5M2 > I8 > U8 > BOOL.
+  SafetensorsWriter w;
+  const uint64_t x8 = 0;
+  const uint32_t x4 = 0;
+  const uint16_t x2 = 0;
+  const uint8_t x1 = 0;
+  w.add("a", DType::I32, {}, &x4, 4);
+  w.add("b", DType::F32, {}, &x4, 4);
+  w.add("c", DType::U32, {}, &x4, 4);
+  w.add("d", DType::F64, {}, &x8, 8);
+  w.add("e", DType::U64, {}, &x8, 8);
+  w.add("f", DType::BOOL, {}, &x1, 1);
+  w.add("g", DType::U8, {}, &x1, 1);
+  w.add("h", DType::F16, {}, &x2, 2);
+  w.add("i", DType::BF16, {}, &x2, 2);
+  w.add("j", DType::F8_E5M2, {}, &x1, 1);
+  w.add("k", DType::F8_E4M3, {}, &x1, 1);
+  const auto bytes = w.to_bytes();
+  const auto f = SafetensorsFile::from_buffer(bytes);
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"e", "d", "b", "c", "a", "i", "h", "k", "j", "g", "f"}));
+}
+
 /// Reads `path`, writes every tensor and the metadata again, and expects the very same bytes.
 void expect_rewrite_identical(const std::string& path) {
   SCOPED_TRACE(path);
@@ -112,11 +135,17 @@ TEST(Unit_SafetensorsRoundTrip, committedSmallFileRewritesByteIdentical) {
   expect_rewrite_identical(std::string(STATECUT_SOURCE_DIR) + "/tests/data/io/small.safetensors");
 }
 
-TEST(Unit_SafetensorsRoundTrip, flaFixtureWrittenByPythonRewritesByteIdentical) {
+TEST(Unit_SafetensorsRoundTrip, everySharedFileWrittenByPythonRewritesByteIdentical) {
+  // Files written by safetensors' own writer (torch/numpy save_file): fixtures, goldens (mixed dtypes), the model.
   const std::string shared = test::shared_dir();
   if (shared.empty()) GTEST_SKIP() << "../shared/fixtures not present";
-  expect_rewrite_identical(shared + "/fixtures/fla_delta_net/model.safetensors");
-  expect_rewrite_identical(shared + "/fixtures/fla_delta_net_bf16/model.safetensors");
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(shared)) {
+    if (e.path().extension() != ".safetensors") continue;
+    expect_rewrite_identical(e.path().string());
+    ++n;
+  }
+  EXPECT_GE(n, 2);
 }
 
 TEST(Unit_SafetensorsRoundTrip, writeReplacesAtomicallyAndLeavesNoTemporary) {
