@@ -111,6 +111,8 @@ struct GoldenCase {
   int64_t T, K;
 };
 
+void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name << "_T" << c.T << "_K" << c.K; }
+
 class Golden_FlaRecurrence : public testing::TestWithParam<GoldenCase> {
  protected:
   static void SetUpTestSuite() { file_ = new io::SafetensorsFile(io::SafetensorsFile::open(fixture_path())); }

@@ -40,6 +40,8 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return s.str();
 }
 
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name({c, 0}); }  // readable ctest names
+
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (Kind kind : {Kind::Linear, Kind::Delta, Kind::GatedDelta, Kind::General, Kind::Mamba2})
