@@ -327,13 +327,12 @@ inline rc::Gen<Spectrum> genSpectrum() {
 /// Condition numbers of prescribed spectra: 1 (orthogonal) up to 1e6 (still far from 1/eps).
 inline rc::Gen<double> genCond() { return rc::gen::elementOf(std::vector<double>{1.0, 2.0, 10.0, 1e3, 1e6}); }
 
+/// Counterexamples print spectra and rules by name (found by argument-dependent lookup).
+inline void showValue(Spectrum s, std::ostream& os) { os << spectrum_name(s); }
+inline void showValue(RuleKind r, std::ostream& os) { os << rule_name(r); }
+
 }  // namespace statecut::prop
 
-namespace rc {
-/// Counterexamples print the spectrum by name.
-inline void showValue(statecut::prop::Spectrum s, std::ostream& os) { os << statecut::prop::spectrum_name(s); }
-inline void showValue(statecut::prop::RuleKind r, std::ostream& os) { os << statecut::prop::rule_name(r); }
-}  // namespace rc
 
 // ---------------------------------------------------------------------------------------------------------------
 // Tightness classification: every bound property tags how close lhs came to rhs, so a vacuous bound shows.
