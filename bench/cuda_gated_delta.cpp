@@ -190,6 +190,18 @@ void BM_Decode(benchmark::State& st) {
   }
   const double us = total / n * 1e3;
   const double gbs = 2.0 * B * 16 * K * 128 * 4 / (us / 1e6) / 1e9;
+  {  // a plain device copy of the same state bytes, the practical floor at this size
+    at::Tensor dst = at::empty_like(p.s);
+    const size_t bytes = p.s.numel() * sizeof(float);
+    double ct = 0;
+    for (int i = 0; i < 20; ++i)
+      ct += timer().ms([&] {
+        CU(cudaMemcpyAsync(dst.data_ptr(), p.s.data_ptr(), bytes, cudaMemcpyDeviceToDevice, 0));
+      });
+    ct = ct / 20 * 1e3;
+    st.counters["same_size_copy_us"] = ct;
+    st.counters["of_same_size_copy"] = ct / us;
+  }
   const std::string key = "decode " + std::to_string(B) + " " + std::to_string(int(v_first));
   if (K == 128) g_ms[key] = us;
   st.counters["us"] = us;

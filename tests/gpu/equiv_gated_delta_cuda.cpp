@@ -1,5 +1,5 @@
-// Equivalence of the CUDA gated delta rule kernels (recurrent/decode and chunked prefill) with the double-precision
-// token loop, over the op registry of tests/gpu/gated_delta_cases.h. Verdict: normwise relative error of o and of
+// Equivalence of the CUDA gated delta rule kernels (recurrent/decode and chunked prefill) with the double reference
+// statecut::ref::gated_delta_recurrent, over the op registry of tests/gpu/gated_delta_cases.h. Verdict: normwise relative error of o and of
 // the final state against bounds derived from a plain float loop over the same inputs.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -7,6 +7,9 @@
 #include <cstdio>
 
 #include "tests/gpu/gated_delta_cases.h"
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include "tests/gpu/gated_delta_reference.h"
+#endif
 
 namespace {
 
@@ -25,7 +28,7 @@ Errors measure(const GdCase& c, uint64_t seed) {
   const GdInputs in = make_inputs(c, seed);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.K));
   at::Tensor o_ref, s_ref, o_pl, s_pl;
-  loop_reference<double>(c, in, scale, o_ref, s_ref);
+  reference_double(c, in, scale, o_ref, s_ref);
   loop_reference<float>(c, in, scale, o_pl, s_pl);
   const GdInputs d = to_device(in);
   auto [o_rec, s_rec] = run_cuda(Kernel::kRecurrent, c, d, d.s0, scale);

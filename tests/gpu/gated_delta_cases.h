@@ -153,8 +153,9 @@ inline GdInputs make_inputs(const GdCase& c, uint64_t seed) {
   return in;
 }
 
-/// Token loop in Real (double: the reference; float: the plain same-precision loop). Returns o [B,T,HV,V] as
-/// Real (the caller rounds the float loop's o to the output dtype) and the final state in the case's layout.
+/// Plain token loop in Real: with float it is the "plain same-precision loop" whose error sets the equivalence bound
+/// (the double oracle is statecut::ref, see gated_delta_reference.h). Returns o [B,T,HV,V] as Real (the caller
+/// rounds it to the output dtype, as the kernels do) and the final state in the case's layout.
 template <typename Real>
 void loop_reference(const GdCase& c, const GdInputs& in, double scale, at::Tensor& o_out, at::Tensor& s_out) {
   const auto dt = std::is_same<Real, double>::value ? at::kDouble : at::kFloat;
