@@ -93,8 +93,8 @@ Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const Calibrati
             if (needs.side == FeatureSide::Joint) rows = torch::cat({q, k}, 1);
             else rows = needs.side == FeatureSide::QOnly ? q : k;
             torch::Tensor prev = lc.r.empty() ? torch::Tensor() : torch::stack(lc.r);
-            const torch::Tensor R = tsqr_update(prev, rows);
-            lc.r = std::vector<torch::Tensor>(R.unbind(0).begin(), R.unbind(0).end());
+            const auto parts = tsqr_update(prev, rows).unbind(0);
+            lc.r.assign(parts.begin(), parts.end());
           }
           if (needs.rows) {
             const int64_t t0 = b0 * L, nt = nb * L;
@@ -114,7 +114,10 @@ Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const Calibrati
           if (needs.pca) {
             const torch::Tensor qh = l2norm_rows(q), kh = l2norm_rows(k);
             auto acc = [](std::vector<torch::Tensor>& v, const torch::Tensor& t) {
-              if (v.empty()) v = std::vector<torch::Tensor>(t.unbind(0).begin(), t.unbind(0).end());
+              if (v.empty()) {
+                const auto parts = t.unbind(0);
+                v.assign(parts.begin(), parts.end());
+              }
               else for (size_t h = 0; h < v.size(); ++h) v[h] = v[h] + t[h];
             };
             acc(lc.pca_sum_q, qh.sum(1));
@@ -131,8 +134,8 @@ Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const Calibrati
       if (!needs.rows) break;
       std::vector<torch::Tensor> parts = row_parts[li];
       parts.insert(parts.end(), row_parts_k[li].begin(), row_parts_k[li].end());  // [Q rows; K rows]
-      const torch::Tensor all = torch::cat(parts, 1);
-      cal.layers[li].rows = std::vector<torch::Tensor>(all.unbind(0).begin(), all.unbind(0).end());
+      const auto heads = torch::cat(parts, 1).unbind(0);
+      cal.layers[li].rows.assign(heads.begin(), heads.end());
     }
     for (auto& lc : cal.layers) {  // pad R to [dk, dk] when fewer rows than channels were seen
       for (auto& R : lc.r) {
@@ -172,7 +175,8 @@ Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const Calibrati
       const torch::Tensor logits = res.logits.narrow(1, 0, L - 1).reshape({-1, res.logits.size(-1)});
       const torch::Tensor target = x.narrow(1, 1, L - 1).reshape({-1}).to(logits.device());
       // Σ over the nb sequences of each sequence's mean CE (the paper's batch-1 losses, summed).
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), target) * nb;
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32), target) * nb;
       loss.backward();
       loss_sum += loss.item<double>();
       if (progress) progress(++done, steps);

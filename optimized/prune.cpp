@@ -64,6 +64,14 @@ FeatureSide feature_side(const std::string& s) {
 bool method_needs_calibration(const std::string& m) { return m == "swanda" || m == "grad" || m == "drrqr" || m == "pca"; }
 
 void validate_prune_options(const PruneOptions& opt) {
+  if (!opt.keep_from.empty()) {
+    if (!opt.method.empty() || opt.ratio != 0 || opt.keep != 0)
+      throw std::runtime_error("--keep-from replaces --method/--ratio/--keep: give only one of them");
+    if (!fs::is_regular_file(opt.keep_from)) throw std::runtime_error(opt.keep_from + ": keep file not found");
+    if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
+    return;
+  }
+  if (opt.method.empty()) throw std::runtime_error("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
   if (std::find(kMethods.begin(), kMethods.end(), opt.method) == kMethods.end())
     throw std::runtime_error("unknown --method '" + opt.method + "' (one of rand, l1, swanda, grad, drrqr, pca)");
   if ((opt.ratio != 0) == (opt.keep != 0)) throw std::runtime_error("give exactly one of --ratio R and --keep K");
@@ -95,6 +103,22 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   for (const auto& L : layers)
     if (L.head_k_dim != dk) throw std::runtime_error(cfg_path + ": layers differ in head_k_dim");
   int k = 0;
+  if (!opt.keep_from.empty()) {
+    PruneResult res;
+    res.selection = read_keep_file(opt.keep_from);
+    json layers_rec = json::array();
+    for (const auto& s : res.selection) layers_rec.push_back({{"layer", s.layer}, {"keep", s.keep}});
+    res.record = {{"statecut_version", "0.1.0"},
+                  {"method", "file"},
+                  {"keep_from", opt.keep_from},
+                  {"source", {{"checkpoint", opt.checkpoint}, {"model_type", cfg.value("model_type", "")}}},
+                  {"head_k_dim", dk},
+                  {"new_head_k_dim", res.selection.front().new_dim()},
+                  {"calibration", nullptr},
+                  {"selection", {{"layers", layers_rec}}}};
+    res.seconds_load = seconds_since(t0);
+    return res;
+  }
   if (opt.keep > 0) {
     if (opt.keep > dk)
       throw std::runtime_error("--keep " + std::to_string(opt.keep) + " exceeds the key head dim dk = " + std::to_string(dk) +

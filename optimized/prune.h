@@ -31,6 +31,7 @@ struct PruneOptions {
   std::string device = "cpu";
   double f = 1.5;
   int64_t batch = 0;  ///< calibration sequences per forward (0 = automatic)
+  std::string keep_from;  ///< apply the keep sets of a keep.json / statecut.json instead of a method
 };
 
 struct PruneResult {

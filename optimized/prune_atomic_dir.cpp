@@ -3,12 +3,39 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
 
 namespace statecut {
 namespace fs = std::filesystem;
+
+namespace {
+// The temporary being written, removed if SIGINT/SIGTERM arrives (SIGKILL leaves only the hidden temporary,
+// never the target). One at a time is enough for the CLI.
+char g_pending[4096] = {0};
+
+void on_signal(int sig) {
+  if (g_pending[0] != 0) {
+    std::error_code ec;
+    fs::remove_all(g_pending, ec);  // not async-signal-safe in theory; the process is about to die anyway
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void set_pending(const std::string& p) {
+  if (p.size() < sizeof g_pending) {
+    std::strcpy(g_pending, p.c_str());
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+  }
+}
+
+void clear_pending() { g_pending[0] = 0; }
+}  // namespace
 
 AtomicDir::AtomicDir(const std::string& target) : target_(target) {
   if (target.empty()) throw std::runtime_error("output directory: empty path");
@@ -26,9 +53,11 @@ AtomicDir::AtomicDir(const std::string& target) : target_(target) {
     throw std::runtime_error(target_ + ": cannot create output directory: " +
                              (ec ? ec.message() : std::string("temporary already exists")));
   tmp_ = tmp.string();
+  set_pending(tmp_);
 }
 
 AtomicDir::~AtomicDir() {
+  clear_pending();
   if (committed_) return;
   std::error_code ec;
   fs::remove_all(tmp_, ec);
@@ -39,6 +68,7 @@ void AtomicDir::commit() {
   fs::rename(tmp_, target_, ec);
   if (ec) throw std::runtime_error(target_ + ": cannot move the finished output into place: " + ec.message());
   committed_ = true;
+  clear_pending();
 }
 
 }  // namespace statecut

@@ -3,7 +3,7 @@
 /// The constructor creates a fresh temporary sibling `.<name>.tmp-<pid>-<n>` next to `target` (so the final
 /// rename stays on one file system); commit() renames it to `target`. If commit() is never reached (an
 /// exception, an error return), the destructor removes the temporary: a failing run leaves nothing.
-/// `target` must not exist yet; its parent must exist and be writable. Errors are one line naming `target`.
+/// SIGINT/SIGTERM while a temporary exists remove it too. `target` must not exist yet; its parent must exist and be writable. Errors are one line naming `target`.
 #pragma once
 #include <string>
 
