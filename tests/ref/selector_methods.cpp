@@ -1,0 +1,202 @@
+// Each selector on a small hand-worked case: the expected sets follow from the formulas of
+// DESIGN.md §4 by hand (comments show the scores), and were chosen so that the usual slips — a
+// missing abs, rms ignored, |sum| instead of sum|.|, one side dropped — give a different answer.
+#include "reference/pca.h"
+#include "reference/rrqr.h"
+#include "reference/selection_budget.h"
+#include "reference/selectors.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+using namespace statecut::ref;
+using Set = std::vector<Index>;
+
+struct Small {
+  Mat wq{4, 3}, wk{4, 3}, gq{4, 3}, gk{4, 3};
+  Vec rms{3};
+  Small() {
+    wq << 1, -2, 0, 0, 0, 1, -3, 1, 1, 1, 1, -1;
+    wk << 0, 0, 1, 2, -2, 2, 0, 1, 0, -1, 0, 0;
+    gq << 1, 1, 1, 5, 5, 5, 0.1, 0.1, 0.1, 1, -1, -1;
+    gk << 1, 1, 1, 0, 0, 0, 0, 3, 0, 2, 2, 2;
+    rms << 1, 0.1, 2;
+  }
+  LayerInputs layer() const {
+    LayerInputs in;
+    in.heads.push_back({wq, wk, gq, gk, Mat(), Mat()});
+    in.rms = rms;
+    return in;
+  }
+};
+
+Set run(SelectMethod m, ScoreSide side, Index keep) {
+  SelectOptions o;
+  o.method = m;
+  o.side = side;
+  o.keep = keep;
+  return select_channels(Small().layer(), o).at(0);
+}
+
+TEST(Unit_SelectorL1, rowL1OfQPlusK) {
+  // |Wq| row sums 3 1 5 3, |Wk| row sums 1 6 1 1, joint 4 7 6 4 (signed sums would give 0 3 0 0)
+  EXPECT_EQ(run(SelectMethod::L1, ScoreSide::Joint, 3), (Set{0, 1, 2}));
+  EXPECT_EQ(run(SelectMethod::L1, ScoreSide::Joint, 2), (Set{1, 2}));
+  EXPECT_EQ(run(SelectMethod::L1, ScoreSide::QOnly, 3), (Set{0, 2, 3}));
+  EXPECT_EQ(run(SelectMethod::L1, ScoreSide::KOnly, 3), (Set{0, 1, 2}));
+  const Vec s = l1_scores(Small().wq, Small().wk, ScoreSide::Joint);
+  EXPECT_EQ(s, (Vec(4) << 4, 7, 6, 4).finished());
+}
+
+TEST(Unit_SelectorSWanda, weightMagnitudeTimesInputRms) {
+  // (|Wq| + |Wk|) rms with rms = (1, 0.1, 2): q 1.2 2 5.1 3.1, k 2 6.2 0.1 1, joint 3.2 8.2 5.2 4.1
+  EXPECT_EQ(run(SelectMethod::SWanda, ScoreSide::Joint, 3), (Set{1, 2, 3}));
+  EXPECT_EQ(run(SelectMethod::SWanda, ScoreSide::QOnly, 3), (Set{1, 2, 3}));
+  EXPECT_EQ(run(SelectMethod::SWanda, ScoreSide::KOnly, 3), (Set{0, 1, 3}));
+  const Vec s = swanda_scores(Small().wq, Small().wk, Small().rms, ScoreSide::Joint);
+  EXPECT_NEAR((s - (Vec(4) << 3.2, 8.2, 5.2, 4.1).finished()).norm(), 0.0, 1e-14);
+}
+
+TEST(Unit_SelectorGrad, elementwiseAbsOfWeightTimesGradient) {
+  // sum_j |W G|: q 3 5 0.5 3, k 1 0 3 2, joint 4 5 3.5 5; |sum_j W G| would give 2 5 3.1 3 -> {1,2,3}
+  EXPECT_EQ(run(SelectMethod::Grad, ScoreSide::Joint, 3), (Set{0, 1, 3}));
+  EXPECT_EQ(run(SelectMethod::Grad, ScoreSide::QOnly, 3), (Set{0, 1, 3}));
+  EXPECT_EQ(run(SelectMethod::Grad, ScoreSide::KOnly, 3), (Set{0, 2, 3}));
+  EXPECT_EQ(run(SelectMethod::Grad, ScoreSide::Joint, 2), (Set{1, 3}));
+}
+
+TEST(Unit_SelectorRand, seededSubsetIsFixedAcrossPlatforms) {
+  // mt19937_64 output is fixed by the C++ standard and the draw uses no std distribution
+  LayerInputs in;
+  in.heads.resize(2);
+  in.heads[0].wq = in.heads[1].wq = Mat::Zero(8, 1);
+  SelectOptions o;
+  o.method = SelectMethod::Rand;
+  o.keep = 4;
+  const auto sel = select_channels(in, o);
+  EXPECT_EQ(sel[0], (Set{0, 1, 5, 7}));  // golden: seed 42, stream 0, first head
+  EXPECT_EQ(sel[1], (Set{0, 2, 4, 5}));  // second head continues the same stream
+  o.seed = 43;
+  EXPECT_NE(select_channels(in, o), sel);
+}
+
+TEST(Unit_SelectorDrrqr, swapsFollowTheDeterminantRatio) {
+  // columns a=(1,0), b=(.7,.69), c=(.7,-.68): QRCP takes a then b (residual .69 > .68), det(a,b)=.69;
+  // det(b,c)=.959, so swapping a for c grows |det| by rho = 1.39: kept at f = 1.5, done at f = 1.2.
+  Mat M(2, 3);
+  M << 1.0, 0.7, 0.7, 0.0, 0.69, -0.68;
+  EXPECT_EQ(drrqr_pivots(M, 2, {1.5}), (Set{0, 1}));
+  Set s = drrqr_pivots(M, 2, {1.2});
+  std::sort(s.begin(), s.end());
+  EXPECT_EQ(s, (Set{1, 2}));
+  RrqrOptions faithful{1.2};
+  faithful.mode = DrrqrMode::Faithful;
+  s = drrqr_pivots(M, 2, faithful);
+  std::sort(s.begin(), s.end());
+  EXPECT_EQ(s, (Set{1, 2}));
+  const RrqrResult r = strong_rrqr(M, 2, {1.2});
+  ASSERT_EQ(r.log_abs_det.size(), 2u);
+  EXPECT_NEAR(std::exp(r.log_abs_det[1] - r.log_abs_det[0]), (0.7 * 0.68 + 0.69 * 0.7) / 0.69, 1e-12);
+}
+
+TEST(Unit_SelectorDrrqr, sidesPickTheirOwnMatrix) {
+  // Q lives on channels {0, 1}, K on {2, 3}: q-only must keep {0,1}, k-only {2,3}
+  LayerInputs in;
+  HeadInputs h;
+  h.q = Mat::Zero(6, 4);
+  h.k = Mat::Zero(6, 4);
+  h.q.topLeftCorner(2, 2) = Mat::Identity(2, 2) * 3.0;
+  h.q.block(2, 2, 2, 2) = Mat::Identity(2, 2) * 0.01;
+  h.k.block(0, 2, 2, 2) = Mat::Identity(2, 2) * 3.0;
+  h.k.block(2, 0, 2, 2) = Mat::Identity(2, 2) * 0.01;
+  in.heads.push_back(h);
+  SelectOptions o;
+  o.keep = 2;
+  o.side = ScoreSide::QOnly;
+  EXPECT_EQ(select_channels(in, o)[0], (Set{0, 1}));
+  o.side = ScoreSide::KOnly;
+  EXPECT_EQ(select_channels(in, o)[0], (Set{2, 3}));
+}
+
+TEST(Unit_SelectorPca, topEigenvectorsInOrderAndAdversarial) {
+  const Mat cov = (Vec(3) << 3, 1, 2).finished().asDiagonal();
+  Mat top(2, 3), bottom(2, 3);
+  top << 1, 0, 0, 0, 0, 1;
+  bottom << 0, 1, 0, 0, 0, 1;
+  EXPECT_NEAR((pca_rotation(cov, 2) - top).norm(), 0.0, 1e-14);
+  EXPECT_NEAR((pca_rotation(cov, 2, true) - bottom).norm(), 0.0, 1e-14);
+}
+
+TEST(Unit_SelectorPca, keyOnlyQueryOnlyAndJointStatistics) {
+  // K spreads along e1 (4 of 6 rows), Q only along e2; joint averages: e2 (8) beats e1 (4)
+  Mat k(6, 2), q(6, 2);
+  k << 1, 0, -1, 0, 1, 0, -1, 0, 0, 1, 0, -1;
+  q << 0, 1, 0, -1, 0, 1, 0, -1, 0, 1, 0, -1;
+  LayerInputs in;
+  in.heads.push_back({Mat(), Mat(), Mat(), Mat(), q, k});
+  SelectOptions o;
+  o.method = SelectMethod::Pca;
+  o.keep = 1;
+  o.side = ScoreSide::KOnly;
+  EXPECT_NEAR((pca_rotations(in, o)[0] - (Mat(1, 2) << 1, 0).finished()).norm(), 0.0, 1e-12);
+  o.side = ScoreSide::QOnly;
+  EXPECT_NEAR((pca_rotations(in, o)[0] - (Mat(1, 2) << 0, 1).finished()).norm(), 0.0, 1e-12);
+  o.side = ScoreSide::Joint;
+  EXPECT_NEAR((pca_rotations(in, o)[0] - (Mat(1, 2) << 0, 1).finished()).norm(), 0.0, 1e-12);
+  // covariance of the L2-normed keys: (sum x x^T - n mu mu^T)/(n-1) = diag(4, 2)/5 / (1 + 1e-6)
+  PcaStats s;
+  s.add(l2norm_rows_fla(k));
+  EXPECT_NEAR(s.covariance()(0, 0), 0.8 / (1 + 1e-6), 1e-15);
+  EXPECT_NEAR(s.covariance()(1, 1), 0.4 / (1 + 1e-6), 1e-15);
+}
+
+TEST(Unit_SelectionBudget, paperRatiosGiveThePaperDims) {
+  EXPECT_EQ(budget_from_ratio(128, 0.3), 89);
+  EXPECT_EQ(budget_from_ratio(128, 0.4), 76);
+  EXPECT_EQ(budget_from_ratio(128, 0.5), 64);
+  EXPECT_EQ(budget_from_ratio(128, 0.75), 32);
+  EXPECT_EQ(budget_from_ratio(256, 0.3), 179);
+  EXPECT_EQ(budget_from_ratio(256, 0.4), 153);
+  EXPECT_EQ(budget_from_ratio(256, 0.5), 128);
+  EXPECT_EQ(budget_from_ratio(256, 0.75), 64);
+  EXPECT_EQ(budget_from_ratio(4, 0.99), 1);  // never below one channel
+}
+
+TEST(BadInput_SelectionBudget, rejectsRatiosAndKeepsOutOfRange) {
+  EXPECT_THROW(budget_from_ratio(128, 0.0), ShapeError);
+  EXPECT_THROW(budget_from_ratio(128, 1.0), ShapeError);
+  EXPECT_THROW(budget_from_ratio(128, -0.5), ShapeError);
+  EXPECT_THROW(budget_from_ratio(128, std::nan("")), ShapeError);
+  EXPECT_THROW(validate_keep(0, 8), ShapeError);
+  EXPECT_THROW(validate_keep(9, 8), ShapeError);
+  EXPECT_EQ(validate_keep(8, 8), 8);
+}
+
+TEST(BadInput_Selector, missingOrMisshapedInputsNameTheProblem) {
+  LayerInputs in = Small().layer();
+  SelectOptions o;
+  o.method = SelectMethod::SWanda;
+  o.keep = 2;
+  in.rms = Vec();
+  EXPECT_THROW(select_channels(in, o), ShapeError);
+  o.method = SelectMethod::Pca;
+  EXPECT_THROW(select_channels(Small().layer(), o), ShapeError);
+  o.method = SelectMethod::Grad;
+  in = Small().layer();
+  in.heads.push_back(in.heads[0]);
+  in.heads[1].grad_wk = Mat::Zero(3, 3);
+  try {
+    select_channels(in, o);
+    FAIL() << "mis-shaped gradient accepted";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("head 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(method_from_name("wanda"), ShapeError);
+  EXPECT_THROW(side_from_name("kq"), ShapeError);
+  EXPECT_EQ(method_from_name("swanda"), SelectMethod::SWanda);
+  EXPECT_EQ(side_from_name("q"), ScoreSide::QOnly);
+}
+
+}  // namespace
