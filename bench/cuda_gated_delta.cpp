@@ -210,6 +210,46 @@ void BM_Decode(benchmark::State& st) {
   if (g_ms.count(key)) st.counters["speedup_vs_dk128"] = g_ms[key] / us;
 }
 
+// Decode with a bf16 state (half the bytes): GB/s of bf16 state read + written.
+void BM_DecodeBf16State(benchmark::State& st) {
+  const int B = st.range(0), K = st.range(1);
+  const bool v_first = st.range(2) != 0;
+  Problem p = make_problem(B, 1, K, v_first, 3000 + K);
+  at::Tensor sb = p.s.to(at::kBFloat16);
+  at::Tensor sf = sb.to(at::kFloat);
+  {  // check once: equal to the fp32 kernel on the widened state, its final state rounded once
+    GatedDeltaArgs af = p.a;
+    af.initial_state = af.final_state = sf.data_ptr<float>();
+    at::Tensor of = at::empty_like(p.o);
+    af.o = of.data_ptr();
+    GatedDeltaArgs ab = p.a;
+    ab.state_bf16 = true;
+    ab.initial_state = ab.final_state = sb.data_ptr();
+    CU(statecut::cuda::gated_delta_recurrent(af, 0));
+    CU(statecut::cuda::gated_delta_recurrent(ab, 0));
+    CU(cudaDeviceSynchronize());
+    const double eo = rel_err(p.o, of), es = rel_err(sb.to(at::kFloat), sf.to(at::kBFloat16).to(at::kFloat));
+    if (!(eo == 0.0 && es == 0.0)) {
+      st.SkipWithError(("bf16-state check failed: o " + std::to_string(eo) + " state " + std::to_string(es)).c_str());
+      return;
+    }
+  }
+  p.a.state_bf16 = true;
+  p.a.initial_state = p.a.final_state = sb.data_ptr();
+  double total = 0;
+  int n = 0;
+  for (auto _ : st) {
+    const double t = timer().ms([&] { CU(statecut::cuda::gated_delta_recurrent(p.a, 0)); });
+    st.SetIterationTime(t / 1e3);
+    total += t, ++n;
+  }
+  const double us = total / n * 1e3;
+  const double gbs = 2.0 * B * 16 * K * 128 * 2 / (us / 1e6) / 1e9;
+  st.counters["us"] = us;
+  st.counters["GB/s"] = gbs;
+  if (g_copy_gbs > 0) st.counters["of_copy"] = gbs / g_copy_gbs;
+}
+
 void register_all() {
   if (!torch::cuda::is_available()) return;
   benchmark::RegisterBenchmark("copy_1GiB", BM_CopyBandwidth)->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
@@ -217,6 +257,15 @@ void register_all() {
     for (int B : {1, 8, 64, 256, 1024})
       for (int K : decode_dks())
         benchmark::RegisterBenchmark("decode", BM_Decode)
+            ->Args({B, K, vf})
+            ->ArgNames({"B", "dk", "vfirst"})
+            ->UseManualTime()
+            ->Iterations(50)
+            ->Unit(benchmark::kMicrosecond);
+  for (int vf : {1, 0})
+    for (int B : {256, 1024})
+      for (int K : {128, 64})
+        benchmark::RegisterBenchmark("decode_bf16_state", BM_DecodeBf16State)
             ->Args({B, K, vf})
             ->ArgNames({"B", "dk", "vfirst"})
             ->UseManualTime()

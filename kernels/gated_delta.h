@@ -6,7 +6,8 @@
 ///   b_t      <- sigmoid(b_t)                        (when beta_sigmoid; no beta: 1)
 ///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,   o_t = S_t^T (scale q_t)
 /// Shapes (token-major, contiguous): q, k [Ttot, H, K] and v, o [Ttot, HV, V] in bf16 or fp16; g, beta [Ttot, HV]
-/// fp32; A_log, dt_bias [HV] fp32; states [N, HV, K, V] (layout kKV) or [N, HV, V, K] (layout kVK) in fp32.
+/// fp32; A_log, dt_bias [HV] fp32; states [N, HV, K, V] (layout kKV) or [N, HV, V, K] (layout kVK) in fp32
+/// (the recurrent kernel also takes bf16 states: state_bf16).
 /// Sequence n covers tokens [cu_seqlens[n], cu_seqlens[n+1]) or, without cu_seqlens, [n*seq_len, (n+1)*seq_len).
 ///
 /// Two entry points with the same arguments:
@@ -33,8 +34,8 @@ struct GatedDeltaArgs {
   const float* A_log = nullptr;
   const float* dt_bias = nullptr;  ///< optional even with gate_in_kernel
   void* o = nullptr;
-  const float* initial_state = nullptr;  ///< nullptr: zero state
-  float* final_state = nullptr;          ///< nullptr: not written
+  const void* initial_state = nullptr;   ///< nullptr: zero state; fp32, or bf16 when state_bf16
+  void* final_state = nullptr;           ///< nullptr: not written; same type as initial_state
   const int32_t* cu_seqlens = nullptr;   ///< device pointer, [N + 1]
   int N = 0;           ///< number of sequences
   int seq_len = 0;     ///< tokens per sequence without cu_seqlens
@@ -46,6 +47,7 @@ struct GatedDeltaArgs {
   bool l2norm_qk = false;
   bool gate_in_kernel = false;
   bool beta_sigmoid = false;
+  bool state_bf16 = false;  ///< recurrent only: states stored in bf16 (fp32 in registers, rounded once per call)
 };
 
 /// nullptr when the arguments are usable, else a one-line reason naming the argument.

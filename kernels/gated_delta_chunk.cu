@@ -100,18 +100,20 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
   T* op = static_cast<T*>(a.o);
 
   // ---- initial state tile ----
+  const float* s0 = static_cast<const float*>(a.initial_state);
+  float* s1 = static_cast<float*>(a.final_state);
   if (a.layout == StateLayout::kKV) {
     for (int i = tid; i < Kp * VT; i += kThreads) {
       const int kk = i / VT, c = i % VT;
       float x = 0.f;
-      if (a.initial_state && kk < K && v0 + c < V) x = a.initial_state[(head * K + kk) * V + v0 + c];
+      if (s0 && kk < K && v0 + c < V) x = s0[(head * K + kk) * V + v0 + c];
       Ss[kk * ldv + c] = x;
     }
   } else {
     for (int i = tid; i < Kp * VT; i += kThreads) {
       const int kk = i % Kp, c = i / Kp;
       float x = 0.f;
-      if (a.initial_state && kk < K && v0 + c < V) x = a.initial_state[(head * V + v0 + c) * K + kk];
+      if (s0 && kk < K && v0 + c < V) x = s0[(head * V + v0 + c) * K + kk];
       Ss[kk * ldv + c] = x;
     }
   }
@@ -375,12 +377,12 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
   if (a.layout == StateLayout::kKV) {
     for (int i = tid; i < K * VT; i += kThreads) {
       const int kk = i / VT, c = i % VT;
-      if (v0 + c < V) a.final_state[(head * K + kk) * V + v0 + c] = Ss[kk * ldv + c];
+      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * ldv + c];
     }
   } else {
     for (int i = tid; i < K * VT; i += kThreads) {
       const int kk = i % K, c = i / K;
-      if (v0 + c < V) a.final_state[(head * V + v0 + c) * K + kk] = Ss[kk * ldv + c];
+      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * ldv + c];
     }
   }
 }
@@ -424,7 +426,7 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 }  // namespace
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
-  if (check_args(a) != nullptr) return cudaErrorInvalidValue;
+  if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
   return a.in_type == ElemType::kBF16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<__half>(a, stream);
 }
 

@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/gated_delta.h"
 
 namespace statecut::cuda::detail {
@@ -59,6 +61,54 @@ __device__ __forceinline__ void seq_bounds(const GatedDeltaArgs& a, int n, long&
   } else {
     bos = static_cast<long>(n) * a.seq_len;
     eos = bos + a.seq_len;
+  }
+}
+
+/// N consecutive state elements (fp32 or bf16 storage, N in {1, 2, 4}, aligned to N elements) to/from floats.
+template <typename SS, int N>
+__device__ __forceinline__ void load_state(const SS* p, float* out) {
+  if constexpr (std::is_same<SS, float>::value) {
+    if constexpr (N == 4) {
+      const float4 x = *reinterpret_cast<const float4*>(p);
+      out[0] = x.x, out[1] = x.y, out[2] = x.z, out[3] = x.w;
+    } else if constexpr (N == 2) {
+      const float2 x = *reinterpret_cast<const float2*>(p);
+      out[0] = x.x, out[1] = x.y;
+    } else {
+      out[0] = *p;
+    }
+  } else {
+    if constexpr (N == 4) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) out[i] = __bfloat162float(e[i]);
+    } else if constexpr (N == 2) {
+      const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(p);
+      out[0] = __low2float(x), out[1] = __high2float(x);
+    } else {
+      out[0] = __bfloat162float(*p);
+    }
+  }
+}
+
+template <typename SS, int N>
+__device__ __forceinline__ void store_state(SS* p, const float* in) {
+  if constexpr (std::is_same<SS, float>::value) {
+    if constexpr (N == 4) *reinterpret_cast<float4*>(p) = make_float4(in[0], in[1], in[2], in[3]);
+    else if constexpr (N == 2) *reinterpret_cast<float2*>(p) = make_float2(in[0], in[1]);
+    else *p = in[0];
+  } else {
+    if constexpr (N == 4) {
+      __nv_bfloat16 e[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) e[i] = __float2bfloat16_rn(in[i]);
+      *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
+    } else if constexpr (N == 2) {
+      *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(in[0], in[1]);
+    } else {
+      *p = __float2bfloat16_rn(in[0]);
+    }
   }
 }
 

@@ -40,7 +40,7 @@ __device__ __forceinline__ float group_sum(float x) {
 // ---- layout [V, K] -------------------------------------------------------------------------------------------
 // Block: 4 warps; a warp holds 32/LG groups of LG lanes; a group owns RPT consecutive rows v and, per lane, KPL
 // elements of K at k = (e/VEC)*LG*VEC + lane*VEC + e%VEC (coalesced along K).
-template <typename T, int VEC, int KPL, int LG, int RPT>
+template <typename T, typename SS, int VEC, int KPL, int LG, int RPT>
 __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a) {
   constexpr int kGroups = 32 / LG;
   constexpr int kRowsPerBlock = 4 * kGroups * RPT;
@@ -56,20 +56,18 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
   for (int e = 0; e < KPL; ++e) kidx[e] = (e / VEC) * LG * VEC + gl * VEC + e % VEC;
 
   const size_t head = static_cast<size_t>(n) * a.HV + hv;
+  const SS* s0 = static_cast<const SS*>(a.initial_state);
   float S[RPT][KPL];
 #pragma unroll
   for (int r = 0; r < RPT; ++r) {
     const int j = row0 + r;
 #pragma unroll
     for (int e = 0; e < KPL; e += VEC) {
-      const bool ok = j < V && kidx[e] < K;
-      if constexpr (VEC == 4) {
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (ok && a.initial_state)
-          x = *reinterpret_cast<const float4*>(a.initial_state + (head * V + j) * K + kidx[e]);
-        S[r][e] = x.x, S[r][e + 1] = x.y, S[r][e + 2] = x.z, S[r][e + 3] = x.w;
+      if (j < V && kidx[e] < K && s0) {
+        detail::load_state<SS, VEC>(s0 + (head * V + j) * K + kidx[e], &S[r][e]);
       } else {
-        S[r][e] = (ok && a.initial_state) ? a.initial_state[(head * V + j) * K + kidx[e]] : 0.f;
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) S[r][e + u] = 0.f;
       }
     }
   }
@@ -141,18 +139,14 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 #pragma unroll
     for (int e = 0; e < KPL; e += VEC) {
       if (kidx[e] >= K) continue;
-      float* dst = a.final_state + (head * V + j) * K + kidx[e];
-      if constexpr (VEC == 4)
-        *reinterpret_cast<float4*>(dst) = make_float4(S[r][e], S[r][e + 1], S[r][e + 2], S[r][e + 3]);
-      else
-        *dst = S[r][e];
+      detail::store_state<SS, VEC>(static_cast<SS*>(a.final_state) + (head * V + j) * K + kidx[e], &S[r][e]);
     }
   }
 }
 
 // ---- layout [K, V] -------------------------------------------------------------------------------------------
 // Block: W warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + W i.
-template <typename T, int VEC, int RPT, int W>
+template <typename T, typename SS, int VEC, int RPT, int W>
 __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaArgs a) {
   constexpr int kCols = 32 * VEC;
   __shared__ float qs[2][256], ks[2][256];
@@ -169,14 +163,11 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
 #pragma unroll
   for (int i = 0; i < RPT; ++i) {
     const int kk = warp + W * i;
-    const bool ok = col_ok && kk < K && a.initial_state;
-    const float* src = a.initial_state + (head * K + kk) * V + c0;
-    if constexpr (VEC == 4) {
-      float4 x = ok ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
-      S[i][0] = x.x, S[i][1] = x.y, S[i][2] = x.z, S[i][3] = x.w;
+    if (col_ok && kk < K && a.initial_state) {
+      detail::load_state<SS, VEC>(static_cast<const SS*>(a.initial_state) + (head * K + kk) * V + c0, S[i]);
     } else {
-      float2 x = ok ? *reinterpret_cast<const float2*>(src) : make_float2(0.f, 0.f);
-      S[i][0] = x.x, S[i][1] = x.y;
+#pragma unroll
+      for (int u = 0; u < VEC; ++u) S[i][u] = 0.f;
     }
   }
 
@@ -256,69 +247,70 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
   for (int i = 0; i < RPT; ++i) {
     const int kk = warp + W * i;
     if (kk >= K) continue;
-    float* dst = a.final_state + (head * K + kk) * V + c0;
-    if constexpr (VEC == 4)
-      *reinterpret_cast<float4*>(dst) = make_float4(S[i][0], S[i][1], S[i][2], S[i][3]);
-    else
-      *reinterpret_cast<float2*>(dst) = make_float2(S[i][0], S[i][1]);
+    detail::store_state<SS, VEC>(static_cast<SS*>(a.final_state) + (head * K + kk) * V + c0, S[i]);
   }
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------------
-template <typename T, int VEC, int KPL, int LG, int RPT = (KPL <= 4 ? 8 : 4)>
+template <typename T, typename SS, int VEC, int KPL, int LG, int RPT = (KPL <= 4 ? 8 : 4)>
 cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int rows = 4 * (32 / LG) * RPT;
   dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
-  recurrent_vk_kernel<T, VEC, KPL, LG, RPT><<<grid, 128, 0, s>>>(a);
+  recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT><<<grid, 128, 0, s>>>(a);
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename SS>
 cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   const int K = a.K;
   if (K % 4 == 0) {
     // Eight elements per lane where K allows: fewer shuffle levels per byte of state.
-    if (K > 128) return launch_vk<T, 4, 8, 32>(a, s);
-    if (K > 64) return launch_vk<T, 4, 8, 16, 8>(a, s);  // 32 KiB of state per block in flight
-    if (K > 32) return launch_vk<T, 4, 4, 16>(a, s);
-    if (K > 16) return launch_vk<T, 4, 8, 4>(a, s);
-    return launch_vk<T, 4, 4, 4>(a, s);
+    if (K > 128) return launch_vk<T, SS, 4, 8, 32>(a, s);
+    if (K > 64) return launch_vk<T, SS, 4, 8, 16, 8>(a, s);  // 32 KiB of state per block in flight
+    if (K > 32) return launch_vk<T, SS, 4, 4, 16>(a, s);
+    if (K > 16) return launch_vk<T, SS, 4, 8, 4>(a, s);
+    return launch_vk<T, SS, 4, 4, 4>(a, s);
   }
   const int kpl = (K + 31) / 32;
-  if (kpl <= 1) return launch_vk<T, 1, 1, 32>(a, s);
-  if (kpl <= 2) return launch_vk<T, 1, 2, 32>(a, s);
-  if (kpl <= 4) return launch_vk<T, 1, 4, 32>(a, s);
-  if (kpl <= 6) return launch_vk<T, 1, 6, 32>(a, s);
-  return launch_vk<T, 1, 8, 32>(a, s);
+  if (kpl <= 1) return launch_vk<T, SS, 1, 1, 32>(a, s);
+  if (kpl <= 2) return launch_vk<T, SS, 1, 2, 32>(a, s);
+  if (kpl <= 4) return launch_vk<T, SS, 1, 4, 32>(a, s);
+  if (kpl <= 6) return launch_vk<T, SS, 1, 6, 32>(a, s);
+  return launch_vk<T, SS, 1, 8, 32>(a, s);
 }
 
-template <typename T, int VEC, int RPT, int W>
+template <typename T, typename SS, int VEC, int RPT, int W>
 cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int cols = 32 * VEC;
   dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
-  recurrent_kv_kernel<T, VEC, RPT, W><<<grid, W * 32, 0, s>>>(a);
+  recurrent_kv_kernel<T, SS, VEC, RPT, W><<<grid, W * 32, 0, s>>>(a);
   return cudaGetLastError();
 }
 
 // Up to K = 64 four warps (16 rows per thread at K = 64, as 8 warps hold at K = 128): the per-step block
 // reduction costs the same per byte of state at every K.
-template <typename T, int VEC>
+template <typename T, typename SS, int VEC>
 cudaError_t dispatch_kv_rows(const GatedDeltaArgs& a, cudaStream_t s) {
   const int K = a.K;
-  if (K <= 16) return launch_kv<T, VEC, 4, 4>(a, s);
-  if (K <= 32) return launch_kv<T, VEC, 8, 4>(a, s);
-  if (K <= 64) return launch_kv<T, VEC, 16, 4>(a, s);
+  if (K <= 16) return launch_kv<T, SS, VEC, 4, 4>(a, s);
+  if (K <= 32) return launch_kv<T, SS, VEC, 8, 4>(a, s);
+  if (K <= 64) return launch_kv<T, SS, VEC, 16, 4>(a, s);
   const int rpt = (K + 7) / 8;
-  if (rpt <= 12) return launch_kv<T, VEC, 12, 8>(a, s);
-  if (rpt <= 16) return launch_kv<T, VEC, 16, 8>(a, s);
-  if (rpt <= 24) return launch_kv<T, VEC, 24, 8>(a, s);
-  return launch_kv<T, VEC, 32, 8>(a, s);
+  if (rpt <= 12) return launch_kv<T, SS, VEC, 12, 8>(a, s);
+  if (rpt <= 16) return launch_kv<T, SS, VEC, 16, 8>(a, s);
+  if (rpt <= 24) return launch_kv<T, SS, VEC, 24, 8>(a, s);
+  return launch_kv<T, SS, VEC, 32, 8>(a, s);
+}
+
+template <typename T, typename SS>
+cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
+  if (a.layout == StateLayout::kVK) return dispatch_vk<T, SS>(a, s);
+  return a.V <= 64 ? dispatch_kv_rows<T, SS, 2>(a, s) : dispatch_kv_rows<T, SS, 4>(a, s);
 }
 
 template <typename T>
-cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
-  if (a.layout == StateLayout::kVK) return dispatch_vk<T>(a, s);
-  return a.V <= 64 ? dispatch_kv_rows<T, 2>(a, s) : dispatch_kv_rows<T, 4>(a, s);
+cudaError_t dispatch_state(const GatedDeltaArgs& a, cudaStream_t s) {
+  return a.state_bf16 ? dispatch<T, __nv_bfloat16>(a, s) : dispatch<T, float>(a, s);
 }
 
 }  // namespace
@@ -338,7 +330,8 @@ const char* check_args(const GatedDeltaArgs& a) {
 
 cudaError_t gated_delta_recurrent(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr) return cudaErrorInvalidValue;
-  return a.in_type == ElemType::kBF16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<__half>(a, stream);
+  return a.in_type == ElemType::kBF16 ? dispatch_state<__nv_bfloat16>(a, stream)
+                                       : dispatch_state<__half>(a, stream);
 }
 
 }  // namespace statecut::cuda

@@ -156,11 +156,13 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
                        dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
   const std::vector<int64_t> shape = state_shape(p, state_v_first);
-  TORCH_CHECK(state.device() == q.device() && state.scalar_type() == at::kFloat && state.is_contiguous() &&
-                  state.sizes() == at::IntArrayRef(shape),
-              "statecut: state must be a contiguous fp32 CUDA tensor of shape ", at::IntArrayRef(shape));
-  p.args.initial_state = state.data_ptr<float>();
-  p.args.final_state = state.data_ptr<float>();
+  TORCH_CHECK(state.device() == q.device() &&
+                  (state.scalar_type() == at::kFloat || state.scalar_type() == at::kBFloat16) &&
+                  state.is_contiguous() && state.sizes() == at::IntArrayRef(shape),
+              "statecut: state must be a contiguous fp32 or bf16 CUDA tensor of shape ", at::IntArrayRef(shape));
+  p.args.state_bf16 = state.scalar_type() == at::kBFloat16;
+  p.args.initial_state = state.data_ptr();
+  p.args.final_state = state.data_ptr();
   launch(Mode::kRecurrent, p.args);
   return p.o;
 }

@@ -1,5 +1,6 @@
 // Metamorphic relations of the CUDA gated delta rule kernels at sizes too large for the CPU loop:
-// chunked = recurrent, state carried across calls, in-place decode = one multi-token call, both state layouts,
+// chunked = recurrent, state carried across calls, in-place decode = one multi-token call, bf16-state decode =
+// fp32 decode rounded once, both state layouts,
 // grouped values = explicit repetition of q/k heads, and packed varlen = separate calls.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -94,6 +95,30 @@ TEST(Meta_GatedDeltaCuda, inPlaceDecodeEqualsMultiTokenCall) {
     }
     EXPECT_EQ(rel_err(at::cat(os, 1), o_all), 0.0);  // same fp32 operations in the same order
     EXPECT_EQ(rel_err(state, s_all), 0.0);
+  }
+#endif
+}
+
+TEST(Meta_GatedDeltaCuda, bf16StateDecodeEqualsRoundedFp32Decode) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (bool v_first : {false, true}) {
+    for (int K : {128, 89, 32}) {
+      GdCase c;
+      c.B = 32, c.T = 3, c.H = 4, c.HV = 8, c.K = K, c.V = 128, c.v_first = v_first;
+      const GdInputs d = to_device(make_inputs(c, seed_from_env(29 + K)));
+      const at::Tensor s_bf = d.s0.to(at::kBFloat16);
+      at::Tensor s_f = s_bf.to(at::kFloat);  // exact widening
+      at::Tensor s_b = s_bf.clone();
+      auto step = [&](at::Tensor& st) {
+        return statecut::cuda::gated_delta_rule_decode_(d.q, d.k, d.v, d.g, d.beta, 0.1, st, c10::nullopt, true,
+                                                        false, c10::nullopt, c10::nullopt, false, v_first);
+      };
+      const at::Tensor o_f = step(s_f), o_b = step(s_b);
+      // Same fp32 arithmetic on the same (widened) numbers; the bf16 kernel rounds its final state once.
+      EXPECT_EQ(rel_err(o_b, o_f), 0.0) << c.name();
+      EXPECT_EQ(rel_err(s_b.to(at::kFloat), s_f.to(at::kBFloat16).to(at::kFloat)), 0.0) << c.name();
+    }
   }
 #endif
 }
