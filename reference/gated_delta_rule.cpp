@@ -45,25 +45,27 @@ HeadResult gated_delta_chunked(const Mat& q, const Mat& k, const Mat& v, const V
     double acc = 0.0;
     for (Index i = 0; i < n; ++i) G(i) = acc += g(c0 + i);
     const Vec Gamma = G.array().exp();
+    // D_ij = exp(G_i - G_j) = exp(g_{j+1} + ... + g_i), summed directly: subtracting two large cumulative sums
+    // would lose |G| eps absolute accuracy in the exponent.
+    Mat D = Mat::Zero(n, n);
+    for (Index i = 0; i < n; ++i) {
+      double part = 0.0;
+      D(i, i) = 1.0;
+      for (Index j = i - 1; j >= 0; --j) D(i, j) = std::exp(part += g(c0 + j + 1));
+    }
     const Mat KK = K * K.transpose();
-    const Mat QK = Q * K.transpose();
-    Mat L = Mat::Zero(n, n);   // strict lower: b_i (k_i . k_j) D_ij
-    Mat QKD = Mat::Zero(n, n);  // lower incl. diagonal: (q_i . k_j) D_ij
+    const Mat QKD = (Q * K.transpose()).cwiseProduct(D);  // D is zero above the diagonal
+    Mat L = Mat::Zero(n, n);  // strict lower: b_i (k_i . k_j) D_ij
     for (Index i = 0; i < n; ++i)
-      for (Index j = 0; j <= i; ++j) {
-        const double D = std::exp(G(i) - G(j));
-        QKD(i, j) = QK(i, j) * D;
-        if (j < i) L(i, j) = b(i) * KK(i, j) * D;
-      }
+      for (Index j = 0; j < i; ++j) L(i, j) = b(i) * KK(i, j) * D(i, j);
     // UT transform: (I + L)^-1 applied to diag(b) V and diag(b Gamma) K, by forward substitution.
     const auto A = L.triangularView<Eigen::UnitLower>();
     const Mat U = A.solve(b.asDiagonal() * V);
     const Mat W = A.solve(b.cwiseProduct(Gamma).asDiagonal() * K);
     const Mat Vnew = U - W * S;
     o.middleRows(c0, n).noalias() = scale * (Gamma.asDiagonal() * Q * S + QKD * Vnew);
-    const double Glast = G(n - 1);
-    const Vec tail = (Glast - G.array()).exp();
-    S = std::exp(Glast) * S + (tail.asDiagonal() * K).transpose() * Vnew;
+    const Vec tail = D.row(n - 1).transpose();  // exp(G_last - G_j)
+    S = Gamma(n - 1) * S + (tail.asDiagonal() * K).transpose() * Vnew;
   }
   return {o, S};
 }

@@ -4,7 +4,8 @@
 /// o: [T, dv]; S0 nullptr = zero state. Step order as fla: decay, v' = b (v - S^T k), S += k v'^T, read out.
 ///
 /// Chunked form (WY/UT transform, anchor-fla.md §2.1), per chunk of C rows with carried state S,
-/// G = within-chunk cumsum of g, Gamma = exp(G), D_ij = exp(G_i - G_j) for i >= j:
+/// G = within-chunk cumsum of g, Gamma = exp(G), D_ij = exp(G_i - G_j) for i >= j (formed as exp(g_{j+1} + ... + g_i),
+/// which keeps full relative accuracy when the cumulative sums are large):
 ///   A = (I + strict_lower(diag(b) K K^T o D))^-1     (unit lower triangular solve)
 ///   U = A diag(b) V,  W = A diag(b) diag(Gamma) K,  V' = U - W S
 ///   O = scale (diag(Gamma) Q S + tril_incl(Q K^T o D) V')

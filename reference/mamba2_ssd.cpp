@@ -48,13 +48,17 @@ HeadResult mamba2_ssd_chunked(const Mat& C, const Mat& B, const Mat& x, const Ve
     Vec G(n);  // within-chunk cumsum of dt A (the "segsum" of SSD)
     double acc = 0.0;
     for (Index i = 0; i < n; ++i) G(i) = acc += dt(c0 + i) * A;
-    Mat CBL = Cc * Bc.transpose();
-    for (Index i = 0; i < n; ++i)
-      for (Index j = 0; j < n; ++j) CBL(i, j) = j <= i ? CBL(i, j) * std::exp(G(i) - G(j)) : 0.0;
+    // L_ij = exp(G_i - G_j) = exp(a_{j+1} + ... + a_i), summed directly (no cancellation of large cumsums).
+    Mat Ldec = Mat::Zero(n, n);
+    for (Index i = 0; i < n; ++i) {
+      double part = 0.0;
+      Ldec(i, i) = 1.0;
+      for (Index j = i - 1; j >= 0; --j) Ldec(i, j) = std::exp(part += dt(c0 + j + 1) * A);
+    }
+    const Mat CBL = (Cc * Bc.transpose()).cwiseProduct(Ldec);
     y.middleRows(c0, n).noalias() = G.array().exp().matrix().asDiagonal() * Cc * S + CBL * Xdt + D * Xc;
-    const double Glast = G(n - 1);
-    const Vec tail = (Glast - G.array()).exp();
-    S = std::exp(Glast) * S + (tail.asDiagonal() * Bc).transpose() * Xdt;
+    const Vec tail = Ldec.row(n - 1).transpose();  // exp(G_last - G_j)
+    S = std::exp(G(n - 1)) * S + (tail.asDiagonal() * Bc).transpose() * Xdt;
   }
   return {y, S};
 }

@@ -4,7 +4,7 @@
 /// S0, state: [N, P] (key-major; mamba_ssm stores the transpose [P, N])  y = o: [T, P]; S0 nullptr = zero state.
 ///
 /// Chunked form (SSD "segsum" form), per chunk with carried state S, a = dt A, G = within-chunk cumsum of a,
-/// L_ij = exp(G_i - G_j) for i >= j (0 above):
+/// L_ij = exp(G_i - G_j) = exp(a_{j+1} + ... + a_i) for i >= j (0 above; summed directly, without cancellation):
 ///   Y = diag(exp(G)) C S + (C B^T o L) diag(dt) X + D X,   S <- exp(G_last) S + (diag(exp(G_last - G)) B)^T diag(dt) X
 #pragma once
 #include "reference/types.h"

@@ -120,3 +120,31 @@ INSTANTIATE_TEST_SUITE_P(AllRules, Equiv_Chunked, testing::ValuesIn(all_cases())
 
 }  // namespace
 }  // namespace statecut::ref
+
+namespace statecut::ref {
+namespace {
+
+// After a run of strong decays the within-chunk cumulative log-decay is large (here about -640): a chunked form
+// that takes exp(G_i - G_j) of two large cumsums loses |G| eps in every decay factor; ours must not.
+TEST(Equiv_ChunkedDecay, chunkedKeepsAccuracyAfterStrongDecay) {
+  test::Rng rng(test::test_seed(31, "Equiv_ChunkedDecay.chunkedKeepsAccuracyAfterStrongDecay"));
+  const Index T = 64, dk = 1, dv = 33;
+  Vec g = Vec::Constant(T, -1e-3);
+  g.head(32).setConstant(-20.0);
+  const Mat q = rng.normal(T, dk), k = rng.unit_rows(T, dk), v = rng.normal(T, dv);
+  const Vec beta = rng.uniform(T, 0, 1);
+  const HeadResult r = gated_delta_recurrent(q, k, v, beta, g, 1.0);
+  const HeadResult c = gated_delta_chunked(q, k, v, beta, g, 1.0);
+  // Mamba-2 with dt = -g, A = -1 has the same decays.
+  const HeadResult mc = mamba2_ssd_chunked(q, k, v, -g, -1.0, 0.0);
+  const HeadResult mr = mamba2_ssd_recurrent(q, k, v, -g, -1.0, 0.0);
+  // Same n eps (T + dk + chunk) bound as Equiv_Chunked: the large cumsum must not enter it.
+  const double bound = 2 * test::kEps * double(T + dk + 64);
+  EXPECT_LE(test::rel_err(c.o, r.o), bound);
+  EXPECT_LE(test::rel_err(c.state, r.state), bound);
+  EXPECT_LE(test::rel_err(mc.o, mr.o), bound);
+  EXPECT_LE(test::rel_err(mc.state, mr.state), bound);
+}
+
+}  // namespace
+}  // namespace statecut::ref
