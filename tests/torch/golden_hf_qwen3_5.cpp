@@ -1,0 +1,130 @@
+// Golden: transformers Qwen3_5ForCausalLM (fixture hf_qwen3_5, separate in_proj_qkv/z/b/a) and Qwen3NextForCausalLM
+// (fixture hf_qwen3_next, packed in_proj_qkvz/ba) — 3 Gated DeltaNet layers + 1 gated full-attention layer with
+// partial rotary: logits and every hidden state in recurrent and chunk mode; boundary tensors against the packed rows
+// prunable_layers() names.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "optimized/hf_qwen3_5.h"
+#include "optimized/io/safetensors.h"
+#include "optimized/layers_common.h"
+#include "optimized/model.h"
+#include "tests/torch/golden_hf_util.h"
+
+namespace {
+
+using namespace statecut;
+using golden_hf::fixture_dir;
+using golden_hf::rel_err;
+
+// transformers' torch path ran in true fp32 (shared/README.md). Ours is fp32 with other op orders (WY/UT chunks with a
+// triangular inverse vs transformers' solve, or a step loop; softmax attention; 4 blocks, 150 steps): rounding
+// (u = 6e-8) compounds to the measured ≤ 1e-6; 1e-5 keeps margin while any wrong op (a w vs 1 + w norm, a swapped
+// gate, a wrong rotary half) moves the logits by ≥ 1e-2.
+constexpr double kFp32Tol = 1e-5;
+
+struct GoldenCase {
+  const char* fixture;
+  const char* run;
+  RecurrenceMode mode;
+};
+
+std::string case_name(const ::testing::TestParamInfo<GoldenCase>& i) {
+  return std::string(i.param.fixture) + "_" + i.param.run +
+         (i.param.mode == RecurrenceMode::Chunk ? "_chunk" : "_recurrent");
+}
+
+class Golden_HfQwenHybrid : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(Golden_HfQwenHybrid, logitsAndHiddenStatesMatchTransformers) {
+  const auto& c = GetParam();
+  const auto dir = fixture_dir(c.fixture);
+  auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+  const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
+  const std::string run = c.run;
+  ForwardOptions opt;
+  opt.mode = c.mode;
+  opt.output_hidden_states = true;
+  auto r = model->forward(golden.raw(run + ".input_ids"), opt);
+  const double e = rel_err(r.logits, golden.raw(run + ".logits"));
+  std::printf("%s %s %s logits rel err %.3e\n", c.fixture, c.run, c.mode == RecurrenceMode::Chunk ? "chunk" : "recurrent", e);
+  EXPECT_LT(e, kFp32Tol) << "logits";
+  // transformers returns the embedding output, the stream after layers 0..2, and the final-normed last layer.
+  ASSERT_EQ(r.hidden_states.size(), 5u);
+  for (size_t i = 0; i < r.hidden_states.size(); ++i) {
+    const double eh = rel_err(r.hidden_states[i], golden.raw(run + ".hidden_states." + std::to_string(i)));
+    std::printf("%s %s hidden_states.%zu rel err %.3e\n", c.fixture, c.run, i, eh);
+    EXPECT_LT(eh, kFp32Tol) << "hidden_states." << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfQwenHybrid,
+                         ::testing::Values(GoldenCase{"hf_qwen3_5", "run0", RecurrenceMode::Recurrent},
+                                           GoldenCase{"hf_qwen3_5", "run0", RecurrenceMode::Chunk},
+                                           GoldenCase{"hf_qwen3_5", "run1", RecurrenceMode::Recurrent},
+                                           GoldenCase{"hf_qwen3_5", "run1", RecurrenceMode::Chunk},
+                                           GoldenCase{"hf_qwen3_next", "run0", RecurrenceMode::Recurrent},
+                                           GoldenCase{"hf_qwen3_next", "run0", RecurrenceMode::Chunk},
+                                           GoldenCase{"hf_qwen3_next", "run1", RecurrenceMode::Recurrent},
+                                           GoldenCase{"hf_qwen3_next", "run1", RecurrenceMode::Chunk}),
+                         case_name);
+
+TEST(Golden_HfQwen3_5F64, doubleForwardMatchesTheFp32Golden) {
+  const auto dir = fixture_dir("hf_qwen3_5");
+  auto model = load_causal_lm(dir, torch::kFloat64, torch::kCPU);
+  const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
+  ForwardOptions opt;
+  opt.mode = RecurrenceMode::Chunk;
+  auto r = model->forward(golden.raw("run1.input_ids"), opt);
+  // The f64 forward has no rounding of its own: its distance to the golden is the golden's own fp32 error.
+  const double e = rel_err(r.logits, golden.raw("run1.logits"));
+  std::printf("hf_qwen3_5 f64 run1 logits rel err %.3e\n", e);
+  EXPECT_LT(e, kFp32Tol);
+}
+
+torch::Tensor param(CausalLM& m, const std::string& name) {
+  for (auto& [n, t] : m.named_parameters())
+    if (n == name) return t;
+  ADD_FAILURE() << "no parameter " << name;
+  return {};
+}
+
+// The rows/channels prunable_layers() names, pushed through projection + conv + SiLU, must give the boundary q and k
+// (before the L2 norm): this is what surgery slices, so a wrong offset would prune the wrong channels.
+TEST(Golden_HfQwen3_5Boundary, boundaryEqualsPrunableRowsThroughConv) {
+  const auto dir = fixture_dir("hf_qwen3_5");
+  auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+  const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
+  ForwardOptions opt;
+  opt.capture_boundary = true;
+  auto r = model->forward(golden.raw("run0.input_ids"), opt);
+  const auto layers = model->prunable_layers();
+  ASSERT_EQ(layers.size(), 3u);  // layer 3 is full attention
+  EXPECT_FALSE(r.boundary.at(3).q.defined());
+  for (const auto& p : layers) {
+    const auto& bd = r.boundary.at(p.layer);
+    const int64_t Bsz = bd.attn_in.size(0), T = bd.attn_in.size(1), HK = int64_t(p.num_key_heads) * p.head_k_dim;
+    EXPECT_EQ(p.num_key_heads, 2);
+    EXPECT_EQ(p.head_k_dim, 32);
+    auto through = [&](const std::string& w, int64_t row, const std::string& conv, int64_t ch) {
+      auto proj = statecut::linear(bd.attn_in, param(*model, w).narrow(0, row, HK));
+      return causal_conv1d(proj, param(*model, conv).narrow(0, ch, HK), torch::Tensor(), true)
+          .reshape({Bsz, T, p.num_key_heads, p.head_k_dim});
+    };
+    EXPECT_LT(rel_err(bd.q, through(p.q_weight, p.q_row_offset, p.q_conv, p.q_conv_offset)), 1e-6) << p.layer;
+    EXPECT_LT(rel_err(bd.k, through(p.k_weight, p.k_row_offset, p.k_conv, p.k_conv_offset)), 1e-6) << p.layer;
+    EXPECT_EQ(bd.v.sizes(), (std::vector<int64_t>{Bsz, T, 4, 16}));
+    EXPECT_EQ(bd.final_state.sizes(), (std::vector<int64_t>{Bsz, 4, 32, 16}));
+    EXPECT_TRUE((bd.beta > 0).all().item<bool>() && (bd.beta < 1).all().item<bool>());
+    EXPECT_TRUE((bd.g < 0).all().item<bool>());
+  }
+}
+
+TEST(BadInput_HfQwen3Next, packedLayoutIsNotPrunable) {
+  auto model = load_causal_lm(fixture_dir("hf_qwen3_next"), torch::kFloat32, torch::kCPU);
+  EXPECT_THROW(model->prunable_layers(), io::Error);
+}
+
+}  // namespace
