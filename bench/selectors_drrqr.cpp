@@ -2,7 +2,11 @@
 // 65,536 x 128 / 65,536 x 256 of DN / GDN heads), k = dk/2 and dk/4: strong RRQR (default mode),
 // faithful mode (published loop) and plain QRCP. Target (DESIGN.md §7): 65,536 x 256 strong < 2 s
 // on one core. Each case checks its own output first (certificate, permutation) and skips with an
-// error otherwise. Run single-threaded: `bench_selectors_drrqr --benchmark_min_time=0`.
+// error otherwise. Run single-threaded: `taskset -c 1 bench_selectors_drrqr`.
+// Measured 2026-11-30 on the shared 2-core AMD EPYC dev box (load ~17, SSE2 build, RelWithDebInfo), CPU
+// time per call (wall was ~10x that under the load): strong 65,536 x 256 k=128: 363 ms, k=64: 373 ms;
+// 65,536 x 128: ~95 ms; 5,000 x 128: ~12 ms; strong with f = 1.02 (2-5 swaps): 358-383 ms at 65,536 x 256;
+// faithful 65,536 x 256: 244-290 ms; QRCP of the full M (no compression) 65,536 x 256: 5,289 ms.
 #include "reference/rrqr.h"
 #include "reference/selectors.h"
 

@@ -52,7 +52,8 @@ struct SelectOptions {
   double ratio = 0.0;      ///< pruning ratio in (0, 1), used when keep == 0
   ScoreSide side = ScoreSide::Joint;
   std::uint64_t seed = 42; ///< rand, and drrqr's faithful row subsample
-  std::uint64_t stream = 0;///< e.g. the layer index: generator = mix(seed, stream), heads drawn in order
+  std::uint64_t stream = 0;///< e.g. the layer index. rand: one generator mix(seed, stream) per layer, heads
+                           ///< drawn in order; drrqr faithful: subsample stream stream*1000003 + head
   double f = 1.5;          ///< strong-RRQR parameter, > 1
   bool faithful = false;   ///< drrqr: reproduce the published code (rrqr.h, DrrqrMode::Faithful)
   bool pca_adversarial = false;  ///< pca: keep the smallest-variance directions (ascending order)
