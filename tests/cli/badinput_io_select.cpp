@@ -1,0 +1,76 @@
+// Bad safetensors input through the real binary, without LibTorch: `statecut select --matrix FILE` on every
+// file of the committed corpus tests/data/bad/ exits 1 (not a signal) with exactly one stderr line
+// "statecut select: error: <file>: ..." and nothing on stdout; the same command on a good file succeeds.
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "optimized/io/safetensors.h"
+#include "tests/io/io_test_util.h"
+
+namespace statecut::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code = -1;
+  bool signaled = false;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CliRun statecut(const std::string& args) {
+  test::TempDir io("cli_select_io");
+  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
+  const int st = std::system(cmd.c_str());
+  CliRun r;
+  r.signaled = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 128);  // the shell reports 128+signal
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(io / "out");
+  r.err = slurp(io / "err");
+  return r;
+}
+
+TEST(BadInput_CliSelectIo, goodMatrixFileIsAccepted) {
+  // Guards the test below: the command line itself is valid.
+  test::TempDir dir("cli_select_good");
+  std::vector<float> m(10 * 4);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>((i * 7) % 11) - static_cast<float>(i % 4);
+  SafetensorsWriter w;
+  w.add("m", DType::F32, {10, 4}, m.data(), m.size() * sizeof(float));
+  w.write(dir / "m.safetensors");
+  const CliRun r = statecut("select --matrix " + (dir / "m.safetensors") + " --method drrqr --keep 2");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"keep\""), std::string::npos) << r.out;
+}
+
+TEST(BadInput_CliSelectIo, everyCorpusFileFailsWithOneLineNamingIt) {
+  const fs::path dir = fs::path(STATECUT_SOURCE_DIR) / "tests/data/bad";
+  int seen = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string p = e.path().string();
+    SCOPED_TRACE(p);
+    ++seen;
+    const CliRun r = statecut("select --matrix " + p + " --method drrqr --keep 1");
+    EXPECT_FALSE(r.signaled) << "crashed: " << r.err;
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "stdout: " << r.out;
+    std::string line = r.err;
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line:\n" << r.err;
+    EXPECT_EQ(line.rfind("statecut select: error: " + p + ": ", 0), 0u) << line;
+  }
+  EXPECT_GE(seen, 8);
+}
+
+}  // namespace
+}  // namespace statecut::io
