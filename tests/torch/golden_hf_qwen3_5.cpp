@@ -19,11 +19,13 @@ using namespace statecut;
 using golden_hf::fixture_dir;
 using golden_hf::rel_err;
 
-// transformers' torch path ran in true fp32 (shared/README.md). Ours is fp32 with other op orders (WY/UT chunks with a
-// triangular inverse vs transformers' solve, or a step loop; softmax attention; 4 blocks, 150 steps): rounding
-// (u = 6e-8) compounds to the measured ≤ 1e-6; 1e-5 keeps margin while any wrong op (a w vs 1 + w norm, a swapped
-// gate, a wrong rotary half) moves the logits by ≥ 1e-2.
-constexpr double kFp32Tol = 1e-5;
+// The Qwen goldens were made in the same run as fla's (fla installed, so transformers took fla's Triton GDN kernels,
+// whose TF32 dots carry ~1e-3 relative error on the kernel output, see recurrences/golden.safetensors). Our f32
+// recurrent, f32 chunk and f64 forwards agree with each other to ~1e-7 but all sit 5e-5 (layer 1) to 9.3e-5 (logits)
+// from the golden, growing by GDN layer — the golden's own error. 5e-4 keeps ~5× margin; a wrong op (w instead of
+// 1 + w in a norm, a swapped gate, a wrong rotary half) moves the logits by >= 1e-2. Mamba-2's golden, computed by
+// transformers' pure-torch path, matches to 5e-7 (golden_hf_mamba2.cpp).
+constexpr double kFp32Tol = 5e-4;
 
 struct GoldenCase {
   const char* fixture;
