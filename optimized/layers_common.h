@@ -25,7 +25,7 @@ torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, 
 torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
 /// x [B,T,C], weight [C,1,W], bias [C] or undefined.
 torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool silu);
-/// x [...,in] · wᵀ with w [out,in].
+/// x [...,in] · wᵀ with w [out,in]. Call it qualified, statecut::linear: ADL would also find torch::linear.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w);

@@ -7,7 +7,8 @@
 /// (f64 when the model is f64), like fla.
 ///
 /// CHANGELOG (tell-everyone log of changes to this contract after the first commit):
-///   - (none yet)
+///   - 13:40 model_registry.h: + kConfigPathKey (build_causal_lm puts the config path into the config a factory gets,
+///     so factory errors can name the file); + build_causal_lm(config, weights, ...) for in-memory checkpoints.
 #pragma once
 #include <torch/torch.h>
 

@@ -21,6 +21,10 @@ namespace statecut {
 using ModelFactory = std::function<std::unique_ptr<CausalLM>(const nlohmann::json& config, const WeightSource& w,
                                                              torch::Dtype, torch::Device)>;
 
+/// build_causal_lm adds this key (the config file's path) to the config a factory receives, so that its errors can
+/// name the file.
+inline constexpr const char* kConfigPathKey = "_statecut_config_path";
+
 /// Adds (or replaces) the factory for `model_type`.
 void register_model_family(const std::string& model_type, ModelFactory f);
 /// Registers every built-in family once (idempotent, thread-safe).

@@ -1,0 +1,116 @@
+// Model-family registry and load_causal_lm (config.json dispatch on "model_type").
+#include "optimized/model_registry.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "optimized/fla_delta_net.h"
+#include "optimized/fla_gated_deltanet.h"
+#if __has_include("optimized/hf_mamba2.h")
+#include "optimized/hf_mamba2.h"
+#define STATECUT_HAS_HF_MAMBA2 1
+#endif
+#if __has_include("optimized/hf_qwen3_5.h")
+#include "optimized/hf_qwen3_5.h"
+#define STATECUT_HAS_HF_QWEN3_5 1
+#endif
+#if __has_include("optimized/hf_qwen3_next.h")
+#include "optimized/hf_qwen3_next.h"
+#define STATECUT_HAS_HF_QWEN3_NEXT 1
+#endif
+
+namespace statecut {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, ModelFactory>& registry() {
+  static std::map<std::string, ModelFactory> r;
+  return r;
+}
+
+}  // namespace
+
+void register_model_family(const std::string& model_type, ModelFactory f) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[model_type] = std::move(f);
+}
+
+void register_builtin_families() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_fla_delta_net();
+    register_fla_gated_deltanet();
+#ifdef STATECUT_HAS_HF_MAMBA2
+    register_hf_mamba2();
+#endif
+#ifdef STATECUT_HAS_HF_QWEN3_5
+    register_hf_qwen3_5();
+#endif
+#ifdef STATECUT_HAS_HF_QWEN3_NEXT
+    register_hf_qwen3_next();
+#endif
+  });
+}
+
+const ModelFactory* find_model_family(const std::string& model_type) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(model_type);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_model_families() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> out;
+  for (const auto& [k, _] : registry()) out.push_back(k);
+  return out;
+}
+
+std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
+                                          torch::Device device, const std::string& config_origin) {
+  register_builtin_families();
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat64)
+    throw io::Error(config_origin + ": unsupported model dtype (use f32, bf16 or f64)");
+  if (!config.is_object()) throw io::Error(config_origin + ": expected a JSON object");
+  auto it = config.find("model_type");
+  if (it == config.end() || !it->is_string()) throw io::Error(config_origin + ": no \"model_type\" string");
+  const auto type = it->get<std::string>();
+  const ModelFactory* f = find_model_family(type);
+  if (!f) {
+    std::string known;
+    for (const auto& k : registered_model_families()) known += (known.empty() ? "" : ", ") + k;
+    throw io::Error(config_origin + ": unknown model_type '" + type + "' (known: " + known + ")");
+  }
+  nlohmann::json cfg = config;
+  if (!cfg.contains(kConfigPathKey)) cfg[kConfigPathKey] = config_origin;
+  return (*f)(cfg, w, dtype, device);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw io::Error(dir + ": not a directory");
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  std::ifstream in(cfg_path);
+  if (!in) throw io::Error(cfg_path + ": cannot open");
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (what.size() > 160) what.resize(160);
+    throw io::Error(cfg_path + ": malformed JSON (" + what + ")");
+  }
+  // Dispatch (and reject unknown model types) before touching the weights.
+  register_builtin_families();
+  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string())
+    throw io::Error(cfg_path + ": no \"model_type\" string");
+  if (!find_model_family(config["model_type"].get<std::string>()))
+    return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
+  return build_causal_lm(config, WeightSource::open_dir(dir), dtype, device, cfg_path);
+}
+
+}  // namespace statecut

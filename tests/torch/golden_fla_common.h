@@ -1,0 +1,61 @@
+// Helpers of the fla golden tests: where the fixtures are, reading a golden file, normwise relative error.
+#pragma once
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "optimized/io/safetensors.h"
+#include "optimized/weight_source.h"
+
+namespace statecut::golden {
+
+/// ../shared/fixtures/<name> when present (developers, CI), else the trimmed copy in tests/data/fixtures/<name>.
+inline std::string fixture_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  for (const auto& p : {fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name,
+                        fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures" / name})
+    if (fs::exists(p / "golden.safetensors") && fs::exists(p / "config.json")) return p.string();
+  return "";
+}
+
+/// ../shared/models/<name>, else assets/<name> (the shipped copy).
+inline std::string model_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  for (const auto& p : {fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "models" / name,
+                        fs::path(STATECUT_SOURCE_DIR) / "assets" / name})
+    if (fs::exists(p / "golden.safetensors") && fs::exists(p / "config.json")) return p.string();
+  return "";
+}
+
+class Golden {
+ public:
+  explicit Golden(const std::string& path) : f_(io::SafetensorsFile::open(path)) {}
+  bool has(const std::string& name) const { return f_.has(name); }
+  torch::Tensor get(const std::string& name) const { return tensor_from_view(f_.tensor(name)); }
+
+ private:
+  io::SafetensorsFile f_;
+};
+
+/// ‖y − y_ref‖_F / ‖y_ref‖_F in double; +inf on a shape mismatch or a non-finite y.
+inline double rel_err(const torch::Tensor& y, const torch::Tensor& y_ref) {
+  auto a = y.detach().to(torch::kCPU, torch::kFloat64), b = y_ref.detach().to(torch::kCPU, torch::kFloat64);
+  if (a.sizes() != b.sizes() || !torch::isfinite(a).all().item<bool>()) return INFINITY;
+  const double den = b.norm().item<double>();
+  const double num = (a - b).norm().item<double>();
+  return den > 0 ? num / den : num;
+}
+
+/// Asserts rel_err ≤ tol and prints every measured error (the report quotes them).
+inline void expect_close(const torch::Tensor& y, const torch::Tensor& y_ref, double tol, const std::string& what) {
+  ASSERT_TRUE(y.defined()) << what << ": not computed";
+  ASSERT_EQ(y.sizes(), y_ref.sizes()) << what;
+  const double e = rel_err(y, y_ref);
+  std::printf("  %-60s rel err %.3e (threshold %.0e)\n", what.c_str(), e, tol);
+  EXPECT_LE(e, tol) << what;
+}
+
+}  // namespace statecut::golden
