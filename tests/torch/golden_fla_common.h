@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -13,9 +14,12 @@
 namespace statecut::golden {
 
 /// ../shared/fixtures/<name> when present (developers, CI), else the trimmed copy in tests/data/fixtures/<name>.
+/// STATECUT_FIXTURE_ROOT=<dir> searches <dir>/<name> first (e.g. tests/data/fixtures, to test the trimmed copies).
 inline std::string fixture_dir(const std::string& name) {
   namespace fs = std::filesystem;
-  for (const auto& p : {fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name,
+  const char* root = std::getenv("STATECUT_FIXTURE_ROOT");
+  for (const auto& p : {fs::path(root ? root : "/nonexistent") / name,
+                        fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name,
                         fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures" / name})
     if (fs::exists(p / "golden.safetensors") && fs::exists(p / "config.json")) return p.string();
   return "";
