@@ -1,0 +1,68 @@
+// `statecut prune`: select k' key/query channels per head with one of six methods and write the pruned
+// checkpoint atomically (DESIGN.md §2, §4). Library: optimized/prune.h.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "cli/command_registry.h"
+#include "optimized/prune.h"
+#include "optimized/prune_progress.h"
+
+namespace {
+
+struct Args {
+  statecut::PruneOptions opt;
+  bool json = false;
+  bool quiet = false;
+};
+
+statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  app.description("prune key/query channels of a linear-attention checkpoint (rand, l1, swanda, grad, drrqr, pca)");
+  app.add_option("--checkpoint", a->opt.checkpoint, "model folder (config.json + model.safetensors)")->required();
+  app.add_option("--method", a->opt.method, "rand | l1 | swanda | grad | drrqr | pca");
+  app.add_option("--keep-from", a->opt.keep_from, "apply the keep sets of a keep.json or statecut.json instead");
+  app.add_option("--ratio", a->opt.ratio, "pruning ratio in (0,1): keep max(1, floor(dk (1 - R))) channels per head");
+  app.add_option("--keep", a->opt.keep, "keep exactly K channels per head (1 <= K <= dk)");
+  app.add_option("--calib", a->opt.calib, "calibration text or token files (swanda, grad, drrqr, pca)");
+  app.add_option("--calib-seqs", a->opt.calib_seqs, "calibration sequences N")->capture_default_str();
+  app.add_option("--calib-len", a->opt.calib_len, "tokens per calibration sequence L")->capture_default_str();
+  app.add_option("--calib-batch", a->opt.batch, "sequences per forward (0 = automatic)")->capture_default_str();
+  app.add_option("--seed", a->opt.seed, "seed of window sampling, rand and the faithful subsample")->capture_default_str();
+  app.add_option("--select", a->opt.select, "score side: qk | q | k")->capture_default_str();
+  app.add_flag("--faithful", a->opt.faithful, "drrqr as published: 5,000 sampled rows, <= 20 swaps");
+  app.add_option("--f", a->opt.f, "strong-RRQR parameter f > 1")->capture_default_str();
+  app.add_option("--device", a->opt.device, "cpu | cuda")->capture_default_str();
+  app.add_option("--out", a->opt.out, "output folder (must not exist; written atomically)")->required();
+  app.add_flag("--json", a->json, "print the statecut.json record and timings as one JSON object on stdout");
+  app.add_flag("--quiet", a->quiet, "no progress bar");
+  return [a]() {
+    statecut::ProgressBar bar("calibrate", !a->quiet);
+    statecut::PruneResult r;
+    try {
+      r = statecut::prune_checkpoint(a->opt, bar.callback());
+    } catch (const c10::Error& e) {
+      const std::string msg = e.what_without_backtrace();
+      throw statecut::cli::UsageError(a->opt.checkpoint + ": " + msg.substr(0, msg.find('\n')));
+    }
+    const nlohmann::json timing = {{"load", r.seconds_load},
+                                   {"calibrate", r.seconds_calibrate},
+                                   {"select", r.seconds_select},
+                                   {"write", r.seconds_write}};
+    if (a->json) {
+      nlohmann::json j = r.record;
+      j["out"] = a->opt.out;
+      j["seconds"] = timing;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("pruned %s with %s: dk %d -> %d in %zu layers; wrote %s\n", a->opt.checkpoint.c_str(),
+                  r.record["method"].get<std::string>().c_str(), r.record["head_k_dim"].get<int>(), r.record["new_head_k_dim"].get<int>(),
+                  r.selection.size(), a->opt.out.c_str());
+      std::printf("time: load %.2fs, calibrate %.2fs, select %.2fs, write %.2fs\n", r.seconds_load,
+                  r.seconds_calibrate, r.seconds_select, r.seconds_write);
+    }
+    return 0;
+  };
+});
+
+}  // namespace

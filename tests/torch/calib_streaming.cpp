@@ -1,0 +1,163 @@
+// Streaming calibration (optimized/calibration.h) against the same statistics formed from ONE forward over
+// all windows at once: the tall-skinny R factor, the faithful row subsample, PCA moments, RMS, and the
+// gradient (checked against a central finite difference in f64, so autograd must flow through the model).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "optimized/calibration.h"
+
+namespace fs = std::filesystem;
+using namespace statecut;
+
+namespace {
+
+const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+
+uint64_t master_seed() {
+  const char* s = std::getenv("STATECUT_SEED");
+  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 20260211ull;
+  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+torch::Tensor random_ids(int64_t n, int64_t len, uint64_t seed) {
+  torch::manual_seed(seed);
+  return torch::randint(0, 256, {n, len}, torch::kInt64);
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).norm() / b.norm()).item<double>();
+}
+
+/// [H, N, d] f64 features of every window in one forward.
+struct Full {
+  std::vector<torch::Tensor> q, k, attn_in;  // per prunable layer
+};
+Full full_forward(CausalLM& m, const torch::Tensor& ids) {
+  torch::NoGradGuard ng;
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  auto r = m.forward(ids, fo);
+  Full f;
+  for (const auto& L : m.prunable_layers()) {
+    auto rows = [](const torch::Tensor& x) {
+      return x.to(torch::kFloat64).reshape({-1, x.size(2), x.size(3)}).permute({1, 0, 2}).contiguous();
+    };
+    f.q.push_back(rows(r.boundary[L.layer].q));
+    f.k.push_back(rows(r.boundary[L.layer].k));
+    f.attn_in.push_back(r.boundary[L.layer].attn_in.to(torch::kFloat64).reshape({-1, r.boundary[L.layer].attn_in.size(-1)}));
+  }
+  return f;
+}
+
+void require_fixture(const char* name) {
+  if (!fs::exists(kFixtures / name / "config.json")) GTEST_SKIP() << "no ../shared/fixtures/" << name;
+}
+
+}  // namespace
+
+TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
+  require_fixture("fla_gated_deltanet");
+  const uint64_t seed = master_seed();
+  auto m = load_causal_lm((kFixtures / "fla_gated_deltanet").string(), torch::kFloat32, torch::kCPU);
+  const torch::Tensor ids = random_ids(5, 63, seed);  // 3 mini-batches of 2, 2, 1: three TSQR updates
+  CalibrationNeeds nd;
+  nd.features = nd.pca = nd.rms = true;
+  nd.batch = 2;
+  const Calibration cal = calibrate(*m, ids, nd);
+  const Full f = full_forward(*m, ids);
+  ASSERT_EQ(cal.layers.size(), f.q.size());
+  EXPECT_EQ(cal.tokens, 5 * 63);
+  for (size_t l = 0; l < f.q.size(); ++l) {
+    const auto& lc = cal.layers[l];
+    for (int64_t h = 0; h < f.q[l].size(0); ++h) {
+      const torch::Tensor M = torch::cat({f.q[l][h], f.k[l][h]}, 0);  // [Q; K]
+      const torch::Tensor R = lc.r[h];
+      // Householder TSQR in f64 of f32 data is backward stable: RᵀR = MᵀM to ~n·eps_f64·‖M‖².
+      EXPECT_LT(rel(R.t().matmul(R), M.t().matmul(M)), 1e-12) << "layer " << l << " head " << h;
+      EXPECT_TRUE(torch::allclose(torch::triu(R), R)) << "R is upper triangular";
+      const torch::Tensor kh = f.k[l][h] * torch::rsqrt((f.k[l][h] * f.k[l][h]).sum(-1, true) + 1e-6);
+      EXPECT_LT(rel(lc.pca_outer_k[h], kh.t().matmul(kh)), 1e-12);
+      EXPECT_LT(rel(lc.pca_sum_k[h], kh.sum(0)), 1e-12);
+    }
+    EXPECT_EQ(lc.pca_n, 5.0 * 63);
+    const torch::Tensor rms = torch::sqrt((f.attn_in[l] * f.attn_in[l]).mean(0));
+    EXPECT_LT(rel(lc.rms(), rms), 1e-12);
+  }
+}
+
+TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
+  require_fixture("fla_delta_net");
+  const uint64_t seed = master_seed();
+  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat32, torch::kCPU);
+  const torch::Tensor ids = random_ids(3, 65, seed);
+  CalibrationNeeds nd;
+  nd.rows = true;
+  nd.faithful_rows = 127;  // of 2·3·65 = 390 rows
+  nd.batch = 2;
+  nd.seed = seed;
+  const Calibration cal = calibrate(*m, ids, nd);
+  const Full f = full_forward(*m, ids);
+  for (size_t l = 0; l < f.q.size(); ++l) {
+    for (int64_t h = 0; h < f.q[l].size(0); ++h) {
+      const torch::Tensor rows = cal.layers[l].rows[h].to(torch::kFloat64);
+      ASSERT_EQ(rows.size(0), 127);
+      const torch::Tensor M = torch::cat({f.q[l][h], f.k[l][h]}, 0);
+      // each sampled row is a row of M (distance 0), at increasing positions of M
+      const torch::Tensor d = torch::cdist(rows, M);
+      const auto [dmin, where] = d.min(1);
+      EXPECT_EQ(dmin.max().item<double>(), 0.0);
+      EXPECT_TRUE(torch::all(where.slice(0, 1) > where.slice(0, 0, -1)).item<bool>()) << "rows out of order";
+    }
+  }
+}
+
+TEST(Unit_Calibration, gradientMatchesCentralFiniteDifference) {
+  require_fixture("fla_delta_net");
+  const uint64_t seed = master_seed();
+  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat64, torch::kCPU);
+  const torch::Tensor ids = random_ids(3, 33, seed);
+  CalibrationNeeds nd;
+  nd.grad = true;
+  nd.batch = 2;
+  const Calibration cal = calibrate(*m, ids, nd);
+  const auto layers = m->prunable_layers();
+  torch::Tensor W;
+  for (auto& [name, p] : m->named_parameters())
+    if (name == layers[1].k_weight) W = p;
+  ASSERT_TRUE(W.defined());
+  auto loss = [&]() {  // Σ over sequences of the mean next-token CE, in f64
+    torch::NoGradGuard ng;
+    const auto logits = m->forward(ids).logits.to(torch::kFloat64);
+    double s = 0;
+    for (int64_t b = 0; b < ids.size(0); ++b)
+      s += torch::nn::functional::cross_entropy(logits[b].narrow(0, 0, 32), ids[b].narrow(0, 1, 32)).item<double>();
+    return s;
+  };
+  torch::manual_seed(seed + 1);
+  const torch::Tensor D = torch::randn(W.sizes(), torch::kFloat64);
+  const double eps = 1e-5;
+  {
+    torch::NoGradGuard ng;
+    W.add_(D, eps);
+  }
+  const double lp = loss();
+  {
+    torch::NoGradGuard ng;
+    W.add_(D, -2 * eps);
+  }
+  const double lm = loss();
+  {
+    torch::NoGradGuard ng;
+    W.add_(D, eps);
+  }
+  const double fd = (lp - lm) / (2 * eps);
+  const double ad = (cal.layers[1].grad_k.to(torch::kFloat64) * D).sum().item<double>();
+  // f64 central difference: truncation O(eps²) and rounding O(1e-16/eps) relative, both < 1e-8; the f32 copy of
+  // the gradient adds 6e-8.
+  EXPECT_NEAR(ad, fd, 1e-6 * std::abs(fd)) << "autograd " << ad << " vs finite difference " << fd;
+  EXPECT_GT(cal.mean_loss, 0.0);
+}

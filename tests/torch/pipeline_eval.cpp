@@ -1,0 +1,88 @@
+// Evaluation windows (optimized/evaluation.h) on models whose answers are known in closed form.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "optimized/evaluation.h"
+
+using namespace statecut;
+
+namespace {
+
+/// Uniform over 256 tokens: every scored token costs ln 256 nats = 8 bits; counts its forward calls.
+class FakeLM : public CausalLM {
+ public:
+  ForwardResult forward(const torch::Tensor& ids, const ForwardOptions&) override {
+    ForwardResult r;
+    r.logits = torch::zeros({ids.size(0), ids.size(1), 256});
+    calls_ += 1;
+    return r;
+  }
+  const std::string& model_type() const override { return type_; }
+  int64_t vocab_size() const override { return 256; }
+  std::vector<PrunableLayer> prunable_layers() const override { return {}; }
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return {}; }
+  int calls_ = 0;
+
+ private:
+  std::string type_ = "fake";
+};
+
+TokenStream stream_of(int64_t n) {
+  TokenStream s;
+  s.source = "synthetic";
+  for (int64_t i = 0; i < n; ++i) s.ids.push_back((i * 37) % 256);
+  s.bytes = n;
+  return s;
+}
+
+}  // namespace
+
+TEST(Unit_Evaluation, uniformModelCostsEightBitsPerByte) {
+  FakeLM m;
+  const auto r = evaluate_stream(m, stream_of(1000), Tokenizer::bytes(), EvalOptions{});
+  EXPECT_NEAR(r.bits_per_byte, 8.0, 1e-12);
+  EXPECT_NEAR(r.token_perplexity, 256.0, 1e-9);
+}
+
+TEST(Unit_Evaluation, everyTokenAfterTheFirstIsScoredOnce) {
+  for (const int64_t n : {2, 63, 64, 65, 127, 1000}) {
+    for (const int64_t w : {1, 7, 64, 2048}) {
+      for (const int64_t stride : {int64_t{0}, std::max<int64_t>(1, w / 2), int64_t{1}}) {
+        if (stride > w) continue;
+        FakeLM m;
+        EvalOptions o;
+        o.window = w;
+        o.stride = stride;
+        o.batch = 3;
+        const auto r = evaluate_stream(m, stream_of(n), Tokenizer::bytes(), o);
+        EXPECT_EQ(r.tokens, n - 1) << "n=" << n << " window=" << w << " stride=" << stride;
+        EXPECT_EQ(r.bytes, n - 1);
+      }
+    }
+  }
+}
+
+TEST(Unit_Evaluation, maxTokensTruncatesTheStream) {
+  FakeLM m;
+  EvalOptions o;
+  o.window = 100;
+  o.max_tokens = 301;
+  const auto r = evaluate_stream(m, stream_of(5000), Tokenizer::bytes(), o);
+  EXPECT_EQ(r.tokens, 300);
+  EXPECT_EQ(m.calls_, 1) << "three windows of 100 in one batch";
+}
+
+TEST(BadInput_Evaluation, oneTokenCannotBeScored) {
+  FakeLM m;
+  try {
+    evaluate_stream(m, stream_of(1), Tokenizer::bytes(), EvalOptions{});
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("synthetic: needs at least 2 tokens"), std::string::npos) << e.what();
+  }
+  EvalOptions o;
+  o.window = 10;
+  o.stride = 11;
+  EXPECT_THROW(evaluate_stream(m, stream_of(100), Tokenizer::bytes(), o), std::runtime_error);
+}

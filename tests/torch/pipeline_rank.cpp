@@ -1,0 +1,119 @@
+// Rank analysis (optimized/rank_analysis.h): the per-head recurrence equals the model's own state and the f64
+// reference recurrence, u(t) equals ref::rank_utilization of the state after t tokens, u(0) = 0.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "optimized/rank_analysis.h"
+#include "reference/delta_rule.h"
+#include "reference/gated_delta_rule.h"
+#include "reference/metrics.h"
+#include "reference/primitives.h"
+
+namespace fs = std::filesystem;
+using namespace statecut;
+
+namespace {
+
+const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+
+uint64_t master_seed() {
+  const char* s = std::getenv("STATECUT_SEED");
+  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 20260211ull;
+  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
+}
+
+ref::Mat to_mat(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kFloat64).contiguous();
+  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(c.data_ptr<double>(),
+                                                                                                 c.size(0), c.size(1));
+}
+
+double rel(const ref::Mat& a, const ref::Mat& b) { return (a - b).norm() / b.norm(); }
+
+}  // namespace
+
+TEST(Equiv_RankState, curveEqualsReferenceUtilizationAfterEveryPrefix) {
+  const uint64_t seed = master_seed();
+  torch::manual_seed(seed);
+  const int64_t T = 65, dk = 89, dv = 63;  // dk > dv: u divides by min(dk, dv) = 63
+  const torch::Tensor k = torch::randn({T, dk}), v = torch::randn({T, dv}), beta = torch::rand({T});
+  const torch::Tensor g = -torch::rand({T}) * 0.3;
+  for (const bool gated : {false, true}) {
+    torch::Tensor S;
+    const auto u = state_rank_curve(k, v, beta, gated ? g : torch::Tensor(), &S);
+    ASSERT_EQ(static_cast<int64_t>(u.size()), T);
+    EXPECT_EQ(u[0], 0.f) << "u(0) is the zero state";
+    const ref::Mat K = ref::l2norm_rows(to_mat(k));
+    for (const int64_t t : {1, 2, 17, 63, 64}) {
+      const ref::Mat Kt = K.topRows(t), Vt = to_mat(v).topRows(t), Q = ref::Mat::Zero(t, dk);
+      const ref::Vec bt = to_mat(beta.unsqueeze(1)).topRows(t).col(0);
+      const ref::Vec gt = to_mat(g.unsqueeze(1)).topRows(t).col(0);
+      const ref::Mat St = gated ? ref::gated_delta_recurrent(Q, Kt, Vt, bt, gt, 1.0).state
+                                : ref::delta_rule_recurrent(Q, Kt, Vt, bt, 1.0).state;
+      // fp32 recurrence and power iteration vs f64 reference: the state carries ~t·eps_f32 relative error.
+      EXPECT_NEAR(u[t], ref::rank_utilization(St), 1e-4 * ref::rank_utilization(St)) << "t=" << t << " gated=" << gated;
+    }
+    const ref::Mat ST = gated ? ref::gated_delta_recurrent(ref::Mat::Zero(T, dk), K, to_mat(v), to_mat(beta.unsqueeze(1)).col(0),
+                                                           to_mat(g.unsqueeze(1)).col(0), 1.0).state
+                              : ref::delta_rule_recurrent(ref::Mat::Zero(T, dk), K, to_mat(v), to_mat(beta.unsqueeze(1)).col(0), 1.0).state;
+    EXPECT_LT(rel(to_mat(S), ST), 1e-5) << "final state, gated=" << gated;  // T·eps_f32 with T = 65
+  }
+}
+
+TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
+  if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures";
+  const uint64_t seed = master_seed();
+  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat32, torch::kCPU);
+  torch::manual_seed(seed);
+  const torch::Tensor ids = torch::randint(0, 256, {1, 127}, torch::kInt64);
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  fo.mode = RecurrenceMode::Recurrent;
+  torch::NoGradGuard ng;
+  const auto r = m->forward(ids, fo);
+  for (const auto& L : m->prunable_layers()) {
+    const auto& b = r.boundary[L.layer];
+    for (int64_t h = 0; h < b.v.size(2); ++h) {
+      torch::Tensor S;
+      state_rank_curve(b.k[0].select(1, h), b.v[0].select(1, h), b.beta[0].select(1, h), torch::Tensor(), &S);
+      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
+    }
+  }
+  RankOptions ro;
+  const RankReport rep = analyze_rank(*m, ids, ro);
+  ASSERT_EQ(rep.layers.size(), 2u);
+  for (const auto& L : rep.layers)
+    for (const auto& h : L.heads) {
+      EXPECT_NEAR(h.final_u_power, h.final_u_exact, 1e-6 * h.final_u_exact) << "power iteration vs SVD";
+      EXPECT_GE(h.min, 0.0);
+      EXPECT_LE(h.max, 1.0);
+      EXPECT_EQ(h.u[0], 0.f);
+    }
+}
+
+TEST(Equiv_RankState, gatedStateOfGatedDeltaNetIsTheModelsFinalState) {
+  if (!fs::exists(kFixtures / "fla_gated_deltanet_gva")) GTEST_SKIP() << "no fixtures";
+  const uint64_t seed = master_seed();
+  auto m = load_causal_lm((kFixtures / "fla_gated_deltanet_gva").string(), torch::kFloat32, torch::kCPU);
+  torch::manual_seed(seed);
+  const torch::Tensor ids = torch::randint(0, 256, {1, 65}, torch::kInt64);
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  fo.mode = RecurrenceMode::Recurrent;
+  torch::NoGradGuard ng;
+  const auto r = m->forward(ids, fo);
+  for (const auto& L : m->prunable_layers()) {
+    const auto& b = r.boundary[L.layer];
+    const int64_t Hk = b.k.size(2), Hv = b.v.size(2);
+    ASSERT_GT(Hv, Hk) << "fixture has grouped values";
+    for (int64_t h = 0; h < Hv; ++h) {
+      torch::Tensor S;
+      state_rank_curve(b.k[0].select(1, h / (Hv / Hk)), b.v[0].select(1, h), b.beta[0].select(1, h),
+                       b.g[0].select(1, h), &S);
+      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
+    }
+  }
+}

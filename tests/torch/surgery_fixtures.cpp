@@ -1,0 +1,165 @@
+// Surgery against fla's own pruned checkpoints: slicing the fixtures' keep.json into fla_delta_net and
+// fla_gated_deltanet must give their *_pruned50 model.safetensors and config.json byte for byte.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "optimized/surgery.h"
+#include "optimized/weight_source.h"
+
+namespace fs = std::filesystem;
+using namespace statecut;
+
+namespace {
+
+const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    path = fs::temp_directory_path() / ("statecut-surgery-" + tag + "-" + std::to_string(::getpid()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void require_fixtures() {
+  if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no ../shared/fixtures";
+}
+
+void expect_reproduces_fixture(const std::string& family) {
+  const fs::path src = kFixtures / family, want = kFixtures / (family + "_pruned50");
+  TempDir out(family);
+  write_pruned_checkpoint(src.string(), read_keep_file((want / "keep.json").string()), out.path.string());
+  const std::string got_w = slurp(out.path / "model.safetensors"), want_w = slurp(want / "model.safetensors");
+  ASSERT_EQ(got_w.size(), want_w.size()) << "model.safetensors size differs";
+  EXPECT_TRUE(got_w == want_w) << "model.safetensors bytes differ from fla's pruned checkpoint";
+  EXPECT_EQ(slurp(out.path / "config.json"), slurp(want / "config.json"));
+}
+
+}  // namespace
+
+TEST(Golden_SurgeryFixture, deltaNetPruned50IsReproducedByteForByte) {
+  require_fixtures();
+  expect_reproduces_fixture("fla_delta_net");
+}
+
+TEST(Golden_SurgeryFixture, gatedDeltaNetPruned50IsReproducedByteForByte) {
+  require_fixtures();
+  expect_reproduces_fixture("fla_gated_deltanet");
+}
+
+TEST(Golden_SurgeryFixture, configsRoundTripAsTransformersWritesThem) {
+  require_fixtures();
+  for (const auto& e : fs::directory_iterator(kFixtures)) {
+    const fs::path cfg = e.path() / "config.json";
+    if (!fs::exists(cfg)) continue;
+    const std::string text = slurp(cfg);
+    EXPECT_EQ(python_json_dump(nlohmann::json::parse(text)), text) << cfg;
+  }
+}
+
+TEST(Golden_SurgeryFixture, keepEverythingIsTheIdentity) {
+  require_fixtures();
+  for (const std::string family : {"fla_delta_net", "fla_gated_deltanet", "fla_gated_deltanet_gva", "hf_mamba2", "hf_qwen3_5"}) {
+    const fs::path src = kFixtures / family;
+    const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
+    std::vector<LayerSelection> sel;
+    for (const auto& L : layers) {
+      LayerSelection s;
+      s.layer = L.layer;
+      for (int h = 0; h < L.num_key_heads; ++h) {
+        std::vector<int64_t> all(L.head_k_dim);
+        for (int c = 0; c < L.head_k_dim; ++c) all[c] = c;
+        s.keep.push_back(all);
+      }
+      sel.push_back(s);
+    }
+    TempDir out(family + "-id");
+    write_pruned_checkpoint(src.string(), sel, out.path.string());
+    EXPECT_TRUE(slurp(out.path / "model.safetensors") == slurp(src / "model.safetensors")) << family;
+    EXPECT_EQ(slurp(out.path / "config.json"), slurp(src / "config.json")) << family;
+  }
+}
+
+TEST(Golden_SurgeryFixture, selectionRotationEqualsSubsetSurgery) {
+  // T with rows e_{keep[j]} (a selection matrix) through the pca path = slicing those channels.
+  require_fixtures();
+  for (const std::string family : {"fla_gated_deltanet", "hf_mamba2", "hf_qwen3_5"}) {
+    const fs::path src = kFixtures / family;
+    const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
+    std::vector<LayerSelection> subset, rot;
+    for (const auto& L : layers) {
+      LayerSelection s, r;
+      s.layer = r.layer = L.layer;
+      for (int h = 0; h < L.num_key_heads; ++h) {
+        std::vector<int64_t> keep;
+        for (int c = L.head_k_dim - 1; c >= 0; c -= 3) keep.push_back((c + 5 * h + L.layer) % L.head_k_dim);
+        torch::Tensor T = torch::zeros({static_cast<int64_t>(keep.size()), L.head_k_dim}, torch::kFloat64);
+        for (size_t j = 0; j < keep.size(); ++j) T[j][keep[j]] = 1.0;
+        s.keep.push_back(keep);
+        r.rotation.push_back(T);
+      }
+      subset.push_back(s);
+      rot.push_back(r);
+    }
+    const WeightSource w = WeightSource::open_dir(src.string());
+    const auto a = apply_selection(w, layers, subset), b = apply_selection(w, layers, rot);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.at(name))) << family << " " << name;
+  }
+}
+
+TEST(Unit_SurgeryLayout, mamba2AndQwenBlocksSitWhereTheLibrariesPutThem) {
+  require_fixtures();
+  const auto m = prunable_layers_from_config(nlohmann::json::parse(slurp(kFixtures / "hf_mamba2" / "config.json")));
+  ASSERT_EQ(m.size(), 2u);
+  // hidden 64, expand 2 → I = 128, G·N = 32: in_proj [z 128 | x 128 | B 32 | C 32 | dt 4] = 324 rows.
+  EXPECT_EQ(m[0].k_row_offset, 256);
+  EXPECT_EQ(m[0].q_row_offset, 288);
+  EXPECT_EQ(m[0].k_conv_offset, 128);
+  EXPECT_EQ(m[0].q_conv_offset, 160);
+  const auto q = prunable_layers_from_config(nlohmann::json::parse(slurp(kFixtures / "hf_qwen3_5" / "config.json")));
+  ASSERT_EQ(q.size(), 3u);  // layer 3 is full attention
+  EXPECT_EQ(q[2].layer, 2);
+  EXPECT_EQ(q[0].q_row_offset, 0);
+  EXPECT_EQ(q[0].k_row_offset, 64);
+}
+
+TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
+  // fla computes head_v_dim = int(head_dim * expand_v): it must stay 64 for every k' in 1..32.
+  const nlohmann::json cfg = {{"model_type", "gated_deltanet"}, {"head_dim", 32}, {"expand_v", 2.0},
+                              {"hidden_size", 64}, {"num_heads", 2}, {"num_hidden_layers", 2}};
+  for (int k = 1; k <= 32; ++k) {
+    const auto c = pruned_config(cfg, k);
+    EXPECT_EQ(c["head_dim"].get<int>(), k);
+    EXPECT_EQ(static_cast<int64_t>(k * c["expand_v"].get<double>()), 64) << "k' = " << k;
+  }
+}
+
+TEST(BadInput_Surgery, keepSetsOutsideTheHeadAreRejected) {
+  require_fixtures();
+  const fs::path src = kFixtures / "fla_delta_net";
+  auto sel = read_keep_file((kFixtures / "fla_delta_net_pruned50" / "keep.json").string());
+  sel[0].keep[1][3] = 32;  // dk = 32
+  TempDir out("bad");
+  try {
+    write_pruned_checkpoint(src.string(), sel, out.path.string());
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 head 1: channel 32 outside"), std::string::npos) << e.what();
+  }
+  sel[0].keep[1][3] = sel[0].keep[1][2];
+  EXPECT_THROW(write_pruned_checkpoint(src.string(), sel, out.path.string()), std::runtime_error);
+}
