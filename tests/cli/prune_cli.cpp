@@ -1,0 +1,234 @@
+// `statecut prune` end to end on the shipped model and the shared fixtures: fla's pruned checkpoints reproduced
+// byte for byte and their logits, a pruned model equal to one sliced by hand here, --keep dk = identity,
+// reproducible bytes, every method loads back with the pruned shapes, and bad input leaves nothing behind.
+#include "tests/cli/prune_cli_util.h"
+
+using namespace pipeline_cli;
+using nlohmann::json;
+
+namespace {
+
+std::string calib_file(const TempDir& d) {
+  const std::string p = d / "calib.txt";
+  head_bytes(kCorpora / "pydocs_train.txt", p, 20000);
+  return p;
+}
+
+std::string quick(const std::string& calib) {  // short calibration: 2 × 128 tokens
+  return " --quiet --calib " + calib + " --calib-seqs 2 --calib-len 128";
+}
+
+/// logits of `ckpt` on `tokens` (a token file) via `statecut logits`.
+std::vector<double> logits(const std::string& ckpt, const std::string& tokens, const TempDir& d, const std::string& tag,
+                           std::vector<int64_t>* shape = nullptr) {
+  const std::string out = d / ("logits-" + tag + ".safetensors");
+  const CliRun r = run_statecut("logits --checkpoint " + ckpt + " --tokens " + tokens + " --out " + out);
+  EXPECT_EQ(r.code, 0) << r.err;
+  if (r.code != 0) return {};
+  return read_tensor(out, "logits", shape);
+}
+
+std::string text_tokens(const TempDir& d, int64_t T) {  // held-out bytes as a [1, T] token file
+  const std::string s = slurp(kCorpora / "pydocs_valid.txt").substr(5000, T);
+  std::vector<int64_t> ids(s.begin(), s.end());
+  for (auto& x : ids) x &= 0xff;
+  const std::string p = d / "tokens.safetensors";
+  write_tokens(p, ids, 1, T);
+  return p;
+}
+
+void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::path& out) {
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto l = lines(r.err);
+  ASSERT_EQ(l.size(), 1u) << "want one line, got:\n" << r.err;
+  EXPECT_EQ(l[0].rfind("statecut prune: error: ", 0), 0u) << l[0];
+  EXPECT_NE(l[0].find(needle), std::string::npos) << "'" << needle << "' not in: " << l[0];
+  EXPECT_FALSE(fs::exists(out)) << "failed run left " << out;
+  if (fs::exists(out.parent_path()))
+    EXPECT_TRUE(entries_containing(out.parent_path(), ".tmp-").empty()) << "temporary left behind";
+}
+
+}  // namespace
+
+TEST(Cli_Prune, fixtureKeepFilesGiveFlasPrunedCheckpointsAndLogits) {
+  if (!fs::exists(kFixtures / "fla_delta_net_pruned50")) GTEST_SKIP() << "no ../shared/fixtures";
+  for (const std::string fam : {"fla_delta_net", "fla_gated_deltanet"}) {
+    TempDir d(fam);
+    const fs::path want = kFixtures / (fam + "_pruned50");
+    const CliRun r = run_statecut("prune --quiet --checkpoint " + (kFixtures / fam).string() + " --keep-from " +
+                           (want / "keep.json").string() + " --out " + (d / "out"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(slurp(d.path / "out" / "model.safetensors") == slurp(want / "model.safetensors")) << fam;
+    EXPECT_EQ(slurp(d.path / "out" / "config.json"), slurp(want / "config.json")) << fam;
+    // fla's logits of its pruned model (run0: 33 tokens, fla's fp32 recurrent kernel)
+    std::vector<int64_t> shape;
+    const auto ids = read_tensor((want / "golden.safetensors").string(), "run0.input_ids", &shape);
+    write_tokens(d / "ids.safetensors", std::vector<int64_t>(ids.begin(), ids.end()), shape[0], shape[1]);
+    const auto ours = logits(d / "out", d / "ids.safetensors", d, fam);
+    const auto theirs = read_tensor((want / "golden.safetensors").string(), "run0.logits");
+    ASSERT_EQ(ours.size(), theirs.size());
+    // fp32 both sides, different summation order over 2 layers: a few eps_f32 per op.
+    EXPECT_LT(rel_err(ours, theirs), 1e-5) << fam;
+  }
+}
+
+TEST(Cli_Prune, drrqrCheckpointEqualsTheModelSlicedByHand) {
+  TempDir d("hand");
+  const std::string calib = calib_file(d);
+  const CliRun r = run_statecut("prune --checkpoint " + kModel.string() + " --method drrqr --ratio 0.5 --out " + (d / "out") +
+                         quick(calib) + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json rec = json::parse(slurp(d.path / "out" / "statecut.json"));
+  EXPECT_EQ(rec["new_head_k_dim"], 32);
+  EXPECT_EQ(json::parse(r.out)["method"], "drrqr");
+  // Slice by hand: rows h·64 + c (c in keep[h], in order) of q/k proj and conv, nothing else; expand_k 0.5.
+  const auto src = statecut::io::SafetensorsFile::open((kModel / "model.safetensors").string());
+  statecut::io::SafetensorsWriter w;
+  std::vector<std::string> bufs;
+  for (const auto& name : src.names()) {
+    const auto& t = src.tensor(name);
+    const auto dot = name.find(".attn.");
+    const bool qk = dot != std::string::npos &&
+                    (name.find("q_proj") != std::string::npos || name.find("k_proj") != std::string::npos ||
+                     name.find("q_conv1d") != std::string::npos || name.find("k_conv1d") != std::string::npos);
+    if (!qk) {
+      w.add(t);
+      continue;
+    }
+    const int layer = std::stoi(name.substr(std::string("model.layers.").size()));
+    const json& keep = rec["selection"]["layers"][layer]["keep"];
+    const size_t row = t.nbytes / t.shape[0];
+    std::string b;
+    for (int h = 0; h < 4; ++h)
+      for (const auto& c : keep[h]) b.append(reinterpret_cast<const char*>(t.data) + (h * 64 + c.get<int>()) * row, row);
+    bufs.push_back(b);
+    auto shape = t.shape;
+    shape[0] = 128;
+    w.add(name, t.dtype, shape, bufs.back().data(), bufs.back().size());
+  }
+  w.set_metadata(src.metadata());
+  fs::create_directories(d.path / "hand");
+  w.write(d / "hand/model.safetensors");
+  json cfg = json::parse(slurp(kModel / "config.json"));
+  cfg["expand_k"] = 0.5;
+  std::ofstream(d / "hand/config.json") << cfg.dump(2) << "\n";
+  EXPECT_TRUE(slurp(d.path / "out" / "model.safetensors") == slurp(d.path / "hand" / "model.safetensors"));
+  const std::string tokens = text_tokens(d, 300);
+  std::vector<int64_t> shape;
+  const auto a = logits(d / "out", tokens, d, "out", &shape), b = logits(d / "hand", tokens, d, "hand");
+  EXPECT_EQ(shape, (std::vector<int64_t>{1, 300, 256}));
+  EXPECT_EQ(a, b);
+  const auto base = logits(kModel.string(), tokens, d, "base");
+  EXPECT_GT(rel_err(a, base), 1e-3) << "pruning half the key channels must change the logits";
+}
+
+TEST(Cli_Prune, keepingAllChannelsIsTheIdentity) {
+  TempDir d("id");
+  const CliRun r = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method l1 --keep 64 --out " + (d / "out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(slurp(d.path / "out" / "model.safetensors") == slurp(kModel / "model.safetensors"));
+  EXPECT_EQ(slurp(d.path / "out" / "config.json"), slurp(kModel / "config.json"));
+}
+
+TEST(Cli_Prune, sameSeedGivesTheSameBytes) {
+  TempDir d("seed");
+  const std::string calib = calib_file(d);
+  for (const std::string m : {"rand", "drrqr"}) {
+    std::string prev;
+    for (const std::string tag : {"a", "b"}) {
+      const CliRun r = run_statecut("prune --checkpoint " + kModel.string() + " --method " + m + " --ratio 0.5 --seed 7 --out " +
+                             (d / (m + tag)) + quick(calib));
+      ASSERT_EQ(r.code, 0) << r.err;
+      const std::string bytes = slurp(d.path / (m + tag) / "model.safetensors") + slurp(d.path / (m + tag) / "statecut.json");
+      if (!prev.empty()) EXPECT_TRUE(bytes == prev) << m << ": two runs with seed 7 differ";
+      prev = bytes;
+    }
+  }
+  const CliRun r = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method rand --ratio 0.5 --seed 8 --out " + (d / "rand8"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(json::parse(slurp(d.path / "rand8" / "statecut.json"))["selection"],
+            json::parse(slurp(d.path / "randa" / "statecut.json"))["selection"]);
+}
+
+TEST(Cli_Prune, everyMethodLoadsBackWithThePrunedShapes) {
+  TempDir d("all");
+  const std::string calib = calib_file(d), tokens = text_tokens(d, 65);
+  for (const std::string m : {"rand", "l1", "swanda", "grad", "drrqr", "pca"}) {
+    const CliRun r = run_statecut("prune --checkpoint " + kModel.string() + " --method " + m + " --ratio 0.75 --out " + (d / m) + quick(calib));
+    ASSERT_EQ(r.code, 0) << m << ": " << r.err;
+    EXPECT_EQ(json::parse(slurp(d.path / m / "config.json"))["expand_k"], 0.25) << m;
+    const auto w = statecut::io::SafetensorsFile::open(d / (m + "/model.safetensors"));
+    EXPECT_EQ(w.tensor("model.layers.3.attn.k_proj.weight").shape, (std::vector<int64_t>{64, 256})) << m;
+    EXPECT_EQ(w.tensor("model.layers.3.attn.q_conv1d.weight").shape, (std::vector<int64_t>{64, 1, 4})) << m;
+    EXPECT_EQ(w.tensor("model.layers.3.attn.q_proj.weight").dtype, statecut::io::DType::BF16) << m << ": dtype kept";
+    std::vector<int64_t> shape;
+    const auto y = logits(d / m, tokens, d, m, &shape);
+    EXPECT_EQ(shape, (std::vector<int64_t>{1, 65, 256})) << m;
+    for (double v : y) ASSERT_TRUE(std::isfinite(v)) << m;
+  }
+}
+
+TEST(BadInput_Prune, ratioOutsideTheOpenUnitInterval) {
+  TempDir d("ratio");
+  for (const std::string r : {"0", "1", "1.5", "-0.25"}) {
+    const CliRun run = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --ratio " + r + " --out " + (d / "out"));
+    expect_clean_failure(run, r == "0" ? "exactly one of --ratio" : "(0, 1)", d.path / "out");
+  }
+}
+
+TEST(BadInput_Prune, keepLargerThanTheHeadDim) {
+  TempDir d("keep");
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --keep 65 --out " + (d / "out")),
+                       "dk = 64", d.path / "out");
+}
+
+TEST(BadInput_Prune, emptyOrTooShortCalibrationText) {
+  TempDir d("calib");
+  std::ofstream(d / "empty.txt").close();
+  head_bytes(kCorpora / "pydocs_train.txt", d / "short.txt", 100);
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method drrqr --ratio 0.5 --calib " +
+                                (d / "empty.txt") + " --out " + (d / "out")),
+                       "empty.txt: empty", d.path / "out");
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method grad --ratio 0.5 --calib " +
+                                (d / "short.txt") + " --calib-len 256 --out " + (d / "out")),
+                       "short.txt: too short", d.path / "out");
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method pca --ratio 0.5 --out " + (d / "out")),
+                       "needs calibration text", d.path / "out");
+}
+
+TEST(BadInput_Prune, unknownMethod) {
+  TempDir d("method");
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method magic --ratio 0.5 --out " + (d / "out")),
+                       "unknown --method 'magic'", d.path / "out");
+}
+
+TEST(BadInput_Prune, unwritableOrExistingOutput) {
+  TempDir d("out");
+  const CliRun r = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --ratio 0.5 --out /proc/statecut-out");
+  EXPECT_EQ(r.code, 1);
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("/proc/statecut-out: cannot create output directory"), std::string::npos) << r.err;
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --ratio 0.5 --out " +
+                                (d / "no/such/dir/out")),
+                       "does not exist", d.path / "no" / "such" / "dir" / "out");
+  fs::create_directories(d.path / "exists");
+  std::ofstream(d / "exists/keep.me") << "x";
+  const CliRun e = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --ratio 0.5 --out " + (d / "exists"));
+  EXPECT_EQ(e.code, 1);
+  EXPECT_NE(e.err.find("already exists"), std::string::npos) << e.err;
+  EXPECT_EQ(slurp(d.path / "exists" / "keep.me"), "x") << "existing output untouched";
+}
+
+TEST(BadInput_Prune, interruptedRunLeavesNoOutputFolder) {
+  TempDir d("kill");
+  for (const std::string sig : {"TERM", "KILL"}) {
+    // Full-size calibration (16 × 2048) takes seconds: the signal arrives during it.
+    const std::string cmd = "timeout -s " + sig + " 1 " + std::string(STATECUT_CLI) + " prune --quiet --checkpoint " +
+                            kModel.string() + " --method grad --ratio 0.5 --calib " +
+                            (kCorpora / "pydocs_train.txt").string() + " --out " + (d / "out") + " 2>/dev/null";
+    const int st = std::system(cmd.c_str());
+    EXPECT_NE(WEXITSTATUS(st), 0) << sig << ": finished within a second?";
+    EXPECT_FALSE(fs::exists(d.path / "out")) << sig;
+    if (sig == "TERM") EXPECT_TRUE(entries_containing(d.path, ".tmp-").empty()) << "SIGTERM removes the temporary";
+  }
+}

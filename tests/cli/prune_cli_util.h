@@ -1,0 +1,113 @@
+// Helpers of the pipeline's CLI tests (prune/rank/eval): run the statecut binary, temp folders, token files.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "optimized/io/safetensors.h"
+
+namespace pipeline_cli {
+namespace fs = std::filesystem;
+
+inline const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
+inline const fs::path kModel = kRoot / "assets" / "byte_delta_net_4L";
+inline const fs::path kCorpora = kRoot / "assets" / "corpora";
+inline const fs::path kFixtures = kRoot / ".." / "shared" / "fixtures";
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// A fresh empty folder under the temp dir, removed with everything in it at the end of the scope.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<int> n{0};
+    path = fs::temp_directory_path() / ("statecut-cli-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+/// Runs `statecut <args>` (args already shell-quoted where needed).
+inline CliRun run_statecut(const std::string& args) {
+  TempDir io("io");
+  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
+  const int st = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.out = slurp(io / "out");
+  r.err = slurp(io / "err");
+  return r;
+}
+
+/// Non-empty lines of a text.
+inline std::vector<std::string> lines(const std::string& s) {
+  std::vector<std::string> v;
+  std::istringstream is(s);
+  for (std::string l; std::getline(is, l);)
+    if (!l.empty()) v.push_back(l);
+  return v;
+}
+
+/// Writes `input_ids` [B, T] int64.
+inline void write_tokens(const std::string& path, const std::vector<int64_t>& ids, int64_t B, int64_t T) {
+  statecut::io::SafetensorsWriter w;
+  w.add("input_ids", statecut::io::DType::I64, {B, T}, ids.data(), ids.size() * sizeof(int64_t));
+  w.write(path);
+}
+
+/// A tensor of a safetensors file as doubles, with its shape.
+inline std::vector<double> read_tensor(const std::string& path, const std::string& name, std::vector<int64_t>* shape = nullptr) {
+  const auto f = statecut::io::SafetensorsFile::open(path);
+  const auto& t = f.tensor(name);
+  if (shape) *shape = t.shape;
+  return statecut::io::to_double(t);
+}
+
+inline double rel_err(const std::vector<double>& y, const std::vector<double>& ref) {
+  double d = 0, n = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    d += (y[i] - ref[i]) * (y[i] - ref[i]);
+    n += ref[i] * ref[i];
+  }
+  return std::sqrt(d / n);
+}
+
+/// The first `n` bytes of `src` as a new text file.
+inline void head_bytes(const fs::path& src, const std::string& dst, size_t n) {
+  std::ofstream(dst, std::ios::binary) << slurp(src).substr(0, n);
+}
+
+/// Every entry of `dir` whose name contains `needle` (left-over temporaries).
+inline std::vector<std::string> entries_containing(const fs::path& dir, const std::string& needle) {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(needle) != std::string::npos) v.push_back(e.path().filename().string());
+  return v;
+}
+
+}  // namespace pipeline_cli
