@@ -7,7 +7,9 @@
 #
 # Corpora: ../shared/corpora when present, else the prefixes shipped in assets/corpora.
 # Knobs (environment): STATECUT_BUILD (build dir), MAIN_RATIOS ("0.5 0.75"), MAIN_METHODS,
-# MAIN_CALIB_SEQS (16), MAIN_CALIB_LEN (2048), MAIN_EVAL_TOKENS (bytes scored per corpus), MAIN_RANK_LEN (2048).
+# MAIN_CALIB_SEQS (4), MAIN_CALIB_LEN (512), MAIN_EVAL_TOKENS (8192 bytes scored per corpus), MAIN_RANK_LEN (512):
+# small defaults because the CPU forward measured here is slow (see the pipeline report); the paper-size run is
+# MAIN_CALIB_SEQS=16 MAIN_CALIB_LEN=2048 MAIN_EVAL_TOKENS=600000 MAIN_RANK_LEN=2048.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${STATECUT_BUILD:-$root/build}"
@@ -18,10 +20,10 @@ corpora="$root/assets/corpora"
 [ -f "$root/../shared/corpora/pydocs_train.txt" ] && corpora="$(cd "$root/../shared/corpora" && pwd)"
 ratios="${MAIN_RATIOS:-0.5 0.75}"
 methods="${MAIN_METHODS:-rand l1 swanda grad drrqr pca}"
-seqs="${MAIN_CALIB_SEQS:-16}"
-len="${MAIN_CALIB_LEN:-2048}"
-eval_tokens="${MAIN_EVAL_TOKENS:-65536}"
-rank_len="${MAIN_RANK_LEN:-2048}"
+seqs="${MAIN_CALIB_SEQS:-4}"
+len="${MAIN_CALIB_LEN:-512}"
+eval_tokens="${MAIN_EVAL_TOKENS:-8192}"
+rank_len="${MAIN_RANK_LEN:-512}"
 seed="${STATECUT_SEED:-42}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/statecut-main.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
