@@ -34,9 +34,11 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-void require_fixtures() {
-  if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no ../shared/fixtures";
-}
+// A macro, not a function: GTEST_SKIP() only ends the test when it runs in the test body itself.
+#define REQUIRE_FIXTURES() \
+  do { \
+    if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no ../shared/fixtures"; \
+  } while (0)
 
 void expect_reproduces_fixture(const std::string& family) {
   const fs::path src = kFixtures / family, want = kFixtures / (family + "_pruned50");
@@ -51,17 +53,17 @@ void expect_reproduces_fixture(const std::string& family) {
 }  // namespace
 
 TEST(Golden_SurgeryFixture, deltaNetPruned50IsReproducedByteForByte) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   expect_reproduces_fixture("fla_delta_net");
 }
 
 TEST(Golden_SurgeryFixture, gatedDeltaNetPruned50IsReproducedByteForByte) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   expect_reproduces_fixture("fla_gated_deltanet");
 }
 
 TEST(Golden_SurgeryFixture, configsRoundTripAsTransformersWritesThem) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   for (const auto& e : fs::directory_iterator(kFixtures)) {
     const fs::path cfg = e.path() / "config.json";
     if (!fs::exists(cfg)) continue;
@@ -71,7 +73,7 @@ TEST(Golden_SurgeryFixture, configsRoundTripAsTransformersWritesThem) {
 }
 
 TEST(Golden_SurgeryFixture, keepEverythingIsTheIdentity) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   for (const std::string family : {"fla_delta_net", "fla_gated_deltanet", "fla_gated_deltanet_gva", "hf_mamba2", "hf_qwen3_5"}) {
     const fs::path src = kFixtures / family;
     const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
@@ -95,7 +97,7 @@ TEST(Golden_SurgeryFixture, keepEverythingIsTheIdentity) {
 
 TEST(Golden_SurgeryFixture, selectionRotationEqualsSubsetSurgery) {
   // T with rows e_{keep[j]} (a selection matrix) through the pca path = slicing those channels.
-  require_fixtures();
+  REQUIRE_FIXTURES();
   for (const std::string family : {"fla_gated_deltanet", "hf_mamba2", "hf_qwen3_5"}) {
     const fs::path src = kFixtures / family;
     const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
@@ -122,7 +124,7 @@ TEST(Golden_SurgeryFixture, selectionRotationEqualsSubsetSurgery) {
 }
 
 TEST(Unit_SurgeryLayout, mamba2AndQwenBlocksSitWhereTheLibrariesPutThem) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   const auto m = prunable_layers_from_config(nlohmann::json::parse(slurp(kFixtures / "hf_mamba2" / "config.json")));
   ASSERT_EQ(m.size(), 2u);
   // hidden 64, expand 2 → I = 128, G·N = 32: in_proj [z 128 | x 128 | B 32 | C 32 | dt 4] = 324 rows.
@@ -149,7 +151,7 @@ TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
 }
 
 TEST(BadInput_Surgery, keepSetsOutsideTheHeadAreRejected) {
-  require_fixtures();
+  REQUIRE_FIXTURES();
   const fs::path src = kFixtures / "fla_delta_net";
   auto sel = read_keep_file((kFixtures / "fla_delta_net_pruned50" / "keep.json").string());
   sel[0].keep[1][3] = 32;  // dk = 32
