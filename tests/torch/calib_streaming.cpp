@@ -82,16 +82,19 @@ TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
     for (int64_t h = 0; h < f.q[l].size(0); ++h) {
       const torch::Tensor M = torch::cat({f.q[l][h], f.k[l][h]}, 0);  // [Q; K]
       const torch::Tensor R = lc.r[h];
-      // Householder TSQR in f64 of f32 data is backward stable: RᵀR = MᵀM to ~n·eps_f64·‖M‖².
-      EXPECT_LT(rel(R.t().matmul(R), M.t().matmul(M)), 1e-12) << "layer " << l << " head " << h;
+      // Householder TSQR in f64 is backward stable (RᵀR = MᵀM to ~n·eps_f64), but M here comes from a forward at
+      // another batch shape: with an optimised BLAS the fp32 features then differ by ~1e-7 relative, which bounds
+      // every comparison below (kTol = 1e-6, ~16 fp32 ulps). A lost or doubled TSQR block is off by O(1).
+      constexpr double kTol = 1e-6;
+      EXPECT_LT(rel(R.t().matmul(R), M.t().matmul(M)), kTol) << "layer " << l << " head " << h;
       EXPECT_TRUE(torch::allclose(torch::triu(R), R)) << "R is upper triangular";
       const torch::Tensor kh = f.k[l][h] * torch::rsqrt((f.k[l][h] * f.k[l][h]).sum(-1, true) + 1e-6);
-      EXPECT_LT(rel(lc.pca_outer_k[h], kh.t().matmul(kh)), 1e-12);
-      EXPECT_LT(rel(lc.pca_sum_k[h], kh.sum(0)), 1e-12);
+      EXPECT_LT(rel(lc.pca_outer_k[h], kh.t().matmul(kh)), kTol);
+      EXPECT_LT(rel(lc.pca_sum_k[h], kh.sum(0)), kTol);
     }
     EXPECT_EQ(lc.pca_n, 5.0 * 63);
     const torch::Tensor rms = torch::sqrt((f.attn_in[l] * f.attn_in[l]).mean(0));
-    EXPECT_LT(rel(lc.rms(), rms), 1e-12);
+    EXPECT_LT(rel(lc.rms(), rms), 1e-6);  // same fp32 batch-shape bound as above
   }
 }
 
