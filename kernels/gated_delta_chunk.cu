@@ -1,18 +1,27 @@
-// Chunked (WY/UT, chunk C = 64) prefill of the gated delta rule, fused in one kernel per (sequence, value head,
-// value tile of VT columns). Per chunk (notes/anchor-fla.md §2.1), all in shared memory, matrix products on the
-// tensor cores in TF32 with fp32 accumulation (TF32 keeps the error within 2x of an fp32 token loop; bf16 operands
-// would not), the unit-triangular solve in plain fp32:
-//   A = strict_lower(diag(b) K K^T o D),  P = tril_incl(Q K^T o D),  T = (I + A)^-1 (blocked forward substitution)
-//   O  = diag(e^G) Q S                     (read before the state changes)
-//   V' = T diag(b) V - T diag(b e^G) K S   (U - W S)
-//   O += P V';  S <- e^{G_last} S + (diag(e^{G_last - G}) K)^T V'
+// Chunked (WY/UT, chunk C = 64) prefill of the gated delta rule in two kernels (notes/anchor-fla.md §2.1).
+//
+// 1. prep_kernel, fully parallel over (chunk, value head, sequence): L2 norms of the chunk's q, k rows, the in-chunk
+//    cumulative log gate G, beta, and from the raw q, k (bf16/fp16 values are exact TF32 operands)
+//      A = strict_lower(diag(b) K K^T o D),  T = (I + A)^-1,  P = tril_incl(Q K^T o D),  D_ij = e^{G_i - G_j}
+//    (K, Q the normalised, scaled rows). T and P go to a workspace in fp32, already rounded to TF32 and stored in
+//    the register order of the m16n8k8 A fragment (one coalesced float4 per lane), with per-token scalars.
+// 2. state_kernel, sequential over the chunks of one (sequence, value head, value tile of BV columns): only the
+//    state products remain. With Kr the raw k rows (K = diag(rk) Kr) and Qr the raw q rows:
+//      X  = Kr S,  Y = diag(b) V - diag(b e^G rk) X           (Y = diag(b) (V - diag(e^G) K S))
+//      V' = T Y                                               (= U - W S of the WY form)
+//      O  = diag(e^G rq scale) Qr S + P V'
+//      S <- e^{G_last} S + Kr^T diag(e^{G_last - G} rk) V'
+//    TF32 mma.sync with fp32 accumulation (TF32 keeps the error within 2x of an fp32 token loop), the state in
+//    shared memory in fp32, next chunk's q/k by cp.async and its T, P, scalars and v prefetched into registers.
+// The workspace (fp32 T and P, 32 KiB + 1.25 KiB per (chunk, value head)) is taken with cudaMallocAsync on the
+// caller's stream and released with cudaFreeAsync on it; the default pool of the device is told to keep freed memory
+// (release threshold = max) so that repeated calls do not map and unmap it again.
 // Any key dim: K is zero-padded to Kp = ceil16(K) in shared memory; rows past the end of a sequence are zeros with
 // g = 0 and beta = 0, so they change neither the state nor the cumulative gate.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
-#include <algorithm>
+#include <cstdint>
 
 #include "kernels/gated_delta.h"
 #include "kernels/gated_delta_common.cuh"
@@ -20,79 +29,289 @@
 namespace statecut::cuda {
 namespace {
 
-using namespace nvcuda;
 using detail::to_f;
 
 constexpr int C = 64;
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-static_assert(kThreads == 4 * C, "row-wise loops use four threads per chunk row");
-constexpr int ldc = C + 4;  // padded row of the C x C matrices
+constexpr int kThreads = 128;  // both kernels: 4 warps, warp w owns chunk rows [16w, 16w + 16)
+constexpr int ldc = C + 4;     // fp32 C x C matrices in prep_kernel (A fragment reads conflict-free)
+constexpr int ldx = 52;        // solve scratch [16][ldx]
+constexpr int kFrag = C * C;   // floats of one C x C matrix in fragment order
+constexpr int kScal = 5 * C;   // per (chunk, head) scalars: b, b e^G rk, e^G rq scale, e^{Gl-G} rk, e^{Gl}
 
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragACol = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
-using FragBCol = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
-
-template <typename F>
-__device__ __forceinline__ void to_tf32(F& f) {
-#pragma unroll
-  for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
+__device__ __forceinline__ uint32_t f2tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
 }
 
-constexpr int ldx = 52;  // solve scratch [16][ldx]
+/// Exact TF32 bits of a bf16 / fp16 element (both embed in TF32: 8/11-bit significands, wider exponent).
+template <typename T>
+__device__ __forceinline__ uint32_t elem_tf32(T x);
+template <>
+__device__ __forceinline__ uint32_t elem_tf32<__nv_bfloat16>(__nv_bfloat16 x) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(x)) << 16;
+}
+template <>
+__device__ __forceinline__ uint32_t elem_tf32<__half>(__half x) { return __float_as_uint(__half2float(x)); }
 
-// The output tile is staged in Qs (free by then) when its rows are wide enough, else in its own buffer Os.
-struct Layout {
-  int Kp, VT, ldk, ldv;
-  __host__ __device__ bool o_in_q() const { return ldk >= VT; }
-  __host__ __device__ int floats() const {
-    return 2 * C * ldk + Kp * ldv + C * ldv + (o_in_q() ? 0 : C * ldv) + 16 * ldx + 2 * C * ldc + 2 * C;
-  }
-};
+/// d += a * b, m16n8k8, TF32 operands, fp32 accumulators. Fragments (g = lane / 4, t = lane % 4):
+/// a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];  b = B[t][g], B[t+4][g];  d = D[g][2t], D[g][2t+1], D[g+8][2t],
+/// D[g+8][2t+1].
+__device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, const uint32_t* b) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
 
-__host__ __device__ inline Layout make_layout(int Kp, int VT) { return Layout{Kp, VT, Kp + 4, VT + 4}; }
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool full) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = full ? 16 : 0;  // 0: zero fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
 
-// Acc[m] (m < MT) += A[row tiles r0+m, k range] * B[k range, col tile c0]; A row-major (lda), B row-major (ldb).
-template <int MT>
-__device__ __forceinline__ void warp_gemm(FragC* acc, const float* A, int lda, const float* B, int ldb, int r0,
-                                          int c0, int kdim) {
-  for (int k0 = 0; k0 < kdim; k0 += 8) {
-    FragB b;
-    wmma::load_matrix_sync(b, B + k0 * ldb + c0 * 16, ldb);
-    to_tf32(b);
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      FragA af;
-      wmma::load_matrix_sync(af, A + (r0 + m) * 16 * lda + k0, lda);
-      to_tf32(af);
-      wmma::mma_sync(acc[m], af, b, acc[m]);
+/// Row stride (elements) of the bf16/fp16 q/k tiles: Kp + 8, so that 8 rows x 4 columns of 16-bit elements and
+/// their transposed reads fall in distinct banks.
+__host__ __device__ inline int qk_stride(int Kp) { return Kp + 8; }
+
+/// Rows [c0, c0 + C) of q or k (head h) into dst [C][ldb], zero-padded past K and past the sequence end. Asynchronous
+/// (cp.async, the caller commits and waits) when rows are 16-byte aligned (K % 8 == 0), else plain stores.
+template <typename T>
+__device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDeltaArgs& a, int h, long c0, int Lc,
+                                          int Kp, int ldb) {
+  const int K = a.K;
+  if (K % 8 == 0) {
+    const int groups = Kp / 8;
+    for (int i = threadIdx.x; i < C * groups; i += kThreads) {
+      const int r = i / groups, k0 = (i % groups) * 8;
+      const bool ok = r < Lc && k0 < K;
+      const T* p = ok ? src + (static_cast<size_t>(c0 + r) * a.H + h) * K + k0 : src;
+      cp_async16(dst + r * ldb + k0, p, ok);
+    }
+  } else {
+    const T zero = detail::from_f<T>(0.f);
+    for (int i = threadIdx.x; i < C * Kp; i += kThreads) {
+      const int r = i / Kp, kk = i % Kp;
+      dst[r * ldb + kk] = (r < Lc && kk < K) ? src[(static_cast<size_t>(c0 + r) * a.H + h) * K + kk] : zero;
     }
   }
 }
 
-template <typename T, int VT>
-__global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs a, const int Kp) {
-  extern __shared__ __align__(128) float sm[];
-  const Layout L = make_layout(Kp, VT);
-  const int ldk = L.ldk, ldv = L.ldv;
-  float* Ks = sm;                 // [C][ldk]  normalised k; later diag(e^{G_last-G}) k
-  float* Qs = Ks + C * ldk;       // [C][ldk]  scale * normalised q; then e^G rows; then -W
-  float* Ss = Qs + C * ldk;       // [Kp][ldv] state tile
-  float* Vs = Ss + Kp * ldv;      // [C][ldv]  v chunk; then V'
-  float* Xs = Vs + C * ldv;       // [16][ldx] solve scratch
-  float* Os = L.o_in_q() ? Qs : Xs + 16 * ldx;  // [C][ldo] output staging
-  const int ldo = L.o_in_q() ? ldk : ldv;
-  float* Ts = Xs + 16 * ldx + (L.o_in_q() ? 0 : C * ldv);  // [C][ldc]  A -> T -> T diag(b) -> T diag(b e^G)
-  float* Ps = Ts + C * ldc;       // [C][ldc]  P
-  float* Gs = Ps + C * ldc;       // [C] cumulative log gate
-  float* Bs = Gs + C;             // [C] beta
+__host__ __device__ inline size_t prep_smem_bytes(int Kp) {
+  return sizeof(float) * (2 * C * ldc + 16 * ldx + 4 * C) + 2 * 2 * C * qk_stride(Kp);
+}
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int n = blockIdx.z, hv = blockIdx.y, v0 = blockIdx.x * VT;
+// ---------------------------------------------------------------------------------------------------------------
+// Kernel 1: per (chunk, value head, sequence) T, P and the token scalars.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
+                                                        float* __restrict__ wsT, float* __restrict__ wsP,
+                                                        float* __restrict__ wsS) {
+  extern __shared__ __align__(16) float sm[];
+  float* Ts = sm;               // [C][ldc] A, then T
+  float* Ps = Ts + C * ldc;     // [C][ldc] P
+  float* Xs = Ps + C * ldc;     // [16][ldx] solve scratch
+  float* Gs = Xs + 16 * ldx;    // [C] cumulative log gate
+  float* Bs = Gs + C;           // [C] beta
+  float* Rk = Bs + C;           // [C] 1 / |k|
+  float* Rq = Rk + C;           // [C] scale / |q|
+  const int ldb = qk_stride(Kp);
+  T* Kb = reinterpret_cast<T*>(Rq + C);  // [C][ldb]
+  T* Qb = Kb + C * ldb;                  // [C][ldb]
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int ci = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
   const int h = hv / (a.HV / a.H);
-  const int K = a.K, V = a.V;
+  long bos, eos;
+  detail::seq_bounds(a, n, bos, eos);
+  const long c0 = bos + static_cast<long>(ci) * C;
+  if (c0 >= eos) return;
+  const int Lc = static_cast<int>(min(static_cast<long>(C), eos - c0));
+  const size_t slot = (static_cast<size_t>(n) * maxC + ci) * a.HV + hv;
+
+  load_rows<T>(Kb, static_cast<const T*>(a.k), a, h, c0, Lc, Kp, ldb);
+  load_rows<T>(Qb, static_cast<const T*>(a.q), a, h, c0, Lc, Kp, ldb);
+  cp_async_commit();
+  if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
+    float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
+    const int t0 = 2 * lane, t1 = 2 * lane + 1;
+    if (t0 < Lc) g0 = detail::token_log_gate(a, c0 + t0, hv), b0 = detail::token_beta(a, c0 + t0, hv);
+    if (t1 < Lc) g1 = detail::token_log_gate(a, c0 + t1, hv), b1 = detail::token_beta(a, c0 + t1, hv);
+    const float pair = g0 + g1;
+    float incl = pair;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += y;
+    }
+    const float excl = incl - pair;
+    Gs[t0] = excl + g0, Gs[t1] = excl + pair;
+    Bs[t0] = b0, Bs[t1] = b1;
+  }
+  cp_async_wait_all();
+  __syncthreads();
+  // ---- L2 norms of the raw rows (one warp per row) ----
+  for (int r = warp; r < C; r += kThreads / 32) {
+    float sk = 0.f, sq = 0.f;
+    for (int kk = lane; kk < a.K; kk += 32) {
+      const float xk = to_f<T>(Kb[r * ldb + kk]), xq = to_f<T>(Qb[r * ldb + kk]);
+      sk += xk * xk, sq += xq * xq;
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      sk += __shfl_xor_sync(0xffffffffu, sk, off);
+      sq += __shfl_xor_sync(0xffffffffu, sq, off);
+    }
+    if (lane == 0) {
+      Rk[r] = a.l2norm_qk ? rsqrtf(sk + detail::kL2Eps) : 1.f;
+      Rq[r] = a.scale * (a.l2norm_qk ? rsqrtf(sq + detail::kL2Eps) : 1.f);
+    }
+  }
+  // ---- Kr Kr^T and Qr Kr^T on the lower block triangle: warp w, rows [16w, 16w+16), column tiles 0..2w+1 ----
+  float kk_acc[8][4], qk_acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) kk_acc[j][e] = 0.f, qk_acc[j][e] = 0.f;
+  const int m0 = 16 * warp;
+  for (int k0 = 0; k0 < Kp; k0 += 8) {
+    uint32_t ak[4], aq[4];
+    ak[0] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t]);
+    ak[1] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t]);
+    ak[2] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t + 4]);
+    ak[3] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t + 4]);
+    aq[0] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t]);
+    aq[1] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t]);
+    aq[2] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t + 4]);
+    aq[3] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t + 4]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (j > 2 * warp + 1) break;
+      uint32_t b[2];
+      b[0] = elem_tf32<T>(Kb[(8 * j + g) * ldb + k0 + t]);
+      b[1] = elem_tf32<T>(Kb[(8 * j + g) * ldb + k0 + t + 4]);
+      mma_tf32(kk_acc[j], ak, b);
+      mma_tf32(qk_acc[j], aq, b);
+    }
+  }
+  __syncthreads();  // Rk, Rq visible
+  // ---- masks, decays, norms: A (strictly lower) into Ts, P (lower incl. diagonal) into Ps ----
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * j + 2 * t + (e & 1);
+      float av = 0.f, pv = 0.f;
+      if (c <= r) {
+        const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
+        pv = Rq[r] * d * qk_acc[j][e];
+        if (c < r) av = Bs[r] * Rk[r] * d * kk_acc[j][e];
+      }
+      Ts[r * ldc + c] = av;
+      Ps[r * ldc + c] = pv;
+    }
+  __syncthreads();
+  // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
+  if (lane < 16) {
+    const int d = warp * 16, cc = lane;
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = 0.f;
+#pragma unroll
+      for (int m = 0; m < r; ++m) s += Ts[(d + r) * ldc + d + m] * x[m];
+      x[r] = r < cc ? 0.f : (r == cc ? 1.f : -s);
+    }
+    __syncwarp(0x0000ffffu);
+#pragma unroll
+    for (int r = 0; r < 16; ++r) Ts[(d + r) * ldc + d + cc] = x[r];
+  }
+  __syncthreads();
+  for (int bi = 1; bi < 4; ++bi) {
+    const int w = 16 * bi;
+    for (int i = tid; i < 16 * w; i += kThreads) {
+      const int r = i / w, cc = i % w;
+      float s = 0.f;
+      for (int m = cc; m < w; ++m) s += Ts[(w + r) * ldc + m] * Ts[m * ldc + cc];
+      Xs[r * ldx + cc] = s;
+    }
+    __syncthreads();
+    for (int i = tid; i < 16 * w; i += kThreads) {
+      const int r = i / w, cc = i % w;
+      float s = 0.f;
+      for (int m = 0; m <= r; ++m) s += Ts[(w + r) * ldc + w + m] * Xs[m * ldx + cc];
+      Ts[(w + r) * ldc + cc] = -s;
+    }
+    __syncthreads();
+  }
+  // ---- T and P in A-fragment order (m tile, k tile, lane), TF32-rounded; token scalars ----
+  float4* oT = reinterpret_cast<float4*>(wsT + slot * kFrag);
+  float4* oP = reinterpret_cast<float4*>(wsP + slot * kFrag);
+  for (int i = tid; i < kFrag / 4; i += kThreads) {
+    const int ln = i & 31, kt = (i >> 5) & 7, mt = i >> 8;
+    const int r = 16 * mt + (ln >> 2), c = 8 * kt + (ln & 3);
+    oT[i] = make_float4(__uint_as_float(f2tf32(Ts[r * ldc + c])), __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c])),
+                        __uint_as_float(f2tf32(Ts[r * ldc + c + 4])),
+                        __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c + 4])));
+    oP[i] = make_float4(__uint_as_float(f2tf32(Ps[r * ldc + c])), __uint_as_float(f2tf32(Ps[(r + 8) * ldc + c])),
+                        __uint_as_float(f2tf32(Ps[r * ldc + c + 4])),
+                        __uint_as_float(f2tf32(Ps[(r + 8) * ldc + c + 4])));
+  }
+  if (tid < C) {
+    float* os = wsS + slot * kScal;
+    const float gl = Gs[C - 1], e = __expf(Gs[tid]);
+    os[tid] = Bs[tid];
+    os[C + tid] = Bs[tid] * e * Rk[tid];
+    os[2 * C + tid] = e * Rq[tid];
+    os[3 * C + tid] = __expf(gl - Gs[tid]) * Rk[tid];
+    if (tid == 0) os[4 * C] = __expf(gl);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kernel 2: per (value tile, value head, sequence) the serial chain over chunks.
+template <int BV>
+__host__ __device__ inline size_t state_smem_bytes(int Kp, int elem_bytes) {
+  constexpr int lds = BV + 8;
+  return sizeof(float) * (static_cast<size_t>(Kp) * lds + 3 * C * lds) +
+         static_cast<size_t>(elem_bytes) * 3 * C * qk_stride(Kp);
+}
+
+struct TokScal {
+  float b[2], bek[2], eq[2], kd[2], decay;  // rows g and g + 8 of the warp's strip
+};
+
+__device__ __forceinline__ void load_scal(TokScal& s, const float* p, int r0) {
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const int r = r0 + 8 * x;
+    s.b[x] = __ldg(p + r), s.bek[x] = __ldg(p + C + r), s.eq[x] = __ldg(p + 2 * C + r);
+    s.kd[x] = __ldg(p + 3 * C + r);
+  }
+  s.decay = __ldg(p + 4 * C);
+}
+
+template <typename T, int BV, int MI>
+__global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
+                                                         const float* __restrict__ wsT,
+                                                         const float* __restrict__ wsP,
+                                                         const float* __restrict__ wsS) {
+  constexpr int NT = BV / 8;
+  constexpr int lds = BV + 8;  // fp32 rows: B-fragment reads conflict-free
+  extern __shared__ __align__(16) float sm[];
+  const int ldb = qk_stride(Kp);
+  float* Ss = sm;               // [Kp][lds] state tile
+  float* Ys = Ss + Kp * lds;    // [C][lds] Y (TF32)
+  float* Vp = Ys + C * lds;     // [C][lds] V' (TF32)
+  float* Vq = Vp + C * lds;     // [C][lds] diag(e^{Gl-G} rk) V' (TF32)
+  T* Qb = reinterpret_cast<T*>(Vq + C * lds);  // [C][ldb] raw q
+  T* Kb0 = Qb + C * ldb;                       // [2][C][ldb] raw k, double buffered
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int v0 = blockIdx.x * BV, hv = blockIdx.y, n = blockIdx.z;
+  const int h = hv / (a.HV / a.H);
+  const int K = a.K, V = a.V, m0 = 16 * warp;
   const size_t head = static_cast<size_t>(n) * a.HV + hv;
   const T* qp = static_cast<const T*>(a.q);
   const T* kp = static_cast<const T*>(a.k);
@@ -103,324 +322,296 @@ __global__ void __launch_bounds__(kThreads, 1) chunk_kernel(const GatedDeltaArgs
   const float* s0 = static_cast<const float*>(a.initial_state);
   float* s1 = static_cast<float*>(a.final_state);
   if (a.layout == StateLayout::kKV) {
-    for (int i = tid; i < Kp * VT; i += kThreads) {
-      const int kk = i / VT, c = i % VT;
+    for (int i = tid; i < Kp * BV; i += kThreads) {
+      const int kk = i / BV, c = i % BV;
       float x = 0.f;
       if (s0 && kk < K && v0 + c < V) x = s0[(head * K + kk) * V + v0 + c];
-      Ss[kk * ldv + c] = x;
+      Ss[kk * lds + c] = x;
     }
   } else {
-    for (int i = tid; i < Kp * VT; i += kThreads) {
+    for (int i = tid; i < Kp * BV; i += kThreads) {
       const int kk = i % Kp, c = i / Kp;
       float x = 0.f;
       if (s0 && kk < K && v0 + c < V) x = s0[(head * V + v0 + c) * K + kk];
-      Ss[kk * ldv + c] = x;
+      Ss[kk * lds + c] = x;
     }
   }
-
-  // Output tiles of the C x VT products: warp owns column tile ct and MT row tiles from rt0.
-  constexpr int kColTiles = VT / 16;
-  constexpr int MT = 4 * kColTiles / kWarps;
-  const int ct = warp % kColTiles, rt0 = (warp / kColTiles) * MT;
 
   long bos, eos;
   detail::seq_bounds(a, n, bos, eos);
-  for (long c0 = bos; c0 < eos; c0 += C) {
+  const int nC = static_cast<int>(min(static_cast<long>(maxC), (eos - bos + C - 1) / C));
+  const size_t slot0 = static_cast<size_t>(n) * maxC * a.HV + hv;  // slot of chunk ci: slot0 + ci * HV
+
+  // Per-chunk operands held in registers: T, P fragments of the warp's row strip (k tiles 0..2w+1), token
+  // scalars, the v pairs of the thread's output positions. Loaded one chunk ahead.
+  float4 Tf[8], Pf[8];
+  TokScal sc;
+  uint32_t vv[NT][2];
+  auto load_tp = [&](float4* dst, const float* base, int ci) {
+    const float4* p = reinterpret_cast<const float4*>(base + (slot0 + static_cast<size_t>(ci) * a.HV) * kFrag);
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt)
+      if (kt <= 2 * warp + 1) dst[kt] = __ldg(p + (warp * 8 + kt) * 32 + lane);
+  };
+  auto load_v = [&](int ci) {
+    const long c0 = bos + static_cast<long>(ci) * C;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const long r = c0 + m0 + g + 8 * x;
+        const int col = v0 + 8 * nt + 2 * t;
+        vv[nt][x] = 0u;
+        if (r < eos && col < V)
+          vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(vp + (static_cast<size_t>(r) * a.HV + hv) * V + col));
+      }
+  };
+  if (nC > 0) {
+    load_rows<T>(Kb0, kp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
+    load_rows<T>(Qb, qp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
+    cp_async_commit();
+    load_tp(Tf, wsT, 0);
+    load_tp(Pf, wsP, 0);
+    load_scal(sc, wsS + slot0 * kScal, m0 + g);
+    load_v(0);
+  }
+
+  for (int ci = 0; ci < nC; ++ci) {
+    const long c0 = bos + static_cast<long>(ci) * C;
     const int Lc = static_cast<int>(min(static_cast<long>(C), eos - c0));
-    __syncthreads();  // previous chunk done with every buffer
-    // ---- 1. load k, q (zero padded), v tile: every load of a thread issued before the first use ----
-    if (K % 8 == 0) {
-      // 64 rows x Kp/8 groups of 8 over 256 threads: at most 8 groups per thread (Kp <= 256)
-      const int groups = Kp / 8;
-      uint4 rk[8], rq[8];
+    const bool more = ci + 1 < nC;
+    const long c1 = c0 + C;
+    const int Lc1 = more ? static_cast<int>(min(static_cast<long>(C), eos - c1)) : 0;
+    T* Kb = Kb0 + (ci & 1) * C * ldb;
+    cp_async_wait_all();
+    __syncthreads();  // q, k of this chunk landed; the state, Y, V' buffers are free
+    if (more) {
+      load_rows<T>(Kb0 + ((ci + 1) & 1) * C * ldb, kp, a, h, c1, Lc1, Kp, ldb);
+      cp_async_commit();
+    }
+    // ---- phase 1: X = Kr S and Qr S on the warp's rows ----
+    float X[NT][4], O[NT][4];
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int i = tid + u * kThreads, r = i / groups, k0 = (i % groups) * 8;
-        rk[u] = rq[u] = make_uint4(0u, 0u, 0u, 0u);
-        if (i < C * groups && r < Lc && k0 < K) {
-          const size_t off = (static_cast<size_t>(c0 + r) * a.H + h) * K + k0;
-          rk[u] = *reinterpret_cast<const uint4*>(kp + off);
-          rq[u] = *reinterpret_cast<const uint4*>(qp + off);
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) X[nt][e] = 0.f, O[nt][e] = 0.f;
+#pragma unroll 2
+    for (int k0 = 0; k0 < Kp; k0 += 8) {
+      uint32_t ak[4], aq[4];
+      ak[0] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t]);
+      ak[1] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t]);
+      ak[2] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t + 4]);
+      ak[3] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t + 4]);
+      aq[0] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t]);
+      aq[1] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t]);
+      aq[2] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t + 4]);
+      aq[3] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t + 4]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t b[2];
+        b[0] = f2tf32(Ss[(k0 + t) * lds + 8 * nt + g]);
+        b[1] = f2tf32(Ss[(k0 + t + 4) * lds + 8 * nt + g]);
+        mma_tf32(X[nt], ak, b);
+        mma_tf32(O[nt], aq, b);
+      }
+    }
+    // Y = b v - b e^G rk X (TF32) into Ys; O = e^G rq scale (Qr S) stays in registers
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const T* ve = reinterpret_cast<const T*>(&vv[nt][x]);
+        const float y0 = sc.b[x] * to_f<T>(ve[0]) - sc.bek[x] * X[nt][2 * x];
+        const float y1 = sc.b[x] * to_f<T>(ve[1]) - sc.bek[x] * X[nt][2 * x + 1];
+        *reinterpret_cast<float2*>(Ys + (m0 + g + 8 * x) * lds + 8 * nt + 2 * t) =
+            make_float2(__uint_as_float(f2tf32(y0)), __uint_as_float(f2tf32(y1)));
+        O[nt][2 * x] *= sc.eq[x], O[nt][2 * x + 1] *= sc.eq[x];
+      }
+    __syncthreads();  // Y complete; q of this chunk consumed
+    if (more) {
+      load_rows<T>(Qb, qp, a, h, c1, Lc1, Kp, ldb);
+      cp_async_commit();
+      load_v(ci + 1);
+    }
+    // ---- phase 2: V' = T Y (T lower triangular: k tiles 0..2w+1) ----
+    float Vr[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Vr[nt][e] = 0.f;
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      if (kt > 2 * warp + 1) break;
+      const uint32_t af[4] = {__float_as_uint(Tf[kt].x), __float_as_uint(Tf[kt].y), __float_as_uint(Tf[kt].z),
+                              __float_as_uint(Tf[kt].w)};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t b[2];
+        b[0] = __float_as_uint(Ys[(8 * kt + t) * lds + 8 * nt + g]);
+        b[1] = __float_as_uint(Ys[(8 * kt + t + 4) * lds + 8 * nt + g]);
+        mma_tf32(Vr[nt], af, b);
+      }
+    }
+    if (more) load_tp(Tf, wsT, ci + 1);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int off = (m0 + g + 8 * x) * lds + 8 * nt + 2 * t;
+        const float w0 = Vr[nt][2 * x], w1 = Vr[nt][2 * x + 1];
+        *reinterpret_cast<float2*>(Vp + off) =
+            make_float2(__uint_as_float(f2tf32(w0)), __uint_as_float(f2tf32(w1)));
+        *reinterpret_cast<float2*>(Vq + off) =
+            make_float2(__uint_as_float(f2tf32(sc.kd[x] * w0)), __uint_as_float(f2tf32(sc.kd[x] * w1)));
+      }
+    const float decay = sc.decay;
+    if (more) load_scal(sc, wsS + (slot0 + static_cast<size_t>(ci + 1) * a.HV) * kScal, m0 + g);
+    __syncthreads();  // V' complete
+    // ---- phase 3: O += P V', written out ----
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      if (kt > 2 * warp + 1) break;
+      const uint32_t af[4] = {__float_as_uint(Pf[kt].x), __float_as_uint(Pf[kt].y), __float_as_uint(Pf[kt].z),
+                              __float_as_uint(Pf[kt].w)};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        uint32_t b[2];
+        b[0] = __float_as_uint(Vp[(8 * kt + t) * lds + 8 * nt + g]);
+        b[1] = __float_as_uint(Vp[(8 * kt + t + 4) * lds + 8 * nt + g]);
+        mma_tf32(O[nt], af, b);
+      }
+    }
+    if (more) load_tp(Pf, wsP, ci + 1);
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int r = m0 + g + 8 * x, col = v0 + 8 * nt + 2 * t;
+        if (r < Lc && col < V) {
+          T out[2] = {detail::from_f<T>(O[nt][2 * x]), detail::from_f<T>(O[nt][2 * x + 1])};
+          *reinterpret_cast<unsigned*>(op + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + col) =
+              *reinterpret_cast<const unsigned*>(out);
+        }
+      }
+    // ---- S <- e^{Gl} S + Kr^T V'' on the warp's 16-row key tiles w, w+4, ... ----
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int mt = warp + 4 * mi;
+      if (16 * mt >= Kp) break;
+      float acc[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const float2 s = *reinterpret_cast<const float2*>(Ss + (16 * mt + g + 8 * x) * lds + 8 * nt + 2 * t);
+          acc[nt][2 * x] = decay * s.x, acc[nt][2 * x + 1] = decay * s.y;
+        }
+#pragma unroll
+      for (int k0 = 0; k0 < C; k0 += 8) {
+        uint32_t af[4];
+        af[0] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g]);
+        af[1] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g + 8]);
+        af[2] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g]);
+        af[3] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g + 8]);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          uint32_t b[2];
+          b[0] = __float_as_uint(Vq[(k0 + t) * lds + 8 * nt + g]);
+          b[1] = __float_as_uint(Vq[(k0 + t + 4) * lds + 8 * nt + g]);
+          mma_tf32(acc[nt], af, b);
         }
       }
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int i = tid + u * kThreads, r = i / groups, k0 = (i % groups) * 8;
-        if (i >= C * groups) break;
-        const T* ek = reinterpret_cast<const T*>(&rk[u]);
-        const T* eq = reinterpret_cast<const T*>(&rq[u]);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) Ks[r * ldk + k0 + e] = to_f<T>(ek[e]), Qs[r * ldk + k0 + e] = to_f<T>(eq[e]);
-      }
-    } else {
-      for (int i = tid; i < C * Kp; i += kThreads) {
-        const int r = i / Kp, kk = i % Kp;
-        float xk = 0.f, xq = 0.f;
-        if (r < Lc && kk < K) {
-          const size_t off = (static_cast<size_t>(c0 + r) * a.H + h) * K + kk;
-          xk = to_f<T>(kp[off]);
-          xq = to_f<T>(qp[off]);
-        }
-        Ks[r * ldk + kk] = xk, Qs[r * ldk + kk] = xq;
-      }
-    }
-    {
-      constexpr int kVIt = C * (VT / 4) / kThreads;  // 2 (VT 32) or 4 (VT 64)
-      uint2 rv[kVIt];
-#pragma unroll
-      for (int u = 0; u < kVIt; ++u) {
-        const int i = tid + u * kThreads, r = i / (VT / 4), c = (i % (VT / 4)) * 4;
-        rv[u] = make_uint2(0u, 0u);
-        if (r < Lc && v0 + c < V)
-          rv[u] = *reinterpret_cast<const uint2*>(vp + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + v0 + c);
-      }
-#pragma unroll
-      for (int u = 0; u < kVIt; ++u) {
-        const int i = tid + u * kThreads, r = i / (VT / 4), c = (i % (VT / 4)) * 4;
-        const T* e = reinterpret_cast<const T*>(&rv[u]);
-#pragma unroll
-        for (int x = 0; x < 4; ++x) Vs[r * ldv + c + x] = to_f<T>(e[x]);
-      }
-    }
-    if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
-      float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
-      const int t0 = 2 * lane, t1 = 2 * lane + 1;
-      if (t0 < Lc) g0 = detail::token_log_gate(a, c0 + t0, hv), b0 = detail::token_beta(a, c0 + t0, hv);
-      if (t1 < Lc) g1 = detail::token_log_gate(a, c0 + t1, hv), b1 = detail::token_beta(a, c0 + t1, hv);
-      const float pair = g0 + g1;
-      float incl = pair;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, incl, off);
-        if (lane >= off) incl += y;
-      }
-      const float excl = incl - pair;
-      Gs[t0] = excl + g0, Gs[t1] = excl + pair;
-      Bs[t0] = b0, Bs[t1] = b1;
-    }
-    __syncthreads();
-    // ---- 2. l2 norm and scale (one warp per row) ----
-    for (int r = warp; r < C; r += kWarps) {
-      float sk = 0.f, sq = 0.f;
-      for (int kk = lane; kk < Kp; kk += 32) sk += Ks[r * ldk + kk] * Ks[r * ldk + kk], sq += Qs[r * ldk + kk] * Qs[r * ldk + kk];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {
-        sk += __shfl_xor_sync(0xffffffffu, sk, off);
-        sq += __shfl_xor_sync(0xffffffffu, sq, off);
-      }
-      const float mk = a.l2norm_qk ? rsqrtf(sk + detail::kL2Eps) : 1.f;
-      const float mq = a.scale * (a.l2norm_qk ? rsqrtf(sq + detail::kL2Eps) : 1.f);
-      for (int kk = lane; kk < Kp; kk += 32) Ks[r * ldk + kk] *= mk, Qs[r * ldk + kk] *= mq;
-    }
-    __syncthreads();
-    // ---- 3. A = K K^T (warps 0-3), P = Q K^T (warps 4-7), 32 x 32 blocks; the upper block is masked away ----
-    {
-      const int blk = warp & 3, bi = blk >> 1, bj = blk & 1;
-      if (bj <= bi) {
-        const float* Ao = warp < 4 ? Ks : Qs;
-        FragC acc[2][2];
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int x = 0; x < 2; ++x)
-#pragma unroll
-          for (int y = 0; y < 2; ++y) wmma::fill_fragment(acc[x][y], 0.f);
-        for (int k0 = 0; k0 < Kp; k0 += 8) {
-          FragA fa[2];
-          FragBCol fb[2];
-#pragma unroll
-          for (int x = 0; x < 2; ++x) {
-            wmma::load_matrix_sync(fa[x], Ao + (bi * 32 + x * 16) * ldk + k0, ldk);
-            to_tf32(fa[x]);
-            wmma::load_matrix_sync(fb[x], Ks + (bj * 32 + x * 16) * ldk + k0, ldk);
-            to_tf32(fb[x]);
-          }
-#pragma unroll
-          for (int x = 0; x < 2; ++x)
-#pragma unroll
-            for (int y = 0; y < 2; ++y) wmma::mma_sync(acc[x][y], fa[x], fb[y], acc[x][y]);
-        }
-        float* dst = warp < 4 ? Ts : Ps;
-#pragma unroll
-        for (int x = 0; x < 2; ++x)
-#pragma unroll
-          for (int y = 0; y < 2; ++y)
-            wmma::store_matrix_sync(dst + (bi * 32 + x * 16) * ldc + bj * 32 + y * 16, acc[x][y], ldc,
-                                    wmma::mem_row_major);
-      }
-    }
-    __syncthreads();
-    // ---- 4. masks and decays; Q rows times e^G ----
-    for (int i = tid; i < C * C; i += kThreads) {
-      const int r = i / C, c = i % C;
-      const float d = c <= r ? __expf(Gs[r] - Gs[c]) : 0.f;
-      Ts[r * ldc + c] = c < r ? Bs[r] * d * Ts[r * ldc + c] : 0.f;
-      Ps[r * ldc + c] = c <= r ? d * Ps[r * ldc + c] : 0.f;
-    }
-    {  // four threads per row
-      const int r = tid >> 2;
-      const float e = __expf(Gs[r]);
-      for (int kk = tid & 3; kk < Kp; kk += 4) Qs[r * ldk + kk] *= e;
-    }
-    __syncthreads();
-    // ---- 5. O = (e^G Q) S, kept in registers ----
-    FragC accO[MT], accU[MT];
-#pragma unroll
-    for (int m = 0; m < MT; ++m) wmma::fill_fragment(accO[m], 0.f), wmma::fill_fragment(accU[m], 0.f);
-    warp_gemm<MT>(accO, Qs, ldk, Ss, ldv, rt0, ct, Kp);
-    // ---- 6. T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
-    if (warp < 4 && lane < 16) {
-      const int d = warp * 16, cc = lane;
-      float x[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float s = 0.f;
-#pragma unroll
-        for (int m = 0; m < r; ++m) s += Ts[(d + r) * ldc + d + m] * x[m];
-        x[r] = r < cc ? 0.f : (r == cc ? 1.f : -s);
-      }
-      __syncwarp(0x0000ffffu);
-#pragma unroll
-      for (int r = 0; r < 16; ++r) Ts[(d + r) * ldc + d + cc] = x[r];
-    }
-    __syncthreads();
-    for (int bi = 1; bi < 4; ++bi) {
-      const int w = 16 * bi;
-      for (int i = tid; i < 16 * w; i += kThreads) {
-        const int r = i / w, cc = i % w;
-        float s = 0.f;
-        for (int m = cc; m < w; ++m) s += Ts[(w + r) * ldc + m] * Ts[m * ldc + cc];
-        Xs[r * ldx + cc] = s;
-      }
-      __syncthreads();
-      for (int i = tid; i < 16 * w; i += kThreads) {
-        const int r = i / w, cc = i % w;
-        float s = 0.f;
-        for (int m = 0; m <= r; ++m) s += Ts[(w + r) * ldc + w + m] * Xs[m * ldx + cc];
-        Ts[(w + r) * ldc + cc] = -s;
-      }
-      __syncthreads();
-    }
-    // ---- 7. U = T diag(b) V ----
-    for (int i = tid; i < C * C; i += kThreads) Ts[(i / C) * ldc + i % C] *= Bs[i % C];
-    __syncthreads();
-    warp_gemm<MT>(accU, Ts, ldc, Vs, ldv, rt0, ct, C);
-    __syncthreads();
-    for (int i = tid; i < C * C; i += kThreads) Ts[(i / C) * ldc + i % C] *= __expf(Gs[i % C]);
-    __syncthreads();
-    // ---- 8. -W = -T diag(b e^G) K into Qs ----
-    for (int t = warp; t < 4 * (Kp / 16); t += kWarps) {
-      const int rt = t % 4, kt = t / 4;
-      FragC acc;
-      wmma::fill_fragment(acc, 0.f);
-      for (int k0 = 0; k0 < C; k0 += 8) {
-        FragA fa;
-        FragB fb;
-        wmma::load_matrix_sync(fa, Ts + rt * 16 * ldc + k0, ldc);
-        to_tf32(fa);
-        wmma::load_matrix_sync(fb, Ks + k0 * ldk + kt * 16, ldk);
-        to_tf32(fb);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-#pragma unroll
-      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] = -acc.x[i];
-      wmma::store_matrix_sync(Qs + rt * 16 * ldk + kt * 16, acc, ldk, wmma::mem_row_major);
-    }
-    __syncthreads();
-    // ---- 9. V' = U - W S into Vs ----
-    warp_gemm<MT>(accU, Qs, ldk, Ss, ldv, rt0, ct, Kp);
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-      wmma::store_matrix_sync(Vs + (rt0 + m) * 16 * ldv + ct * 16, accU[m], ldv, wmma::mem_row_major);
-    __syncthreads();
-    // ---- 10. O += P V'; K rows times e^{G_last - G} ----
-    warp_gemm<MT>(accO, Ps, ldc, Vs, ldv, rt0, ct, C);
-#pragma unroll
-    for (int m = 0; m < MT; ++m)
-      wmma::store_matrix_sync(Os + (rt0 + m) * 16 * ldo + ct * 16, accO[m], ldo, wmma::mem_row_major);
-    const float glast = Gs[C - 1];
-    {
-      const int r = tid >> 2;
-      const float e = __expf(glast - Gs[r]);
-      for (int kk = tid & 3; kk < Kp; kk += 4) Ks[r * ldk + kk] *= e;
-    }
-    __syncthreads();
-    // ---- 11. write O; S <- e^{G_last} S + Kd^T V' ----
-    for (int i = tid; i < Lc * (VT / 4); i += kThreads) {
-      const int r = i / (VT / 4), c = (i % (VT / 4)) * 4;
-      if (v0 + c >= V) continue;
-      T out[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) out[u] = detail::from_f<T>(Os[r * ldo + c + u]);
-      *reinterpret_cast<uint2*>(op + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + v0 + c) =
-          *reinterpret_cast<const uint2*>(out);
-    }
-    const float decay = __expf(glast);
-    for (int t = warp; t < (Kp / 16) * kColTiles; t += kWarps) {
-      const int kt = t / kColTiles, vt = t % kColTiles;
-      FragC acc;
-      wmma::load_matrix_sync(acc, Ss + kt * 16 * ldv + vt * 16, ldv, wmma::mem_row_major);
-#pragma unroll
-      for (int i = 0; i < acc.num_elements; ++i) acc.x[i] *= decay;
-      for (int k0 = 0; k0 < C; k0 += 8) {
-        FragACol fa;
-        FragB fb;
-        wmma::load_matrix_sync(fa, Ks + k0 * ldk + kt * 16, ldk);
-        to_tf32(fa);
-        wmma::load_matrix_sync(fb, Vs + k0 * ldv + vt * 16, ldv);
-        to_tf32(fb);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(Ss + kt * 16 * ldv + vt * 16, acc, ldv, wmma::mem_row_major);
+          *reinterpret_cast<float2*>(Ss + (16 * mt + g + 8 * x) * lds + 8 * nt + 2 * t) =
+              make_float2(acc[nt][2 * x], acc[nt][2 * x + 1]);
     }
   }
   __syncthreads();
-  if (a.final_state == nullptr) return;
+  if (s1 == nullptr) return;
   if (a.layout == StateLayout::kKV) {
-    for (int i = tid; i < K * VT; i += kThreads) {
-      const int kk = i / VT, c = i % VT;
-      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * ldv + c];
+    for (int i = tid; i < K * BV; i += kThreads) {
+      const int kk = i / BV, c = i % BV;
+      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * lds + c];
     }
   } else {
-    for (int i = tid; i < K * VT; i += kThreads) {
+    for (int i = tid; i < K * BV; i += kThreads) {
       const int kk = i % K, c = i / K;
-      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * ldv + c];
+      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * lds + c];
     }
   }
 }
 
-constexpr int kMaxSmemBytes = 232448;  // sm_90 opt-in limit per block
+template <typename KernT>
+cudaError_t set_smem(KernT kern, size_t bytes) {
+  return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
 
-template <typename T, int VT>
-cudaError_t launch(const GatedDeltaArgs& a, int Kp, cudaStream_t s) {
-  const size_t bytes = sizeof(float) * make_layout(Kp, VT).floats();
-  auto kern = chunk_kernel<T, VT>;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+template <typename T, int BV, int MI>
+cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
+  const size_t bytes = state_smem_bytes<BV>(Kp, sizeof(T));
+  auto kern = state_kernel<T, BV, MI>;
+  cudaError_t e = set_smem(kern, bytes);
   if (e != cudaSuccess) return e;
-  dim3 grid((a.V + VT - 1) / VT, a.HV, a.N);
-  kern<<<grid, kThreads, bytes, s>>>(a, Kp);
+  const dim3 grid((a.V + BV - 1) / BV, a.HV, a.N);
+  kern<<<grid, kThreads, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag, ws + 2 * slots * kFrag);
   return cudaGetLastError();
+}
+
+template <typename T, int BV>
+cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
+  const int ktiles = Kp / 16;  // key tiles of 16 rows, spread over the 4 warps
+  if (ktiles <= 4) return launch_state<T, BV, 1>(a, Kp, maxC, ws, slots, s);
+  if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
+  return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s);
+}
+
+/// Keep memory freed by cudaFreeAsync in the device's default pool (once per device).
+void keep_pool_memory() {
+  static bool done[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64 || done[dev]) return;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+    uint64_t thr = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &thr);
+  }
+  done[dev] = true;
 }
 
 template <typename T>
 cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
   const int Kp = (a.K + 15) / 16 * 16;
-  int sms = 132;
-  int dev = 0;
+  const int maxT = a.cu_seqlens ? a.max_seq_len : a.seq_len;
+  const int maxC = (maxT + C - 1) / C;
+  const size_t slots = static_cast<size_t>(a.N) * maxC * a.HV;
+  int sms = 132, dev = 0;
   if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  // One block per SM (shared memory); the intra-chunk work (K K^T, Q K^T, the solve, W) is repeated per value
-  // tile, so wider tiles cost only ~30% more per block than VT = 32 (ncu: the kernel issues ~0.37 warp
-  // instructions per cycle, latency bound). Pick the tile with the fewest waves x relative block cost.
-  int best = 32;
-  double best_cost = 1e30;
-  for (int vt : {32, 64, 128}) {
-    if (sizeof(float) * make_layout(Kp, vt).floats() > kMaxSmemBytes) continue;
-    if (vt > 32 && (a.V + vt - 1) / vt == (a.V + vt / 2 - 1) / (vt / 2)) continue;  // no fewer tiles than half
-    const long blocks = static_cast<long>(a.N) * a.HV * ((a.V + vt - 1) / vt);
-    const double cost = static_cast<double>((blocks + sms - 1) / sms) * (1.0 + 0.3 * (vt / 32 - 1));
-    if (cost < best_cost) best_cost = cost, best = vt;
+
+  float* ws = nullptr;
+  if (slots > 0) {
+    keep_pool_memory();
+    cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&ws), slots * (2 * kFrag + kScal) * sizeof(float), s);
+    if (e != cudaSuccess) return e;
+    const size_t bytes = prep_smem_bytes(Kp);
+    e = set_smem(prep_kernel<T>, bytes);
+    if (e != cudaSuccess) return e;
+    prep_kernel<T><<<dim3(maxC, a.HV, a.N), kThreads, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag,
+                                                                  ws + 2 * slots * kFrag);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
   }
-  if (best == 128) return launch<T, 128>(a, Kp, s);
-  if (best == 64) return launch<T, 64>(a, Kp, s);
-  return launch<T, 32>(a, Kp, s);
+  // The serial chain is latency bound: value tiles of 32 columns unless that leaves fewer than two blocks per SM.
+  const long blocks32 = static_cast<long>(a.N) * a.HV * ((a.V + 31) / 32);
+  const cudaError_t e = blocks32 >= 2L * sms ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s)
+                                             : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s);
+  if (ws != nullptr) {
+    const cudaError_t f = cudaFreeAsync(ws, s);
+    if (e == cudaSuccess && f != cudaSuccess) return f;
+  }
+  return e;
 }
 
 }  // namespace
