@@ -2,7 +2,8 @@
 # One device call: configure + build the GPU targets, run the GPU tests, the fla comparison, the benchmark and
 # one Nsight Compute profile per kernel. Run from the repository root on the GPU machine (fla's source in the
 # ignored folder .fla). Logs under $OUT (at most 8 files come back).
-# Env: SKIP_TESTS=1, SKIP_FLA=1 (then FLA_TIMES names an earlier fla_times.txt), SKIP_NCU=1, BENCH_FILTER.
+# Env: SKIP_TESTS=1, SKIP_FLA=1 (then FLA_TIMES names an earlier fla_times.txt), SKIP_NCU=1, BENCH_FILTER,
+# NCU_PREFILL (benchmark filter of the profiled prefill shape), NCU_PREFILL_ONLY=1.
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-out}
 mkdir -p "$OUT"
@@ -44,11 +45,13 @@ STATECUT_FLA_TIMES="$FLA_TIMES" timeout 200 build-gpu/bench/bench_cuda_gated_del
 echo "bench rc=$?"
 grep -vE "^\s*$" "$OUT/bench.log" | sed 's/iterations:[0-9]*\/manual_time//' | cut -c1-200 | tail -60
 if [ "${SKIP_NCU:-0}" != 1 ]; then
-  NCU="ncu --clock-control none -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
+  NCU="ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats --section LaunchStats --section MemoryWorkloadAnalysis"
   {
-    $NCU -k regex:chunk_kernel build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='prefill/B:8/T:2048/dk:128/'
-    $NCU -k regex:recurrent_vk build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:128/vfirst:1/'
-    $NCU -k regex:recurrent_kv build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:64/vfirst:0/'
+    $NCU -k regex:'prep_kernel|state_kernel' -c ${NCU_COUNT:-2} build-gpu/bench/bench_cuda_gated_delta --benchmark_filter="${NCU_PREFILL:-prefill/B:8/T:2048/dk:128/}"
+    if [ "${NCU_PREFILL_ONLY:-0}" != 1 ]; then
+      $NCU -c 1 -k regex:recurrent_vk build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:128/vfirst:1/'
+      $NCU -c 1 -k regex:recurrent_kv build-gpu/bench/bench_cuda_gated_delta --benchmark_filter='decode/B:256/dk:64/vfirst:0/'
+    fi
   } >"$OUT/ncu.txt" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Block Limit" "$OUT/ncu.txt" | cut -c1-150 | head -80
 fi

@@ -32,9 +32,10 @@ namespace {
 using detail::to_f;
 
 constexpr int C = 64;
-constexpr int kThreads = 128;  // both kernels: 4 warps, warp w owns chunk rows [16w, 16w + 16)
+constexpr int kThreads = 128;   // state_kernel: 4 warps, warp w owns chunk rows [16w, 16w + 16)
+constexpr int kThreadsA = 256;  // prep_kernel: warps 0-3 K K^T, warps 4-7 Q K^T, row strip = warp % 4
 constexpr int ldc = C + 4;     // fp32 C x C matrices in prep_kernel (A fragment reads conflict-free)
-constexpr int ldx = 52;        // solve scratch [16][ldx]
+constexpr int kXw = 16 * 8;    // per-warp solve scratch: one 16 x 8 block
 constexpr int kFrag = C * C;   // floats of one C x C matrix in fragment order
 constexpr int kScal = 5 * C;   // per (chunk, head) scalars: b, b e^G rk, e^G rq scale, e^{Gl-G} rk, e^{Gl}
 
@@ -53,6 +54,30 @@ __device__ __forceinline__ uint32_t elem_tf32<__nv_bfloat16>(__nv_bfloat16 x) {
 }
 template <>
 __device__ __forceinline__ uint32_t elem_tf32<__half>(__half x) { return __float_as_uint(__half2float(x)); }
+
+/// TF32 bits of the two 16-bit elements of one 32-bit word (lo: lower address).
+template <typename T>
+__device__ __forceinline__ void pair_tf32(uint32_t w, uint32_t& lo, uint32_t& hi);
+template <>
+__device__ __forceinline__ void pair_tf32<__nv_bfloat16>(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  lo = w << 16, hi = w & 0xffff0000u;
+}
+template <>
+__device__ __forceinline__ void pair_tf32<__half>(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  const __half2 x = *reinterpret_cast<const __half2*>(&w);
+  lo = __float_as_uint(__low2float(x)), hi = __float_as_uint(__high2float(x));
+}
+
+/// A fragment of rows [m0, m0+16) x k columns [k0, k0+8) of a 16-bit row-major tile, k permuted so that one 32-bit
+/// load serves two k: the fragment's k = t and t + 4 hold columns k0 + 2t and k0 + 2t + 1. The B fragment must use
+/// the same permutation (rows k0 + 2t, k0 + 2t + 1).
+template <typename T>
+__device__ __forceinline__ void a_frag_perm(uint32_t* a, const T* tile, int ld, int m0, int k0, int g, int t) {
+  const uint32_t w0 = *reinterpret_cast<const uint32_t*>(tile + (m0 + g) * ld + k0 + 2 * t);
+  const uint32_t w1 = *reinterpret_cast<const uint32_t*>(tile + (m0 + g + 8) * ld + k0 + 2 * t);
+  pair_tf32<T>(w0, a[0], a[2]);
+  pair_tf32<T>(w1, a[1], a[3]);
+}
 
 /// d += a * b, m16n8k8, TF32 operands, fp32 accumulators. Fragments (g = lane / 4, t = lane % 4):
 /// a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];  b = B[t][g], B[t+4][g];  d = D[g][2t], D[g][2t+1], D[g+8][2t],
@@ -77,48 +102,76 @@ __host__ __device__ inline int qk_stride(int Kp) { return Kp + 8; }
 
 /// Rows [c0, c0 + C) of q or k (head h) into dst [C][ldb], zero-padded past K and past the sequence end. Asynchronous
 /// (cp.async, the caller commits and waits) when rows are 16-byte aligned (K % 8 == 0), else plain stores.
-template <typename T>
+template <typename T, int NTHR>
 __device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDeltaArgs& a, int h, long c0, int Lc,
                                           int Kp, int ldb) {
   const int K = a.K;
   if (K % 8 == 0) {
-    const int groups = Kp / 8;
-    for (int i = threadIdx.x; i < C * groups; i += kThreads) {
-      const int r = i / groups, k0 = (i % groups) * 8;
-      const bool ok = r < Lc && k0 < K;
-      const T* p = ok ? src + (static_cast<size_t>(c0 + r) * a.H + h) * K + k0 : src;
-      cp_async16(dst + r * ldb + k0, p, ok);
+    // lanes over the row's 16-byte groups (padded to a power of two), 32 / that many rows per warp pass
+    const int groups = Kp / 8, lg = 32 - __clz(groups - 1), lane = threadIdx.x & 31;
+    const int lr = lane >> lg, lk = lane & ((1 << lg) - 1), rp = 32 >> lg;
+    const size_t stride = static_cast<size_t>(a.H) * K;
+    const T* base = src + (static_cast<size_t>(c0) * a.H + h) * K + lk * 8;
+    if (lk < groups) {
+      for (int r = (threadIdx.x >> 5) * rp + lr; r < C; r += (NTHR / 32) * rp) {
+        const bool ok = r < Lc && lk * 8 < K;
+        cp_async16(dst + r * ldb + lk * 8, ok ? base + r * stride : src, ok);
+      }
     }
   } else {
     const T zero = detail::from_f<T>(0.f);
-    for (int i = threadIdx.x; i < C * Kp; i += kThreads) {
+    for (int i = threadIdx.x; i < C * Kp; i += NTHR) {
       const int r = i / Kp, kk = i % Kp;
       dst[r * ldb + kk] = (r < Lc && kk < K) ? src[(static_cast<size_t>(c0 + r) * a.H + h) * K + kk] : zero;
     }
   }
 }
 
+/// prep_kernel's shared memory: token vectors, solve scratch, then the q/k tiles, later reused for A/T and P.
 __host__ __device__ inline size_t prep_smem_bytes(int Kp) {
-  return sizeof(float) * (2 * C * ldc + 16 * ldx + 4 * C) + 2 * 2 * C * qk_stride(Kp);
+  const size_t qk = 2 * 2 * C * static_cast<size_t>(qk_stride(Kp)), tp = sizeof(float) * 2 * C * ldc;
+  return sizeof(float) * (4 * C + (kThreadsA / 32) * kXw) + (qk > tp ? qk : tp);
+}
+
+/// hi + lo split of fp32 values into two TF32 values (3xTF32 products: hi*hi + hi*lo + lo*hi, fp32-accurate).
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = f2tf32(x);
+  lo = f2tf32(x - __uint_as_float(hi));
+}
+
+/// d += A B (16 x 8, k = 8) with fp32 operands from shared memory in 3xTF32: A row-major at a (lda), B row-major
+/// at b (ldb).
+__device__ __forceinline__ void mma_3xtf32(float* d, const float* a, int lda, const float* b, int ldbb, int g,
+                                           int t) {
+  uint32_t ah[4], al[4], bh[2], bl[2];
+  split_tf32(a[g * lda + t], ah[0], al[0]);
+  split_tf32(a[(g + 8) * lda + t], ah[1], al[1]);
+  split_tf32(a[g * lda + t + 4], ah[2], al[2]);
+  split_tf32(a[(g + 8) * lda + t + 4], ah[3], al[3]);
+  split_tf32(b[t * ldbb + g], bh[0], bl[0]);
+  split_tf32(b[(t + 4) * ldbb + g], bh[1], bl[1]);
+  mma_tf32(d, al, bh);
+  mma_tf32(d, ah, bl);
+  mma_tf32(d, ah, bh);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel 1: per (chunk, value head, sequence) T, P and the token scalars.
 template <typename T>
-__global__ void __launch_bounds__(kThreads) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
-                                                        float* __restrict__ wsT, float* __restrict__ wsP,
-                                                        float* __restrict__ wsS) {
+__global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
+                                                         float* __restrict__ wsT, float* __restrict__ wsP,
+                                                         float* __restrict__ wsS) {
   extern __shared__ __align__(16) float sm[];
-  float* Ts = sm;               // [C][ldc] A, then T
-  float* Ps = Ts + C * ldc;     // [C][ldc] P
-  float* Xs = Ps + C * ldc;     // [16][ldx] solve scratch
-  float* Gs = Xs + 16 * ldx;    // [C] cumulative log gate
+  float* Gs = sm;               // [C] cumulative log gate
   float* Bs = Gs + C;           // [C] beta
   float* Rk = Bs + C;           // [C] 1 / |k|
   float* Rq = Rk + C;           // [C] scale / |q|
+  float* Xw = Rq + C;           // [8 warps][16 x 8] solve scratch
+  float* Ts = Xw + (kThreadsA / 32) * kXw;  // [C][ldc] A, then T   (over the q/k tiles once those are consumed)
+  float* Ps = Ts + C * ldc;                 // [C][ldc] P
   const int ldb = qk_stride(Kp);
-  T* Kb = reinterpret_cast<T*>(Rq + C);  // [C][ldb]
-  T* Qb = Kb + C * ldb;                  // [C][ldb]
+  T* Kb = reinterpret_cast<T*>(Ts);  // [C][ldb]
+  T* Qb = Kb + C * ldb;              // [C][ldb]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int ci = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
@@ -130,8 +183,8 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const GatedDeltaArgs a, 
   const int Lc = static_cast<int>(min(static_cast<long>(C), eos - c0));
   const size_t slot = (static_cast<size_t>(n) * maxC + ci) * a.HV + hv;
 
-  load_rows<T>(Kb, static_cast<const T*>(a.k), a, h, c0, Lc, Kp, ldb);
-  load_rows<T>(Qb, static_cast<const T*>(a.q), a, h, c0, Lc, Kp, ldb);
+  load_rows<T, kThreadsA>(Kb, static_cast<const T*>(a.k), a, h, c0, Lc, Kp, ldb);
+  load_rows<T, kThreadsA>(Qb, static_cast<const T*>(a.q), a, h, c0, Lc, Kp, ldb);
   cp_async_commit();
   if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
     float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
@@ -151,104 +204,102 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const GatedDeltaArgs a, 
   }
   cp_async_wait_all();
   __syncthreads();
-  // ---- L2 norms of the raw rows (one warp per row) ----
-  for (int r = warp; r < C; r += kThreads / 32) {
-    float sk = 0.f, sq = 0.f;
-    for (int kk = lane; kk < a.K; kk += 32) {
-      const float xk = to_f<T>(Kb[r * ldb + kk]), xq = to_f<T>(Qb[r * ldb + kk]);
-      sk += xk * xk, sq += xq * xq;
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      sk += __shfl_xor_sync(0xffffffffu, sk, off);
-      sq += __shfl_xor_sync(0xffffffffu, sq, off);
-    }
-    if (lane == 0) {
-      Rk[r] = a.l2norm_qk ? rsqrtf(sk + detail::kL2Eps) : 1.f;
-      Rq[r] = a.scale * (a.l2norm_qk ? rsqrtf(sq + detail::kL2Eps) : 1.f);
-    }
-  }
-  // ---- Kr Kr^T and Qr Kr^T on the lower block triangle: warp w, rows [16w, 16w+16), column tiles 0..2w+1 ----
-  float kk_acc[8][4], qk_acc[8][4];
+  // ---- warps 0-3: Kr Kr^T, warps 4-7: Qr Kr^T, row strip [16s, 16s+16), column tiles 0..2s+1 (lower block
+  //      triangle); the row sums of squares (L2 norms) from the same A fragments ----
+  const int s = warp & 3, m0 = 16 * s;
+  const bool is_q = warp >= 4;
+  const T* Am = is_q ? Qb : Kb;
+  float acc[8][4];
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) kk_acc[j][e] = 0.f, qk_acc[j][e] = 0.f;
-  const int m0 = 16 * warp;
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+  float ss0 = 0.f, ss1 = 0.f;
   for (int k0 = 0; k0 < Kp; k0 += 8) {
-    uint32_t ak[4], aq[4];
-    ak[0] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t]);
-    ak[1] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t]);
-    ak[2] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t + 4]);
-    ak[3] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t + 4]);
-    aq[0] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t]);
-    aq[1] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t]);
-    aq[2] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t + 4]);
-    aq[3] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t + 4]);
+    uint32_t af[4];
+    a_frag_perm<T>(af, Am, ldb, m0, k0, g, t);
+    const float x0 = __uint_as_float(af[0]), x1 = __uint_as_float(af[1]), x2 = __uint_as_float(af[2]),
+                x3 = __uint_as_float(af[3]);
+    ss0 += x0 * x0 + x2 * x2, ss1 += x1 * x1 + x3 * x3;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      if (j > 2 * warp + 1) break;
+      if (j > 2 * s + 1) break;
       uint32_t b[2];
-      b[0] = elem_tf32<T>(Kb[(8 * j + g) * ldb + k0 + t]);
-      b[1] = elem_tf32<T>(Kb[(8 * j + g) * ldb + k0 + t + 4]);
-      mma_tf32(kk_acc[j], ak, b);
-      mma_tf32(qk_acc[j], aq, b);
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(Kb + (8 * j + g) * ldb + k0 + 2 * t);
+      pair_tf32<T>(w, b[0], b[1]);
+      mma_tf32(acc[j], af, b);
     }
   }
-  __syncthreads();  // Rk, Rq visible
+  ss0 += __shfl_xor_sync(0xffffffffu, ss0, 1), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 1);
+  ss0 += __shfl_xor_sync(0xffffffffu, ss0, 2), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 2);
+  if (t == 0) {
+    float* R = is_q ? Rq : Rk;
+    const float mul = is_q ? a.scale : 1.f;
+    R[m0 + g] = mul * (a.l2norm_qk ? rsqrtf(ss0 + detail::kL2Eps) : 1.f);
+    R[m0 + g + 8] = mul * (a.l2norm_qk ? rsqrtf(ss1 + detail::kL2Eps) : 1.f);
+  }
+  __syncthreads();  // Rk, Rq visible; q/k tiles consumed (Ts, Ps overlay them)
   // ---- masks, decays, norms: A (strictly lower) into Ts, P (lower incl. diagonal) into Ps ----
+  {
+    float* dst = is_q ? Ps : Ts;
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * j + 2 * t + (e & 1);
-      float av = 0.f, pv = 0.f;
-      if (c <= r) {
-        const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
-        pv = Rq[r] * d * qk_acc[j][e];
-        if (c < r) av = Bs[r] * Rk[r] * d * kk_acc[j][e];
+      for (int e = 0; e < 4; ++e) {
+        const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * j + 2 * t + (e & 1);
+        float v = 0.f;
+        if (is_q ? c <= r : c < r) {
+          const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
+          v = (is_q ? Rq[r] : Bs[r] * Rk[r]) * d * acc[j][e];
+        }
+        dst[r * ldc + c] = v;
       }
-      Ts[r * ldc + c] = av;
-      Ps[r * ldc + c] = pv;
-    }
+  }
   __syncthreads();
   // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
-  if (lane < 16) {
+  if (warp < 4 && lane < 16) {
     const int d = warp * 16, cc = lane;
     float x[16];
 #pragma unroll
     for (int r = 0; r < 16; ++r) {
-      float s = 0.f;
+      float sum = 0.f;
 #pragma unroll
-      for (int m = 0; m < r; ++m) s += Ts[(d + r) * ldc + d + m] * x[m];
-      x[r] = r < cc ? 0.f : (r == cc ? 1.f : -s);
+      for (int m = 0; m < r; ++m) sum += Ts[(d + r) * ldc + d + m] * x[m];
+      x[r] = r < cc ? 0.f : (r == cc ? 1.f : -sum);
     }
     __syncwarp(0x0000ffffu);
 #pragma unroll
     for (int r = 0; r < 16; ++r) Ts[(d + r) * ldc + d + cc] = x[r];
   }
   __syncthreads();
+  // Block rows: T[bi][0:bi] = -T[bi][bi] (A[bi][0:bi] T[0:bi][0:bi]), one warp per 8-column tile, 3xTF32 mma
+  // (fp32-accurate); results are stored after a barrier since other warps still read A[bi][.].
   for (int bi = 1; bi < 4; ++bi) {
-    const int w = 16 * bi;
-    for (int i = tid; i < 16 * w; i += kThreads) {
-      const int r = i / w, cc = i % w;
-      float s = 0.f;
-      for (int m = cc; m < w; ++m) s += Ts[(w + r) * ldc + m] * Ts[m * ldc + cc];
-      Xs[r * ldx + cc] = s;
+    const int nt = warp;  // column tile [8 nt, 8 nt + 8) of row block bi
+    float y[4] = {0.f, 0.f, 0.f, 0.f};
+    if (nt < 2 * bi) {
+      float x[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int k0 = 8 * nt; k0 < 16 * bi; k0 += 8)  // T lower triangular: rows k >= 8 nt only
+        mma_3xtf32(x, Ts + 16 * bi * ldc + k0, ldc, Ts + k0 * ldc + 8 * nt, ldc, g, t);
+      float* xw = Xw + warp * kXw;  // [16][8]
+      *reinterpret_cast<float2*>(xw + g * 8 + 2 * t) = make_float2(x[0], x[1]);
+      *reinterpret_cast<float2*>(xw + (g + 8) * 8 + 2 * t) = make_float2(x[2], x[3]);
+      __syncwarp();
+      for (int k0 = 0; k0 < 16; k0 += 8)
+        mma_3xtf32(y, Ts + 16 * bi * ldc + 16 * bi + k0, ldc, xw + k0 * 8, 8, g, t);
     }
     __syncthreads();
-    for (int i = tid; i < 16 * w; i += kThreads) {
-      const int r = i / w, cc = i % w;
-      float s = 0.f;
-      for (int m = 0; m <= r; ++m) s += Ts[(w + r) * ldc + w + m] * Xs[m * ldx + cc];
-      Ts[(w + r) * ldc + cc] = -s;
+    if (nt < 2 * bi) {
+      float* dst = Ts + (16 * bi + g) * ldc + 8 * nt + 2 * t;
+      *reinterpret_cast<float2*>(dst) = make_float2(-y[0], -y[1]);
+      *reinterpret_cast<float2*>(dst + 8 * ldc) = make_float2(-y[2], -y[3]);
     }
     __syncthreads();
   }
   // ---- T and P in A-fragment order (m tile, k tile, lane), TF32-rounded; token scalars ----
   float4* oT = reinterpret_cast<float4*>(wsT + slot * kFrag);
   float4* oP = reinterpret_cast<float4*>(wsP + slot * kFrag);
-  for (int i = tid; i < kFrag / 4; i += kThreads) {
+  for (int i = tid; i < kFrag / 4; i += kThreadsA) {
     const int ln = i & 31, kt = (i >> 5) & 7, mt = i >> 8;
     const int r = 16 * mt + (ln >> 2), c = 8 * kt + (ln & 3);
     oT[i] = make_float4(__uint_as_float(f2tf32(Ts[r * ldc + c])), __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c])),
@@ -273,8 +324,8 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(const GatedDeltaArgs a, 
 // Kernel 2: per (value tile, value head, sequence) the serial chain over chunks.
 template <int BV>
 __host__ __device__ inline size_t state_smem_bytes(int Kp, int elem_bytes) {
-  constexpr int lds = BV + 8;
-  return sizeof(float) * (static_cast<size_t>(Kp) * lds + 3 * C * lds) +
+  constexpr int lds = BV + 8, ldS = BV + 4;
+  return sizeof(float) * (static_cast<size_t>(Kp) * ldS + 3 * C * lds) +
          static_cast<size_t>(elem_bytes) * 3 * C * qk_stride(Kp);
 }
 
@@ -298,11 +349,12 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
                                                          const float* __restrict__ wsP,
                                                          const float* __restrict__ wsS) {
   constexpr int NT = BV / 8;
-  constexpr int lds = BV + 8;  // fp32 rows: B-fragment reads conflict-free
+  constexpr int lds = BV + 8;  // fp32 rows read as B fragments (rows k0 + t): conflict-free
+  constexpr int ldS = BV + 4;  // state rows, read as B fragments with permuted k (rows k0 + 2t): conflict-free
   extern __shared__ __align__(16) float sm[];
   const int ldb = qk_stride(Kp);
-  float* Ss = sm;               // [Kp][lds] state tile
-  float* Ys = Ss + Kp * lds;    // [C][lds] Y (TF32)
+  float* Ss = sm;               // [Kp][ldS] state tile
+  float* Ys = Ss + Kp * ldS;    // [C][lds] Y (TF32)
   float* Vp = Ys + C * lds;     // [C][lds] V' (TF32)
   float* Vq = Vp + C * lds;     // [C][lds] diag(e^{Gl-G} rk) V' (TF32)
   T* Qb = reinterpret_cast<T*>(Vq + C * lds);  // [C][ldb] raw q
@@ -326,14 +378,14 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       const int kk = i / BV, c = i % BV;
       float x = 0.f;
       if (s0 && kk < K && v0 + c < V) x = s0[(head * K + kk) * V + v0 + c];
-      Ss[kk * lds + c] = x;
+      Ss[kk * ldS + c] = x;
     }
   } else {
     for (int i = tid; i < Kp * BV; i += kThreads) {
       const int kk = i % Kp, c = i / Kp;
       float x = 0.f;
       if (s0 && kk < K && v0 + c < V) x = s0[(head * V + v0 + c) * K + kk];
-      Ss[kk * lds + c] = x;
+      Ss[kk * ldS + c] = x;
     }
   }
 
@@ -367,8 +419,8 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       }
   };
   if (nC > 0) {
-    load_rows<T>(Kb0, kp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
-    load_rows<T>(Qb, qp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
+    load_rows<T, kThreads>(Kb0, kp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
+    load_rows<T, kThreads>(Qb, qp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
     cp_async_commit();
     load_tp(Tf, wsT, 0);
     load_tp(Pf, wsP, 0);
@@ -386,7 +438,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     cp_async_wait_all();
     __syncthreads();  // q, k of this chunk landed; the state, Y, V' buffers are free
     if (more) {
-      load_rows<T>(Kb0 + ((ci + 1) & 1) * C * ldb, kp, a, h, c1, Lc1, Kp, ldb);
+      load_rows<T, kThreads>(Kb0 + ((ci + 1) & 1) * C * ldb, kp, a, h, c1, Lc1, Kp, ldb);
       cp_async_commit();
     }
     // ---- phase 1: X = Kr S and Qr S on the warp's rows ----
@@ -398,19 +450,13 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
 #pragma unroll 2
     for (int k0 = 0; k0 < Kp; k0 += 8) {
       uint32_t ak[4], aq[4];
-      ak[0] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t]);
-      ak[1] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t]);
-      ak[2] = elem_tf32<T>(Kb[(m0 + g) * ldb + k0 + t + 4]);
-      ak[3] = elem_tf32<T>(Kb[(m0 + g + 8) * ldb + k0 + t + 4]);
-      aq[0] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t]);
-      aq[1] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t]);
-      aq[2] = elem_tf32<T>(Qb[(m0 + g) * ldb + k0 + t + 4]);
-      aq[3] = elem_tf32<T>(Qb[(m0 + g + 8) * ldb + k0 + t + 4]);
+      a_frag_perm<T>(ak, Kb, ldb, m0, k0, g, t);
+      a_frag_perm<T>(aq, Qb, ldb, m0, k0, g, t);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
         uint32_t b[2];
-        b[0] = f2tf32(Ss[(k0 + t) * lds + 8 * nt + g]);
-        b[1] = f2tf32(Ss[(k0 + t + 4) * lds + 8 * nt + g]);
+        b[0] = f2tf32(Ss[(k0 + 2 * t) * ldS + 8 * nt + g]);
+        b[1] = f2tf32(Ss[(k0 + 2 * t + 1) * ldS + 8 * nt + g]);
         mma_tf32(X[nt], ak, b);
         mma_tf32(O[nt], aq, b);
       }
@@ -429,7 +475,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       }
     __syncthreads();  // Y complete; q of this chunk consumed
     if (more) {
-      load_rows<T>(Qb, qp, a, h, c1, Lc1, Kp, ldb);
+      load_rows<T, kThreads>(Qb, qp, a, h, c1, Lc1, Kp, ldb);
       cp_async_commit();
       load_v(ci + 1);
     }
@@ -503,7 +549,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
-          const float2 s = *reinterpret_cast<const float2*>(Ss + (16 * mt + g + 8 * x) * lds + 8 * nt + 2 * t);
+          const float2 s = *reinterpret_cast<const float2*>(Ss + (16 * mt + g + 8 * x) * ldS + 8 * nt + 2 * t);
           acc[nt][2 * x] = decay * s.x, acc[nt][2 * x + 1] = decay * s.y;
         }
 #pragma unroll
@@ -525,7 +571,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int x = 0; x < 2; ++x)
-          *reinterpret_cast<float2*>(Ss + (16 * mt + g + 8 * x) * lds + 8 * nt + 2 * t) =
+          *reinterpret_cast<float2*>(Ss + (16 * mt + g + 8 * x) * ldS + 8 * nt + 2 * t) =
               make_float2(acc[nt][2 * x], acc[nt][2 * x + 1]);
     }
   }
@@ -534,12 +580,12 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   if (a.layout == StateLayout::kKV) {
     for (int i = tid; i < K * BV; i += kThreads) {
       const int kk = i / BV, c = i % BV;
-      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * lds + c];
+      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * ldS + c];
     }
   } else {
     for (int i = tid; i < K * BV; i += kThreads) {
       const int kk = i % K, c = i / K;
-      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * lds + c];
+      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * ldS + c];
     }
   }
 }
@@ -598,7 +644,7 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
     const size_t bytes = prep_smem_bytes(Kp);
     e = set_smem(prep_kernel<T>, bytes);
     if (e != cudaSuccess) return e;
-    prep_kernel<T><<<dim3(maxC, a.HV, a.N), kThreads, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag,
+    prep_kernel<T><<<dim3(maxC, a.HV, a.N), kThreadsA, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag,
                                                                   ws + 2 * slots * kFrag);
     e = cudaGetLastError();
     if (e != cudaSuccess) return e;
