@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/gated_delta.h"
 #include "kernels/gated_delta_common.cuh"
@@ -322,10 +323,16 @@ __global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a,
 
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel 2: per (value tile, value head, sequence) the serial chain over chunks.
+//
+// The state tile lives in registers in fp32 (warp w owns key tiles w, w+4, ... of 16 rows, in the mma accumulator
+// layout) and, for the products that read it, in shared memory as two bf16 terms S = hi + lo (|S - hi - lo| <=
+// 2^-16 |S|), stored transposed ([BV][Kp + 8], k contiguous). bf16 inputs: X = Kr S and Qr S as bf16 m16n8k16
+// products of the exact bf16 rows with hi and lo (ldmatrix fragments); fp16 inputs (not exact in bf16): TF32
+// m16n8k8 with B = tf32(hi + lo).
 template <int BV>
 __host__ __device__ inline size_t state_smem_bytes(int Kp, int elem_bytes) {
-  constexpr int lds = BV + 8, ldS = BV + 4;
-  return sizeof(float) * (static_cast<size_t>(Kp) * ldS + 3 * C * lds) +
+  constexpr int lds = BV + 8;
+  return sizeof(float) * 3 * C * lds + sizeof(uint16_t) * 2 * BV * static_cast<size_t>(qk_stride(Kp)) +
          static_cast<size_t>(elem_bytes) * 3 * C * qk_stride(Kp);
 }
 
@@ -343,6 +350,23 @@ __device__ __forceinline__ void load_scal(TokScal& s, const float* p, int r0) {
   s.decay = __ldg(p + 4 * C);
 }
 
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+/// d += a * b, m16n8k16, bf16 operands, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+
 template <typename T, int BV, int MI>
 __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
                                                          const float* __restrict__ wsT,
@@ -350,15 +374,17 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
                                                          const float* __restrict__ wsS) {
   constexpr int NT = BV / 8;
   constexpr int lds = BV + 8;  // fp32 rows read as B fragments (rows k0 + t): conflict-free
-  constexpr int ldS = BV + 4;  // state rows, read as B fragments with permuted k (rows k0 + 2t): conflict-free
+  constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
+  static_assert(NT % 2 == 0, "n tiles in pairs (ldmatrix x4)");
   extern __shared__ __align__(16) float sm[];
-  const int ldb = qk_stride(Kp);
-  float* Ss = sm;               // [Kp][ldS] state tile
-  float* Ys = Ss + Kp * ldS;    // [C][lds] Y (TF32)
+  const int ldb = qk_stride(Kp);  // also the row stride of the transposed state terms
+  float* Ys = sm;               // [C][lds] Y (TF32)
   float* Vp = Ys + C * lds;     // [C][lds] V' (TF32)
   float* Vq = Vp + C * lds;     // [C][lds] diag(e^{Gl-G} rk) V' (TF32)
-  T* Qb = reinterpret_cast<T*>(Vq + C * lds);  // [C][ldb] raw q
-  T* Kb0 = Qb + C * ldb;                       // [2][C][ldb] raw k, double buffered
+  __nv_bfloat16* Sh = reinterpret_cast<__nv_bfloat16*>(Vq + C * lds);  // [BV][ldb] state, bf16 high term
+  __nv_bfloat16* Sl = Sh + BV * ldb;                                   // [BV][ldb] low term
+  T* Qb = reinterpret_cast<T*>(Sl + BV * ldb);  // [C][ldb] raw q
+  T* Kb0 = Qb + C * ldb;                        // [2][C][ldb] raw k, double buffered
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int v0 = blockIdx.x * BV, hv = blockIdx.y, n = blockIdx.z;
@@ -370,24 +396,41 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   const T* vp = static_cast<const T*>(a.v);
   T* op = static_cast<T*>(a.o);
 
-  // ---- initial state tile ----
+  // ---- state tile in registers: element e of (mi, nt) is row 16 (w + 4 mi) + g (+8 for e >= 2), column
+  //      8 nt + 2t + (e & 1) ----
+  float S[MI][NT][4];
   const float* s0 = static_cast<const float*>(a.initial_state);
   float* s1 = static_cast<float*>(a.final_state);
-  if (a.layout == StateLayout::kKV) {
-    for (int i = tid; i < Kp * BV; i += kThreads) {
-      const int kk = i / BV, c = i % BV;
-      float x = 0.f;
-      if (s0 && kk < K && v0 + c < V) x = s0[(head * K + kk) * V + v0 + c];
-      Ss[kk * ldS + c] = x;
+  auto state_index = [&](int kk, int c) -> size_t {
+    return a.layout == StateLayout::kKV ? (head * K + kk) * V + v0 + c : (head * V + v0 + c) * K + kk;
+  };
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kk = 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
+        S[mi][nt][e] = (s0 && kk < K && v0 + c < V) ? s0[state_index(kk, c)] : 0.f;
+      }
+  // hi/lo bf16 terms of the state into Sh/Sl (transposed)
+  auto store_terms = [&]() {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+      const int mt = warp + 4 * mi;
+      if (16 * mt >= Kp) break;
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kk = 16 * mt + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
+          const __nv_bfloat16 hi = __float2bfloat16_rn(S[mi][nt][e]);
+          Sh[c * ldb + kk] = hi;
+          Sl[c * ldb + kk] = __float2bfloat16_rn(S[mi][nt][e] - __bfloat162float(hi));
+        }
     }
-  } else {
-    for (int i = tid; i < Kp * BV; i += kThreads) {
-      const int kk = i % Kp, c = i / Kp;
-      float x = 0.f;
-      if (s0 && kk < K && v0 + c < V) x = s0[(head * V + v0 + c) * K + kk];
-      Ss[kk * ldS + c] = x;
-    }
-  }
+  };
+  store_terms();
 
   long bos, eos;
   detail::seq_bounds(a, n, bos, eos);
@@ -436,7 +479,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     const int Lc1 = more ? static_cast<int>(min(static_cast<long>(C), eos - c1)) : 0;
     T* Kb = Kb0 + (ci & 1) * C * ldb;
     cp_async_wait_all();
-    __syncthreads();  // q, k of this chunk landed; the state, Y, V' buffers are free
+    __syncthreads();  // q, k of this chunk landed; state terms written; Y, V' buffers free
     if (more) {
       load_rows<T, kThreads>(Kb0 + ((ci + 1) & 1) * C * ldb, kp, a, h, c1, Lc1, Kp, ldb);
       cp_async_commit();
@@ -447,18 +490,45 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) X[nt][e] = 0.f, O[nt][e] = 0.f;
+    if constexpr (kBf16) {
+      const int arow = (m0 + (lane & 15)) * ldb + (lane >> 4) * 8;
+      const int brow = (((lane >> 4) << 3) + (lane & 7)) * ldb + ((lane >> 3) & 1) * 8;
 #pragma unroll 2
-    for (int k0 = 0; k0 < Kp; k0 += 8) {
-      uint32_t ak[4], aq[4];
-      a_frag_perm<T>(ak, Kb, ldb, m0, k0, g, t);
-      a_frag_perm<T>(aq, Qb, ldb, m0, k0, g, t);
+      for (int k0 = 0; k0 < Kp; k0 += 16) {
+        uint32_t ak[4], aq[4];
+        ldmatrix_x4(ak, Kb + arow + k0);
+        ldmatrix_x4(aq, Qb + arow + k0);
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        b[0] = f2tf32(Ss[(k0 + 2 * t) * ldS + 8 * nt + g]);
-        b[1] = f2tf32(Ss[(k0 + 2 * t + 1) * ldS + 8 * nt + g]);
-        mma_tf32(X[nt], ak, b);
-        mma_tf32(O[nt], aq, b);
+        for (int np = 0; np < NT / 2; ++np) {
+          uint32_t bh[4], bl[4];
+          ldmatrix_x4(bh, Sh + 16 * np * ldb + brow + k0);
+          ldmatrix_x4(bl, Sl + 16 * np * ldb + brow + k0);
+          mma_bf16(X[2 * np], ak, bl[0], bl[1]);
+          mma_bf16(X[2 * np + 1], ak, bl[2], bl[3]);
+          mma_bf16(O[2 * np], aq, bl[0], bl[1]);
+          mma_bf16(O[2 * np + 1], aq, bl[2], bl[3]);
+          mma_bf16(X[2 * np], ak, bh[0], bh[1]);
+          mma_bf16(X[2 * np + 1], ak, bh[2], bh[3]);
+          mma_bf16(O[2 * np], aq, bh[0], bh[1]);
+          mma_bf16(O[2 * np + 1], aq, bh[2], bh[3]);
+        }
+      }
+    } else {
+#pragma unroll 2
+      for (int k0 = 0; k0 < Kp; k0 += 8) {
+        uint32_t ak[4], aq[4];
+        a_frag_perm<T>(ak, Kb, ldb, m0, k0, g, t);
+        a_frag_perm<T>(aq, Qb, ldb, m0, k0, g, t);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint32_t wh = *reinterpret_cast<const uint32_t*>(Sh + (8 * nt + g) * ldb + k0 + 2 * t);
+          const uint32_t wl = *reinterpret_cast<const uint32_t*>(Sl + (8 * nt + g) * ldb + k0 + 2 * t);
+          uint32_t b[2];
+          b[0] = f2tf32(bf16_lo(wh) + bf16_lo(wl));
+          b[1] = f2tf32(bf16_hi(wh) + bf16_hi(wl));
+          mma_tf32(X[nt], ak, b);
+          mma_tf32(O[nt], aq, b);
+        }
       }
     }
     // Y = b v - b e^G rk X (TF32) into Ys; O = e^G rq scale (Qr S) stays in registers
@@ -512,7 +582,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       }
     const float decay = sc.decay;
     if (more) load_scal(sc, wsS + (slot0 + static_cast<size_t>(ci + 1) * a.HV) * kScal, m0 + g);
-    __syncthreads();  // V' complete
+    __syncthreads();  // V' complete; the state terms are no longer read in this chunk
     // ---- phase 3: O += P V', written out ----
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt) {
@@ -539,19 +609,15 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
               *reinterpret_cast<const unsigned*>(out);
         }
       }
-    // ---- S <- e^{Gl} S + Kr^T V'' on the warp's 16-row key tiles w, w+4, ... ----
+    // ---- S <- e^{Gl} S + Kr^T V'' on the warp's key tiles, then its bf16 terms ----
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int mt = warp + 4 * mi;
       if (16 * mt >= Kp) break;
-      float acc[NT][4];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int x = 0; x < 2; ++x) {
-          const float2 s = *reinterpret_cast<const float2*>(Ss + (16 * mt + g + 8 * x) * ldS + 8 * nt + 2 * t);
-          acc[nt][2 * x] = decay * s.x, acc[nt][2 * x + 1] = decay * s.y;
-        }
+        for (int e = 0; e < 4; ++e) S[mi][nt][e] *= decay;
 #pragma unroll
       for (int k0 = 0; k0 < C; k0 += 8) {
         uint32_t af[4];
@@ -564,30 +630,22 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
           uint32_t b[2];
           b[0] = __float_as_uint(Vq[(k0 + t) * lds + 8 * nt + g]);
           b[1] = __float_as_uint(Vq[(k0 + t + 4) * lds + 8 * nt + g]);
-          mma_tf32(acc[nt], af, b);
+          mma_tf32(S[mi][nt], af, b);
         }
       }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int x = 0; x < 2; ++x)
-          *reinterpret_cast<float2*>(Ss + (16 * mt + g + 8 * x) * ldS + 8 * nt + 2 * t) =
-              make_float2(acc[nt][2 * x], acc[nt][2 * x + 1]);
     }
+    store_terms();
   }
-  __syncthreads();
   if (s1 == nullptr) return;
-  if (a.layout == StateLayout::kKV) {
-    for (int i = tid; i < K * BV; i += kThreads) {
-      const int kk = i / BV, c = i % BV;
-      if (v0 + c < V) s1[(head * K + kk) * V + v0 + c] = Ss[kk * ldS + c];
-    }
-  } else {
-    for (int i = tid; i < K * BV; i += kThreads) {
-      const int kk = i % K, c = i / K;
-      if (v0 + c < V) s1[(head * V + v0 + c) * K + kk] = Ss[kk * ldS + c];
-    }
-  }
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kk = 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
+        if (kk < K && v0 + c < V) s1[state_index(kk, c)] = S[mi][nt][e];
+      }
 }
 
 template <typename KernT>
@@ -650,9 +708,10 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
     if (e != cudaSuccess) return e;
   }
   // The serial chain is latency bound: value tiles of 32 columns unless that leaves fewer than two blocks per SM.
+  // Key dims above 128 take 16 columns (the register state of a thread stays at 32 floats).
   const long blocks32 = static_cast<long>(a.N) * a.HV * ((a.V + 31) / 32);
-  const cudaError_t e = blocks32 >= 2L * sms ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s)
-                                             : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s);
+  const cudaError_t e = blocks32 >= 2L * sms && Kp <= 128 ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s)
+                                                          : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s);
   if (ws != nullptr) {
     const cudaError_t f = cudaFreeAsync(ws, s);
     if (e == cudaSuccess && f != cudaSuccess) return f;
