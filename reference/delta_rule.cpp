@@ -8,8 +8,7 @@ namespace statecut::ref {
 HeadResult delta_rule_recurrent(const Mat& q, const Mat& k, const Mat& v, const Vec& beta, double scale,
                                 const Mat* S0) {
   const char* fn = "delta_rule_recurrent";
-  detail::check_qkv(fn, q, k, v, S0);
-  detail::check_steps(fn, "beta", beta, q.rows());
+  detail::check_rule(fn, q, k, v, S0, {{"beta", beta}});
   const Index T = q.rows();
   Mat S = detail::initial_state(S0, q.cols(), v.cols());
   Mat o(T, v.cols());
@@ -25,8 +24,7 @@ HeadResult delta_rule_recurrent(const Mat& q, const Mat& k, const Mat& v, const 
 HeadResult delta_rule_chunked(const Mat& q, const Mat& k, const Mat& v, const Vec& beta, double scale,
                               const Mat* S0, Index chunk) {
   const char* fn = "delta_rule_chunked";
-  detail::check_qkv(fn, q, k, v, S0);
-  detail::check_steps(fn, "beta", beta, q.rows());
+  detail::check_rule(fn, q, k, v, S0, {{"beta", beta}});
   detail::check_chunk(fn, chunk);
   // The ungated WY/UT form is the gated one with g = 0 (all decays exp(0) = 1, exactly).
   return gated_delta_chunked(q, k, v, beta, Vec::Zero(q.rows()), scale, S0, chunk);

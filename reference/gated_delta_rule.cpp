@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "reference/chunk_scan.h"
 #include "reference/recurrence_checks.h"
 
 namespace statecut::ref {
@@ -10,9 +11,7 @@ namespace statecut::ref {
 HeadResult gated_delta_recurrent(const Mat& q, const Mat& k, const Mat& v, const Vec& beta, const Vec& g,
                                  double scale, const Mat* S0) {
   const char* fn = "gated_delta_recurrent";
-  detail::check_qkv(fn, q, k, v, S0);
-  detail::check_steps(fn, "beta", beta, q.rows());
-  detail::check_steps(fn, "g", g, q.rows());
+  detail::check_rule(fn, q, k, v, S0, {{"beta", beta}, {"g", g}});
   const Index T = q.rows();
   Mat S = detail::initial_state(S0, q.cols(), v.cols());
   Mat o(T, v.cols());
@@ -28,31 +27,14 @@ HeadResult gated_delta_recurrent(const Mat& q, const Mat& k, const Mat& v, const
 HeadResult gated_delta_chunked(const Mat& q, const Mat& k, const Mat& v, const Vec& beta, const Vec& g,
                                double scale, const Mat* S0, Index chunk) {
   const char* fn = "gated_delta_chunked";
-  detail::check_qkv(fn, q, k, v, S0);
-  detail::check_steps(fn, "beta", beta, q.rows());
-  detail::check_steps(fn, "g", g, q.rows());
-  detail::check_chunk(fn, chunk);
-  const Index T = q.rows();
-  Mat S = detail::initial_state(S0, q.cols(), v.cols());
-  Mat o(T, v.cols());
-  for (Index c0 = 0; c0 < T; c0 += chunk) {
-    const Index n = std::min(chunk, T - c0);
-    const auto Q = q.middleRows(c0, n);
-    const auto K = k.middleRows(c0, n);
-    const auto V = v.middleRows(c0, n);
-    const auto b = beta.segment(c0, n);
-    Vec G(n);  // within-chunk cumulative log decay
-    double acc = 0.0;
-    for (Index i = 0; i < n; ++i) G(i) = acc += g(c0 + i);
-    const Vec Gamma = G.array().exp();
-    // D_ij = exp(G_i - G_j) = exp(g_{j+1} + ... + g_i), summed directly: subtracting two large cumulative sums
-    // would lose |G| eps absolute accuracy in the exponent.
-    Mat D = Mat::Zero(n, n);
-    for (Index i = 0; i < n; ++i) {
-      double part = 0.0;
-      D(i, i) = 1.0;
-      for (Index j = i - 1; j >= 0; --j) D(i, j) = std::exp(part += g(c0 + j + 1));
-    }
+  detail::check_rule(fn, q, k, v, S0, {{"beta", beta}, {"g", g}});
+  return detail::scan_chunks(fn, q, k, v, S0, chunk, [&](const detail::ChunkRows& c, Mat& S, auto& O) {
+    const Index n = c.n;
+    const auto &Q = c.Q, &K = c.K, &V = c.V;
+    const auto b = beta.segment(c.c0, n);
+    const detail::ChunkDecay dec = detail::chunk_decay(g.segment(c.c0, n));
+    const Vec Gamma = dec.G.array().exp();
+    const Mat& D = dec.D;  // exp(g_{j+1} + ... + g_i), zero above the diagonal
     const Mat KK = K * K.transpose();
     const Mat QKD = (Q * K.transpose()).cwiseProduct(D);  // D is zero above the diagonal
     Mat L = Mat::Zero(n, n);  // strict lower: b_i (k_i . k_j) D_ij
@@ -63,11 +45,10 @@ HeadResult gated_delta_chunked(const Mat& q, const Mat& k, const Mat& v, const V
     const Mat U = A.solve(b.asDiagonal() * V);
     const Mat W = A.solve(b.cwiseProduct(Gamma).asDiagonal() * K);
     const Mat Vnew = U - W * S;
-    o.middleRows(c0, n).noalias() = scale * (Gamma.asDiagonal() * Q * S + QKD * Vnew);
+    O.noalias() = scale * (Gamma.asDiagonal() * Q * S + QKD * Vnew);
     const Vec tail = D.row(n - 1).transpose();  // exp(G_last - G_j)
     S = Gamma(n - 1) * S + (tail.asDiagonal() * K).transpose() * Vnew;
-  }
-  return {o, S};
+  });
 }
 
 }  // namespace statecut::ref

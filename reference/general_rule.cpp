@@ -2,24 +2,13 @@
 
 #include <algorithm>
 
+#include "reference/chunk_scan.h"
 #include "reference/recurrence_checks.h"
 
 namespace statecut::ref {
-namespace {
-
-void check_general(const char* fn, const Mat& q, const Mat& k, const Mat& v, const Vec& alpha, const Vec& beta,
-                   const Vec& gamma, const Mat* S0) {
-  detail::check_qkv(fn, q, k, v, S0);
-  detail::check_steps(fn, "alpha", alpha, q.rows());
-  detail::check_steps(fn, "beta", beta, q.rows());
-  detail::check_steps(fn, "gamma", gamma, q.rows());
-}
-
-}  // namespace
-
 HeadResult general_rule_recurrent(const Mat& q, const Mat& k, const Mat& v, const Vec& alpha, const Vec& beta,
                                   const Vec& gamma, double scale, const Mat* S0) {
-  check_general("general_rule_recurrent", q, k, v, alpha, beta, gamma, S0);
+  detail::check_rule("general_rule_recurrent", q, k, v, S0, {{"alpha", alpha}, {"beta", beta}, {"gamma", gamma}});
   const Index T = q.rows();
   Mat S = detail::initial_state(S0, q.cols(), v.cols());
   Mat o(T, v.cols());
@@ -36,16 +25,10 @@ HeadResult general_rule_recurrent(const Mat& q, const Mat& k, const Mat& v, cons
 HeadResult general_rule_chunked(const Mat& q, const Mat& k, const Mat& v, const Vec& alpha, const Vec& beta,
                                 const Vec& gamma, double scale, const Mat* S0, Index chunk) {
   const char* fn = "general_rule_chunked";
-  check_general(fn, q, k, v, alpha, beta, gamma, S0);
-  detail::check_chunk(fn, chunk);
-  const Index T = q.rows();
-  Mat S = detail::initial_state(S0, q.cols(), v.cols());
-  Mat o(T, v.cols());
-  for (Index c0 = 0; c0 < T; c0 += chunk) {
-    const Index n = std::min(chunk, T - c0);
-    const auto Q = q.middleRows(c0, n);
-    const auto K = k.middleRows(c0, n);
-    const auto V = v.middleRows(c0, n);
+  detail::check_rule(fn, q, k, v, S0, {{"alpha", alpha}, {"beta", beta}, {"gamma", gamma}});
+  return detail::scan_chunks(fn, q, k, v, S0, chunk, [&](const detail::ChunkRows& c, Mat& S, auto& O) {
+    const Index n = c.n, c0 = c.c0;
+    const auto &Q = c.Q, &K = c.K, &V = c.V;
     const auto al = alpha.segment(c0, n);
     // P(i, j) = prod_{m=j+1}^{i} alpha_m for j <= i, built by direct products (valid for alpha <= 0 too).
     Mat P = Mat::Zero(n, n);
@@ -65,11 +48,10 @@ HeadResult general_rule_chunked(const Mat& q, const Mat& k, const Mat& v, const 
     const Mat rhs = gamma.segment(c0, n).asDiagonal() * V - erase.asDiagonal() * (K * S);
     const Mat U = L.triangularView<Eigen::UnitLower>().solve(rhs);
     const Mat QKP = (Q * K.transpose()).cwiseProduct(P);  // P is zero above the diagonal
-    o.middleRows(c0, n).noalias() = scale * (a.asDiagonal() * Q * S + QKP * U);
+    O.noalias() = scale * (a.asDiagonal() * Q * S + QKP * U);
     const Vec tail = P.row(n - 1).transpose();
     S = a(n - 1) * S + (tail.asDiagonal() * K).transpose() * U;
-  }
-  return {o, S};
+  });
 }
 
 }  // namespace statecut::ref

@@ -1,5 +1,6 @@
 /// Internal argument checks shared by the recurrence files (not part of the public API).
 #pragma once
+#include <initializer_list>
 #include <string>
 
 #include "reference/types.h"
@@ -27,6 +28,19 @@ inline void check_steps(const char* fn, const char* name, const Vec& x, Index T)
   if (x.size() != T)
     throw ShapeError(std::string(fn) + ": " + name + " has " + std::to_string(x.size()) + " entries, expected T = " +
                      std::to_string(T));
+}
+
+/// A per-step input of a rule, by name (for the message) and value.
+struct StepInput {
+  const char* name;
+  const Vec& x;
+};
+
+/// Every check of one rule's inputs: q, k, v, S0 as check_qkv, then each per-step input has T = q.rows() entries.
+inline void check_rule(const char* fn, const Mat& q, const Mat& k, const Mat& v, const Mat* S0,
+                       std::initializer_list<StepInput> steps) {
+  check_qkv(fn, q, k, v, S0);
+  for (const StepInput& s : steps) check_steps(fn, s.name, s.x, q.rows());
 }
 
 inline void check_chunk(const char* fn, Index chunk) {
