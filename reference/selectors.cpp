@@ -1,6 +1,7 @@
 // Channel selectors of the paper, one index set per head shared by q and k. Math: selectors.h.
 #include "reference/selectors.h"
 
+#include "reference/enum_names.h"
 #include "reference/pca.h"
 #include "reference/rrqr.h"
 #include "reference/selection_budget.h"
@@ -46,45 +47,21 @@ void check_weights(const Mat& wq, const Mat& wk, ScoreSide side, const char* who
   (void)side;
 }
 
+// One table per enum: parsing and printing a name cannot disagree (enum_names.h).
+using detail::Named;
+constexpr Named<SelectMethod> kMethods[] = {{SelectMethod::Rand, "rand"},     {SelectMethod::L1, "l1"},
+                                            {SelectMethod::SWanda, "swanda"}, {SelectMethod::Grad, "grad"},
+                                            {SelectMethod::Drrqr, "drrqr"},   {SelectMethod::Pca, "pca"}};
+constexpr Named<ScoreSide> kSides[] = {{ScoreSide::Joint, "qk"}, {ScoreSide::QOnly, "q"}, {ScoreSide::KOnly, "k"}};
+
 }  // namespace
 
 SelectMethod method_from_name(const std::string& name) {
-  if (name == "rand") return SelectMethod::Rand;
-  if (name == "l1") return SelectMethod::L1;
-  if (name == "swanda") return SelectMethod::SWanda;
-  if (name == "grad") return SelectMethod::Grad;
-  if (name == "drrqr") return SelectMethod::Drrqr;
-  if (name == "pca") return SelectMethod::Pca;
-  throw ShapeError("unknown selection method '" + name + "' (expected rand, l1, swanda, grad, drrqr or pca)");
+  return detail::from_name(kMethods, name, "selection method");
 }
-
-const char* method_name(SelectMethod m) {
-  switch (m) {
-    case SelectMethod::Rand: return "rand";
-    case SelectMethod::L1: return "l1";
-    case SelectMethod::SWanda: return "swanda";
-    case SelectMethod::Grad: return "grad";
-    case SelectMethod::Drrqr: return "drrqr";
-    case SelectMethod::Pca: return "pca";
-  }
-  return "?";
-}
-
-ScoreSide side_from_name(const std::string& name) {
-  if (name == "qk") return ScoreSide::Joint;
-  if (name == "q") return ScoreSide::QOnly;
-  if (name == "k") return ScoreSide::KOnly;
-  throw ShapeError("unknown score side '" + name + "' (expected qk, q or k)");
-}
-
-const char* side_name(ScoreSide s) {
-  switch (s) {
-    case ScoreSide::Joint: return "qk";
-    case ScoreSide::QOnly: return "q";
-    case ScoreSide::KOnly: return "k";
-  }
-  return "?";
-}
+const char* method_name(SelectMethod m) { return detail::name_of(kMethods, m); }
+ScoreSide side_from_name(const std::string& name) { return detail::from_name(kSides, name, "score side"); }
+const char* side_name(ScoreSide s) { return detail::name_of(kSides, s); }
 
 Vec l1_scores(const Mat& wq, const Mat& wk, ScoreSide side) {
   check_weights(wq, wk, side, "l1");

@@ -9,6 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 using namespace statecut::ref;
@@ -193,10 +196,38 @@ TEST(BadInput_Selector, missingOrMisshapedInputsNameTheProblem) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("head 1"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(method_from_name("wanda"), ShapeError);
-  EXPECT_THROW(side_from_name("kq"), ShapeError);
-  EXPECT_EQ(method_from_name("swanda"), SelectMethod::SWanda);
-  EXPECT_EQ(side_from_name("q"), ScoreSide::QOnly);
+}
+
+TEST(Unit_SelectorNames, everyMethodAndSideRoundTripsThroughItsName) {
+  const std::vector<std::pair<SelectMethod, std::string>> methods = {
+      {SelectMethod::Rand, "rand"}, {SelectMethod::L1, "l1"},       {SelectMethod::SWanda, "swanda"},
+      {SelectMethod::Grad, "grad"}, {SelectMethod::Drrqr, "drrqr"}, {SelectMethod::Pca, "pca"}};
+  for (const auto& [m, name] : methods) {
+    EXPECT_EQ(method_name(m), name);
+    EXPECT_EQ(method_from_name(name), m) << name;
+  }
+  const std::vector<std::pair<ScoreSide, std::string>> sides = {
+      {ScoreSide::Joint, "qk"}, {ScoreSide::QOnly, "q"}, {ScoreSide::KOnly, "k"}};
+  for (const auto& [s, name] : sides) {
+    EXPECT_EQ(side_name(s), name);
+    EXPECT_EQ(side_from_name(name), s) << name;
+  }
+}
+
+TEST(BadInput_SelectorNames, unknownNameListsEveryAcceptedOne) {
+  auto message = [](auto parse, const std::string& name) {
+    try {
+      parse(name);
+    } catch (const ShapeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message(method_from_name, "wanda"),
+            "unknown selection method 'wanda' (expected rand, l1, swanda, grad, drrqr or pca)");
+  EXPECT_EQ(message(side_from_name, "kq"), "unknown score side 'kq' (expected qk, q or k)");
+  EXPECT_EQ(message(method_from_name, "L1"),  // names are case-sensitive
+            "unknown selection method 'L1' (expected rand, l1, swanda, grad, drrqr or pca)");
 }
 
 }  // namespace
