@@ -24,6 +24,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/delta_rule.h"
@@ -306,6 +307,21 @@ inline RecurrenceCase slice_steps(const RecurrenceCase& c, Index begin, Index le
   return s;
 }
 
+/// Rounding budget of a head's recurrence, for two computations that agree in exact arithmetic (chunked vs
+/// recurrent, a permuted or rotated key basis, a state carried across calls, a state projected on its span):
+/// every transition draw_recurrence makes is non-expansive, so each step adds at most ~ (dk + dv) eps M to the
+/// state's error, M = state_magnitude(c) >= every ||S_t||; over T steps, c = 4 (two runs, two products):
+///   state  4 (T + 1)(dk + dv) eps M,   outputs  that times max_t ||q_t|| scale sqrt(T).
+struct RoundingBudget {
+  double state, out;
+};
+
+inline RoundingBudget rounding_budget(const RecurrenceCase& c) {
+  const double state = 4.0 * static_cast<double>((c.T() + 1) * (c.dk() + c.dv())) * kEps * state_magnitude(c);
+  const double q_scale = c.scale * c.q.rowwise().norm().maxCoeff() * std::sqrt(static_cast<double>(c.T()));
+  return {state, state * q_scale};
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // RapidCheck generators (sizes shrink toward the first listed value; the data seed does not shrink)
 // ---------------------------------------------------------------------------------------------------------------
@@ -326,6 +342,27 @@ inline rc::Gen<Spectrum> genSpectrum() {
 }
 /// Condition numbers of prescribed spectra: 1 (orthogonal) up to 1e6 (still far from 1/eps).
 inline rc::Gen<double> genCond() { return rc::gen::elementOf(std::vector<double>{1.0, 2.0, 10.0, 1e3, 1e6}); }
+
+/// A head of any rule as most recurrence properties draw it: rule, T, dk, dv, recurrent or chunked (chunk 64),
+/// with or without S_0, all drawn by RapidCheck in that order (they shrink), then the data from a drawn seed;
+/// rng continues that data stream for whatever else the property draws.
+struct DrawnHead {
+  RecurrenceCase c;
+  bool chunked;
+  Rng rng;
+};
+
+inline DrawnHead draw_head() {
+  const RuleKind rule = *genRule();
+  const Index T = *genSeqLen();
+  const Index dk = *genKeyDim();
+  const Index dv = *genValueDim();
+  const bool chunked = *rc::gen::arbitrary<bool>();
+  const bool with_S0 = *rc::gen::arbitrary<bool>();
+  Rng rng(*genSeed());
+  RecurrenceCase c = draw_recurrence(rng, rule, T, dk, dv, with_S0);
+  return {std::move(c), chunked, std::move(rng)};
+}
 
 /// Counterexamples print spectra and rules by name (found by argument-dependent lookup).
 inline void showValue(Spectrum s, std::ostream& os) { os << spectrum_name(s); }

@@ -12,7 +12,7 @@
 ///       floor(j / G) (fla, anchor-fla.md §1.0), i.e. run_multihead equals running it on q, k repeat_interleave'd to
 ///       Hv heads; Mamba-2 groups likewise (head h uses group floor(h / (H / groups))). Bitwise: the same per-head
 ///       function sees the same inputs.
-/// Budgets for (2), (3): as in prop_metamorphic_recurrence.cpp, 4 (T + 1)(dk + dv) eps M for the state, times
+/// Budgets for (2), (3): rounding_budget (generators.h), 4 (T + 1)(dk + dv) eps M for the state, times
 /// ||q_t|| scale sqrt(T) for outputs, M = ||S_0|| + sum_t |gain_t| ||k_t|| ||v_t|| (non-expansive transitions).
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
@@ -36,23 +36,9 @@ RecurrenceCase keep_channels(const RecurrenceCase& c, const std::vector<Index>& 
   return r;
 }
 
-double state_budget(const RecurrenceCase& c) {
-  return 4.0 * static_cast<double>((c.T() + 1) * (c.dk() + c.dv())) * kEps * state_magnitude(c);
-}
-double output_budget(const RecurrenceCase& c) {
-  return state_budget(c) * c.scale * c.q.rowwise().norm().maxCoeff() * std::sqrt(static_cast<double>(c.T()));
-}
-
 RC_GTEST_PROP(Metamorphic_KeyChannels, keepingAllChannelsEqualsUnpruned, ()) {
-  const RuleKind rule = *genRule();
-  const Index T = *genSeqLen();
-  const Index dk = *genKeyDim();
-  const Index dv = *genValueDim();
-  const bool chunked = *rc::gen::arbitrary<bool>();
-  const bool with_S0 = *rc::gen::arbitrary<bool>();
-  Rng rng(*genSeed());
-  const RecurrenceCase c = draw_recurrence(rng, rule, T, dk, dv, with_S0);
-  std::vector<Index> all(static_cast<std::size_t>(dk));
+  const auto [c, chunked, rng] = draw_head();
+  std::vector<Index> all(static_cast<std::size_t>(c.dk()));
   std::iota(all.begin(), all.end(), Index{0});
   const RecurrenceCase kept = keep_channels(c, all);
   RC_ASSERT(kept.q == c.q);
@@ -61,30 +47,22 @@ RC_GTEST_PROP(Metamorphic_KeyChannels, keepingAllChannelsEqualsUnpruned, ()) {
   const ref::HeadResult b = run(kept, chunked);
   RC_ASSERT(b.o == a.o);  // bitwise: identical inputs to the same function
   RC_ASSERT(b.state == a.state);
-  RC_TAG(rule_name(rule));
+  RC_TAG(rule_name(c.rule));
 }
 
 RC_GTEST_PROP(Metamorphic_KeyChannels, jointPermutationKeepsOutputsAndPermutesState, ()) {
-  const RuleKind rule = *genRule();
-  const Index T = *genSeqLen();
-  const Index dk = *genKeyDim();
-  const Index dv = *genValueDim();
-  const bool chunked = *rc::gen::arbitrary<bool>();
-  const bool with_S0 = *rc::gen::arbitrary<bool>();
-  Rng rng(*genSeed());
-  const RecurrenceCase c = draw_recurrence(rng, rule, T, dk, dv, with_S0);
-  std::vector<Index> perm(static_cast<std::size_t>(dk));
+  auto [c, chunked, rng] = draw_head();
+  std::vector<Index> perm(static_cast<std::size_t>(c.dk()));
   std::iota(perm.begin(), perm.end(), Index{0});
   std::shuffle(perm.begin(), perm.end(), rng.eng);
 
   const ref::HeadResult a = run(c, chunked);
   const ref::HeadResult b = run(keep_channels(c, perm), chunked);
   const Mat permuted_state = ref::keep_columns(a.state.transpose(), perm).transpose();
-  const double out_err = (b.o - a.o).norm();
-  const double state_err = (b.state - permuted_state).norm();
-  RC_ASSERT(out_err <= output_budget(c));
-  RC_ASSERT(state_err <= state_budget(c));
-  RC_TAG(rule_name(rule));
+  const RoundingBudget budget = rounding_budget(c);
+  RC_ASSERT((b.o - a.o).norm() <= budget.out);
+  RC_ASSERT((b.state - permuted_state).norm() <= budget.state);
+  RC_TAG(rule_name(c.rule));
   STATECUT_CLASSIFY_EPS(rel_err(b.o, a.o) / kEps);
 }
 
@@ -112,8 +90,9 @@ RC_GTEST_PROP(Metamorphic_KeyChannels, pruningEqualsZeroingDroppedChannels, ()) 
   const ref::HeadResult full = run(zeroed, chunked);
   const ref::HeadResult small = run(pruned, chunked);
   const Mat full_kept_rows = ref::keep_columns(full.state.transpose(), keep).transpose();
-  RC_ASSERT((small.o - full.o).norm() <= output_budget(zeroed));
-  RC_ASSERT((small.state - full_kept_rows).norm() <= state_budget(zeroed));
+  const RoundingBudget budget = rounding_budget(zeroed);
+  RC_ASSERT((small.o - full.o).norm() <= budget.out);
+  RC_ASSERT((small.state - full_kept_rows).norm() <= budget.state);
   // The dropped rows never leave zero (k_t is exactly 0 there, so every update adds exact zeros).
   double dropped = 0.0;
   for (Index i = kept_count; i < dk; ++i) dropped += full.state.row(order[static_cast<std::size_t>(i)]).norm();

@@ -6,7 +6,7 @@
 ///       recurrence is a left fold over time, so this holds exactly; recurrent runs must agree bitwise (the same
 ///       operations on the same numbers), chunked runs up to rounding (the chunk boundaries move).
 ///
-/// Error budget (both relations): every generated transition is non-expansive, so the state's rounding error is
+/// Error budget (both relations; rounding_budget in generators.h): every generated transition is non-expansive, so the state's rounding error is
 /// at most ~ (dk + dv) eps M per step, M = ||S_0|| + sum_t |gain_t| ||k_t|| ||v_t|| >= every ||S_t||; over T steps
 /// and two computations: 4 (T + 1)(dk + dv) eps M for the state and that times ||q_t|| scale sqrt(T) for the
 /// outputs. The chunked form's triangular solve (I + L)^{-1} has |L_ij| <= 2, but its growth stays far below this
@@ -18,17 +18,6 @@
 
 namespace statecut::prop {
 namespace {
-
-struct Budget {
-  double state, out;
-};
-
-Budget budget(const RecurrenceCase& c) {
-  const double M = state_magnitude(c);
-  const double per = 4.0 * static_cast<double>((c.T() + 1) * (c.dk() + c.dv())) * kEps * M;
-  const double q_scale = c.scale * c.q.rowwise().norm().maxCoeff() * std::sqrt(static_cast<double>(c.T()));
-  return {per, per * q_scale};
-}
 
 RC_GTEST_PROP(Metamorphic_Recurrence, chunkedMatchesRecurrent, ()) {
   const RuleKind rule = *genRule();
@@ -46,7 +35,7 @@ RC_GTEST_PROP(Metamorphic_Recurrence, chunkedMatchesRecurrent, ()) {
   RC_ASSERT(chk.o.cols() == dv);
   RC_ASSERT(chk.state.rows() == dk);
   RC_ASSERT(chk.state.cols() == dv);
-  const Budget b = budget(c);
+  const RoundingBudget b = rounding_budget(c);
   const double state_err = (chk.state - rec.state).norm();
   const double out_err = (chk.o - rec.o).norm();
   RC_ASSERT(state_err <= b.state);
@@ -81,7 +70,7 @@ RC_GTEST_PROP(Metamorphic_Recurrence, stateCarryEqualsSingleRun, ()) {
     RC_ASSERT(second.state == whole.state);
     RC_ASSERT(o == whole.o);
   } else {
-    const Budget b = budget(c);
+    const RoundingBudget b = rounding_budget(c);
     RC_ASSERT((second.state - whole.state).norm() <= b.state);
     RC_ASSERT((o - whole.o).norm() <= b.out);
   }

@@ -56,7 +56,7 @@ RC_GTEST_PROP(Theorem_AlgebraicRank, stateLivesInSpanOfKeysAndValues, ()) {
   const double value_residual = (S - (S * Bv) * Bv.transpose()).norm();
 
   const double M = state_magnitude(c);
-  const double budget = 4.0 * static_cast<double>((T + 1) * (dk + dv)) * kEps * M;
+  const double budget = rounding_budget(c).state;  // 4 (T + 1)(dk + dv) eps M
   RC_ASSERT(key_residual <= budget);
   RC_ASSERT(value_residual <= budget);
   // How much of the state there is to test: a vanishing state would make the residual check vacuous.

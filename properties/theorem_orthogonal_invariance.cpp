@@ -20,34 +20,23 @@ namespace statecut::prop {
 namespace {
 
 RC_GTEST_PROP(Theorem_OrthogonalInvariance, outputsInvariantAndStateRotates, ()) {
-  const RuleKind rule = *genRule();
-  const Index T = *genSeqLen();
-  const Index dk = *genKeyDim();
-  const Index dv = *genValueDim();
-  const bool chunked = *rc::gen::arbitrary<bool>();
-  const bool with_S0 = *rc::gen::arbitrary<bool>();
-  Rng rng(*genSeed());
-  const RecurrenceCase c = draw_recurrence(rng, rule, T, dk, dv, with_S0);
-  const Mat rot = random_orthogonal(rng, dk);
+  auto [c, chunked, rng] = draw_head();
+  const Mat rot = random_orthogonal(rng, c.dk());
 
   RecurrenceCase r = c;
   r.q = c.q * rot.transpose();
   r.k = c.k * rot.transpose();
-  if (with_S0) r.S0 = rot * c.S0;
+  if (c.S0.size()) r.S0 = rot * c.S0;
 
   const ref::HeadResult base = run(c, chunked);
   const ref::HeadResult turned = run(r, chunked);
 
   // Both runs round differently. Every transition is non-expansive, so each step adds an absolute error of at most
-  // ~ (dk + dv) eps times the state magnitude M (state_magnitude), and the T steps add up: budget
-  // 4 (T + 1) (dk + dv) eps M for the state, times ||q_t|| scale for the outputs (c = 4: two runs, two products).
-  const double M = state_magnitude(c);
-  const double budget = 4.0 * static_cast<double>((T + 1) * (dk + dv)) * kEps;
-  const double q_scale = c.scale * c.q.rowwise().norm().maxCoeff() * std::sqrt(static_cast<double>(T));
-  const double out_err = (turned.o - base.o).norm();
-  const double state_err = (turned.state - rot * base.state).norm();
-  RC_ASSERT(state_err <= budget * M);
-  RC_ASSERT(out_err <= budget * M * q_scale);
+  // ~ (dk + dv) eps times the state magnitude M (state_magnitude), and the T steps add up: rounding_budget,
+  // 4 (T + 1) (dk + dv) eps M for the state, times ||q_t|| scale sqrt(T) for the outputs.
+  const RoundingBudget budget = rounding_budget(c);
+  RC_ASSERT((turned.state - rot * base.state).norm() <= budget.state);
+  RC_ASSERT((turned.o - base.o).norm() <= budget.out);
   STATECUT_CLASSIFY_EPS(rel_err(turned.o, base.o) / kEps);
 }
 
