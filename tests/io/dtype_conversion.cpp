@@ -3,6 +3,7 @@
 // e5m2 against f16 since e5m2 is f16's top byte), and the extremes of every integer type.
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 
 #include "optimized/io/safetensors.h"
@@ -48,59 +49,74 @@ void expect_value(DType d, double (*decode)(Bits), Bits bits, double want) {
   EXPECT_EQ(std::signbit(got), std::signbit(want));
 }
 
+/// A hand-picked code of a narrow float and its exact value.
+struct Code {
+  unsigned bits;
+  double want;
+};
+
+template <typename Bits>
+void expect_values(DType d, double (*decode)(Bits), std::initializer_list<Code> codes) {
+  for (const Code& c : codes) expect_value<Bits>(d, decode, static_cast<Bits>(c.bits), c.want);
+}
+
 TEST(Unit_DtypeConversion, bfloat16HandValues) {
-  const auto f = bf16_bits_to_double;
-  expect_value<uint16_t>(DType::BF16, f, 0x3F80, 1.0);
-  expect_value<uint16_t>(DType::BF16, f, 0xC000, -2.0);
-  expect_value<uint16_t>(DType::BF16, f, 0x3EAB, 0.333984375);  // 1/3 rounded to 8 significant bits
-  expect_value<uint16_t>(DType::BF16, f, 0x0001, std::ldexp(1.0, -133));  // smallest subnormal
-  expect_value<uint16_t>(DType::BF16, f, 0x7F7F, std::ldexp(255.0, 120));  // largest finite
-  expect_value<uint16_t>(DType::BF16, f, 0x7F80, kInf);
-  expect_value<uint16_t>(DType::BF16, f, 0xFF80, -kInf);
-  expect_value<uint16_t>(DType::BF16, f, 0x7FC0, NAN);
-  expect_value<uint16_t>(DType::BF16, f, 0x8000, -0.0);
+  expect_values<uint16_t>(DType::BF16, bf16_bits_to_double, {
+      {0x3F80, 1.0},
+      {0xC000, -2.0},
+      {0x3EAB, 0.333984375},              // 1/3 rounded to 8 significant bits
+      {0x0001, std::ldexp(1.0, -133)},    // smallest subnormal
+      {0x7F7F, std::ldexp(255.0, 120)},   // largest finite
+      {0x7F80, kInf},
+      {0xFF80, -kInf},
+      {0x7FC0, NAN},
+      {0x8000, -0.0},
+  });
 }
 
 TEST(Unit_DtypeConversion, float16HandValuesIncludingSubnormals) {
-  const auto f = f16_bits_to_double;
-  expect_value<uint16_t>(DType::F16, f, 0x3C00, 1.0);
-  expect_value<uint16_t>(DType::F16, f, 0x3555, 0.333251953125);
-  expect_value<uint16_t>(DType::F16, f, 0x0001, std::ldexp(1.0, -24));       // smallest subnormal
-  expect_value<uint16_t>(DType::F16, f, 0x03FF, std::ldexp(1023.0, -24));    // largest subnormal
-  expect_value<uint16_t>(DType::F16, f, 0x0400, std::ldexp(1.0, -14));       // smallest normal
-  expect_value<uint16_t>(DType::F16, f, 0x8001, -std::ldexp(1.0, -24));
-  expect_value<uint16_t>(DType::F16, f, 0x7BFF, 65504.0);
-  expect_value<uint16_t>(DType::F16, f, 0x7C00, kInf);
-  expect_value<uint16_t>(DType::F16, f, 0xFC00, -kInf);
-  expect_value<uint16_t>(DType::F16, f, 0x7E00, NAN);
-  expect_value<uint16_t>(DType::F16, f, 0x8000, -0.0);
+  expect_values<uint16_t>(DType::F16, f16_bits_to_double, {
+      {0x3C00, 1.0},
+      {0x3555, 0.333251953125},
+      {0x0001, std::ldexp(1.0, -24)},     // smallest subnormal
+      {0x03FF, std::ldexp(1023.0, -24)},  // largest subnormal
+      {0x0400, std::ldexp(1.0, -14)},     // smallest normal
+      {0x8001, -std::ldexp(1.0, -24)},
+      {0x7BFF, 65504.0},
+      {0x7C00, kInf},
+      {0xFC00, -kInf},
+      {0x7E00, NAN},
+      {0x8000, -0.0},
+  });
 }
 
 TEST(Unit_DtypeConversion, float8E4m3HandValues) {
-  const auto f = f8_e4m3_bits_to_double;
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x38, 1.0);
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0xB8, -1.0);
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x7E, 448.0);                     // max finite
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x78, 256.0);                     // exponent field 15 is finite
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x7F, NAN);
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0xFF, NAN);
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x01, std::ldexp(1.0, -9));       // smallest subnormal
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x07, std::ldexp(7.0, -9));       // largest subnormal
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x08, std::ldexp(1.0, -6));       // smallest normal
-  expect_value<uint8_t>(DType::F8_E4M3, f, 0x80, -0.0);
+  expect_values<uint8_t>(DType::F8_E4M3, f8_e4m3_bits_to_double, {
+      {0x38, 1.0},
+      {0xB8, -1.0},
+      {0x7E, 448.0},                      // max finite
+      {0x78, 256.0},                      // exponent field 15 is finite
+      {0x7F, NAN},
+      {0xFF, NAN},
+      {0x01, std::ldexp(1.0, -9)},        // smallest subnormal
+      {0x07, std::ldexp(7.0, -9)},        // largest subnormal
+      {0x08, std::ldexp(1.0, -6)},        // smallest normal
+      {0x80, -0.0},
+  });
 }
 
 TEST(Unit_DtypeConversion, float8E5m2HandValues) {
-  const auto f = f8_e5m2_bits_to_double;
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x3C, 1.0);
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0xC0, -2.0);
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x7B, 57344.0);                   // max finite
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x7C, kInf);
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0xFC, -kInf);
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x7D, NAN);
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x01, std::ldexp(1.0, -16));      // smallest subnormal
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x03, std::ldexp(3.0, -16));
-  expect_value<uint8_t>(DType::F8_E5M2, f, 0x04, std::ldexp(1.0, -14));      // smallest normal
+  expect_values<uint8_t>(DType::F8_E5M2, f8_e5m2_bits_to_double, {
+      {0x3C, 1.0},
+      {0xC0, -2.0},
+      {0x7B, 57344.0},                    // max finite
+      {0x7C, kInf},
+      {0xFC, -kInf},
+      {0x7D, NAN},
+      {0x01, std::ldexp(1.0, -16)},       // smallest subnormal
+      {0x03, std::ldexp(3.0, -16)},
+      {0x04, std::ldexp(1.0, -14)},       // smallest normal
+  });
 }
 
 TEST(Unit_DtypeConversion, e5m2IsTheTopByteOfFloat16ForAllCodes) {
