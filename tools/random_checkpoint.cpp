@@ -1,0 +1,163 @@
+// statecut-random-checkpoint: writes an fla `delta_net` checkpoint (config.json + model.safetensors, bf16)
+// with random weights, by our own safetensors writer. Default shapes are fla-hub/delta_net-1.3B-100B's
+// (notes/anchor-fla.md §3.5: hidden 2048, 16 heads, 24 layers, MLP 5632, vocab 32000 → 339 tensors,
+// 1,365,677,056 parameters, 2.73 GB); smaller shapes serve the local rehearsal of bench/torch_prune_gpu.sh.
+//
+// Weights: linear and conv weights are slices of one pool of N(0, 0.02²)-like values (uniform with that std,
+// seeded by --seed / STATECUT_SEED; each tensor starts at its own pool offset, so memory stays one largest
+// tensor), norm weights are 1. Only the shapes and a finite forward matter: the GPU prune benchmark times
+// calibration + selection + surgery, whose cost does not depend on the values.
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "optimized/io/safetensors.h"
+
+namespace fs = std::filesystem;
+namespace io = statecut::io;
+
+namespace {
+
+struct Sizes {
+  int64_t hidden = 2048, heads = 16, layers = 24, intermediate = 5632, vocab = 32000, conv = 4;
+};
+
+struct Spec {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool ones = false;  // norm weight
+};
+
+std::vector<Spec> delta_net_tensors(const Sizes& s) {
+  const int64_t H = s.hidden, dh = s.hidden / s.heads;
+  std::vector<Spec> t = {{"model.embeddings.weight", {s.vocab, H}},
+                         {"model.norm.weight", {H}, true},
+                         {"lm_head.weight", {s.vocab, H}}};
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "attn_norm.weight", {H}, true});
+    t.push_back({p + "attn.q_proj.weight", {H, H}});
+    t.push_back({p + "attn.k_proj.weight", {H, H}});
+    t.push_back({p + "attn.v_proj.weight", {H, H}});
+    t.push_back({p + "attn.b_proj.weight", {s.heads, H}});
+    t.push_back({p + "attn.q_conv1d.weight", {H, 1, s.conv}});
+    t.push_back({p + "attn.k_conv1d.weight", {H, 1, s.conv}});
+    t.push_back({p + "attn.v_conv1d.weight", {H, 1, s.conv}});
+    t.push_back({p + "attn.o_norm.weight", {dh}, true});
+    t.push_back({p + "attn.o_proj.weight", {H, H}});
+    t.push_back({p + "mlp_norm.weight", {H}, true});
+    t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, H}});
+    t.push_back({p + "mlp.up_proj.weight", {s.intermediate, H}});
+    t.push_back({p + "mlp.down_proj.weight", {H, s.intermediate}});
+  }
+  return t;
+}
+
+nlohmann::json delta_net_config(const Sizes& s) {
+  return {{"architectures", {"DeltaNetForCausalLM"}},
+          {"model_type", "delta_net"},
+          {"attn", nullptr},
+          {"attn_mode", "chunk"},
+          {"hidden_size", s.hidden},
+          {"num_heads", s.heads},
+          {"num_hidden_layers", s.layers},
+          {"expand_k", 1},
+          {"expand_v", 1},
+          {"hidden_ratio", 4},
+          {"intermediate_size", s.intermediate},
+          {"max_position_embeddings", 2048},
+          {"vocab_size", s.vocab},
+          {"conv_size", s.conv},
+          {"use_short_conv", true},
+          {"use_beta", true},
+          {"use_gate", false},
+          {"use_output_norm", true},
+          {"qk_activation", "silu"},
+          {"qk_norm", "l2"},
+          {"hidden_act", "swish"},
+          {"norm_eps", 1e-06},
+          {"norm_first", false},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2},
+          {"pad_token_id", 2},
+          {"fuse_cross_entropy", true},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"use_cache", true}};
+}
+
+uint16_t to_bf16(float f) {  // round to nearest even
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t x : s) n *= x;
+  return n;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"write an fla delta_net checkpoint with random bf16 weights (default: the 1.3B shapes)"};
+  Sizes s;
+  std::string out;
+  const char* env_seed = std::getenv("STATECUT_SEED");
+  uint64_t seed = env_seed ? std::strtoull(env_seed, nullptr, 10) : 20260204ULL;
+  app.add_option("--out", out, "output folder (created; must not hold a checkpoint yet)")->required();
+  app.add_option("--hidden", s.hidden, "hidden size")->capture_default_str();
+  app.add_option("--heads", s.heads, "heads (head dim = hidden / heads)")->capture_default_str();
+  app.add_option("--layers", s.layers, "layers")->capture_default_str();
+  app.add_option("--intermediate", s.intermediate, "MLP size")->capture_default_str();
+  app.add_option("--vocab", s.vocab, "vocabulary")->capture_default_str();
+  app.add_option("--seed", seed, "pool seed (default STATECUT_SEED or 20260204)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (s.hidden < 1 || s.heads < 1 || s.hidden % s.heads != 0 || s.layers < 1 || s.intermediate < 1 || s.vocab < 1)
+      throw std::runtime_error("sizes must be positive and hidden divisible by heads");
+    if (fs::exists(fs::path(out) / "model.safetensors"))
+      throw std::runtime_error(out + ": already holds model.safetensors");
+    fs::create_directories(out);
+    const auto specs = delta_net_tensors(s);
+    int64_t largest = 0, total = 0;
+    for (const auto& t : specs) largest = std::max(largest, numel(t.shape)), total += numel(t.shape);
+    const int64_t spread = 4096;
+    std::vector<uint16_t> pool(static_cast<std::size_t>(largest + spread));
+    std::mt19937_64 rng(seed);
+    const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
+    std::uniform_real_distribution<float> u(-a, a);
+    for (auto& b : pool) b = to_bf16(u(rng));
+    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max(s.hidden, s.hidden / s.heads)), to_bf16(1.0f));
+    io::SafetensorsWriter w;
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const auto& t = specs[i];
+      const std::size_t nbytes = static_cast<std::size_t>(numel(t.shape)) * 2;
+      const uint16_t* data = t.ones ? ones.data() : pool.data() + (i * 97) % spread;
+      w.add_borrowed(t.name, io::DType::BF16, t.shape, data, nbytes);
+    }
+    w.set_metadata({{"format", "pt"}});
+    w.write((fs::path(out) / "model.safetensors").string());
+    std::ofstream cfg(fs::path(out) / "config.json");
+    cfg << delta_net_config(s).dump(2) << "\n";
+    if (!cfg) throw std::runtime_error(out + "/config.json: cannot write");
+    std::printf("wrote %s: %zu tensors, %lld parameters (bf16), seed %llu\n", out.c_str(), specs.size(),
+                static_cast<long long>(total), static_cast<unsigned long long>(seed));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "statecut-random-checkpoint: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
