@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "tests/gpu/gated_delta_cases.h"
 
@@ -59,6 +60,19 @@ struct Timer {
 Timer& timer() {
   static Timer t;
   return t;
+}
+
+// Mean of the benchmark's iterations, each one flushed, event-timed call of launch().
+template <typename F>
+double timed_mean_ms(benchmark::State& st, F&& launch) {
+  double total = 0;
+  int n = 0;
+  for (auto _ : st) {
+    const double t = timer().ms(launch);
+    st.SetIterationTime(t / 1e3);
+    total += t, ++n;
+  }
+  return n > 0 ? total / n : 0.0;
 }
 
 double g_copy_gbs = 0;                        // device copy bandwidth measured in this run
@@ -139,14 +153,7 @@ void BM_Prefill(benchmark::State& st) {
     }
     st.counters["check_err"] = e;
   }
-  double total = 0;
-  int n = 0;
-  for (auto _ : st) {
-    const double t = timer().ms([&] { CU(statecut::cuda::gated_delta_chunk(p.a, 0)); });
-    st.SetIterationTime(t / 1e3);
-    total += t, ++n;
-  }
-  const double ms = total / n;
+  const double ms = timed_mean_ms(st, [&] { CU(statecut::cuda::gated_delta_chunk(p.a, 0)); });
   const std::string key = "prefill " + std::to_string(B) + " " + std::to_string(T);
   if (K == 128) g_ms[key] = ms;
   st.counters["ms"] = ms;
@@ -181,14 +188,7 @@ void BM_Decode(benchmark::State& st) {
       return;
     }
   }
-  double total = 0;
-  int n = 0;
-  for (auto _ : st) {
-    const double t = timer().ms([&] { CU(statecut::cuda::gated_delta_recurrent(p.a, 0)); });
-    st.SetIterationTime(t / 1e3);
-    total += t, ++n;
-  }
-  const double us = total / n * 1e3;
+  const double us = timed_mean_ms(st, [&] { CU(statecut::cuda::gated_delta_recurrent(p.a, 0)); }) * 1e3;
   const double gbs = 2.0 * B * 16 * K * 128 * 4 / (us / 1e6) / 1e9;
   {  // a plain device copy of the same state bytes, the practical floor at this size
     at::Tensor dst = at::empty_like(p.s);
@@ -236,18 +236,17 @@ void BM_DecodeBf16State(benchmark::State& st) {
   }
   p.a.state_bf16 = true;
   p.a.initial_state = p.a.final_state = sb.data_ptr();
-  double total = 0;
-  int n = 0;
-  for (auto _ : st) {
-    const double t = timer().ms([&] { CU(statecut::cuda::gated_delta_recurrent(p.a, 0)); });
-    st.SetIterationTime(t / 1e3);
-    total += t, ++n;
-  }
-  const double us = total / n * 1e3;
+  const double us = timed_mean_ms(st, [&] { CU(statecut::cuda::gated_delta_recurrent(p.a, 0)); }) * 1e3;
   const double gbs = 2.0 * B * 16 * K * 128 * 2 / (us / 1e6) / 1e9;
   st.counters["us"] = us;
   st.counters["GB/s"] = gbs;
   if (g_copy_gbs > 0) st.counters["of_copy"] = gbs / g_copy_gbs;
+}
+
+void add(const char* name, void (*fn)(benchmark::State&), const std::vector<int64_t>& args,
+         const std::vector<std::string>& names, int iterations, benchmark::TimeUnit unit) {
+  benchmark::RegisterBenchmark(name, fn)->Args(args)->ArgNames(names)->UseManualTime()->Iterations(iterations)->Unit(
+      unit);
 }
 
 void register_all() {
@@ -255,30 +254,14 @@ void register_all() {
   benchmark::RegisterBenchmark("copy_1GiB", BM_CopyBandwidth)->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
   for (int vf : {1, 0})
     for (int B : {1, 8, 64, 256, 1024})
-      for (int K : decode_dks())
-        benchmark::RegisterBenchmark("decode", BM_Decode)
-            ->Args({B, K, vf})
-            ->ArgNames({"B", "dk", "vfirst"})
-            ->UseManualTime()
-            ->Iterations(50)
-            ->Unit(benchmark::kMicrosecond);
+      for (int K : decode_dks()) add("decode", BM_Decode, {B, K, vf}, {"B", "dk", "vfirst"}, 50, benchmark::kMicrosecond);
   for (int vf : {1, 0})
     for (int B : {256, 1024})
       for (int K : {128, 64})
-        benchmark::RegisterBenchmark("decode_bf16_state", BM_DecodeBf16State)
-            ->Args({B, K, vf})
-            ->ArgNames({"B", "dk", "vfirst"})
-            ->UseManualTime()
-            ->Iterations(50)
-            ->Unit(benchmark::kMicrosecond);
+        add("decode_bf16_state", BM_DecodeBf16State, {B, K, vf}, {"B", "dk", "vfirst"}, 50, benchmark::kMicrosecond);
   for (const PrefillShape& s : prefill_shapes())
     for (int K : prefill_dks())
-      benchmark::RegisterBenchmark("prefill", BM_Prefill)
-          ->Args({s.B, s.T, K})
-          ->ArgNames({"B", "T", "dk"})
-          ->UseManualTime()
-          ->Iterations(10)
-          ->Unit(benchmark::kMillisecond);
+      add("prefill", BM_Prefill, {s.B, s.T, K}, {"B", "T", "dk"}, 10, benchmark::kMillisecond);
 }
 
 }  // namespace

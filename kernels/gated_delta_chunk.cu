@@ -13,9 +13,9 @@
 //      S <- e^{G_last} S + Kr^T diag(e^{G_last - G} rk) V'
 //    TF32 mma.sync with fp32 accumulation (TF32 keeps the error within 2x of an fp32 token loop), the state in
 //    shared memory in fp32, next chunk's q/k by cp.async and its T, P, scalars and v prefetched into registers.
-// The workspace (fp32 T and P, 32 KiB + 1.25 KiB per (chunk, value head)) is taken with cudaMallocAsync on the
-// caller's stream and released with cudaFreeAsync on it; the default pool of the device is told to keep freed memory
-// (release threshold = max) so that repeated calls do not map and unmap it again.
+// The workspace (fp32 T and P, lower block triangle only: 20 KiB + 1.25 KiB per (chunk, value head)) is taken
+// with cudaMallocAsync on the caller's stream and released with cudaFreeAsync on it; the default pool of the device
+// is told to keep freed memory (release threshold = max) so that repeated calls do not map and unmap it again.
 // Any key dim: K is zero-padded to Kp = ceil16(K) in shared memory; rows past the end of a sequence are zeros with
 // g = 0 and beta = 0, so they change neither the state nor the cumulative gate.
 #include <cuda_bf16.h>
@@ -37,7 +37,9 @@ constexpr int kThreads = 128;   // state_kernel: 4 warps, warp w owns chunk rows
 constexpr int kThreadsA = 256;  // prep_kernel: warps 0-3 K K^T, warps 4-7 Q K^T, row strip = warp % 4
 constexpr int ldc = C + 4;     // fp32 C x C matrices in prep_kernel (A fragment reads conflict-free)
 constexpr int kXw = 16 * 8;    // per-warp solve scratch: one 16 x 8 block
-constexpr int kFrag = C * C;   // floats of one C x C matrix in fragment order
+constexpr int kTiles = 20;     // 16 x 8 tiles of a lower block-triangular C x C matrix: 2 + 4 + 6 + 8 per row strip
+constexpr int kFrag = kTiles * 128;  // floats of one such matrix in fragment order (tile (mt, kt), kt <= 2mt + 1,
+                                     // at mt (mt + 1) + kt; 32 lanes x 4 floats per tile)
 constexpr int kScal = 5 * C;   // per (chunk, head) scalars: b, b e^G rk, e^G rq scale, e^{Gl-G} rk, e^{Gl}
 
 __device__ __forceinline__ uint32_t f2tf32(float x) {
@@ -301,7 +303,8 @@ __global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a,
   float4* oT = reinterpret_cast<float4*>(wsT + slot * kFrag);
   float4* oP = reinterpret_cast<float4*>(wsP + slot * kFrag);
   for (int i = tid; i < kFrag / 4; i += kThreadsA) {
-    const int ln = i & 31, kt = (i >> 5) & 7, mt = i >> 8;
+    const int ln = i & 31, tile = i >> 5, mt = tile < 2 ? 0 : tile < 6 ? 1 : tile < 12 ? 2 : 3;
+    const int kt = tile - mt * (mt + 1);
     const int r = 16 * mt + (ln >> 2), c = 8 * kt + (ln & 3);
     oT[i] = make_float4(__uint_as_float(f2tf32(Ts[r * ldc + c])), __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c])),
                         __uint_as_float(f2tf32(Ts[r * ldc + c + 4])),
@@ -367,6 +370,26 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
+/// acc += M[strip w] B for a lower block-triangular C x C matrix M held as A fragments (k tiles 0..2w+1 of the
+/// warp's 16-row strip) and B = [C][NT * 8] TF32 values in shared memory (row stride LD).
+template <int NT, int LD>
+__device__ __forceinline__ void strip_tri_mma(float (*acc)[4], const float4* frag, const float* B, int warp, int g,
+                                              int t) {
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    if (kt > 2 * warp + 1) break;
+    const uint32_t af[4] = {__float_as_uint(frag[kt].x), __float_as_uint(frag[kt].y), __float_as_uint(frag[kt].z),
+                            __float_as_uint(frag[kt].w)};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[2];
+      b[0] = __float_as_uint(B[(8 * kt + t) * LD + 8 * nt + g]);
+      b[1] = __float_as_uint(B[(8 * kt + t + 4) * LD + 8 * nt + g]);
+      mma_tf32(acc[nt], af, b);
+    }
+  }
+}
+
 template <typename T, int BV, int MI>
 __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
                                                          const float* __restrict__ wsT,
@@ -404,21 +427,23 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   auto state_index = [&](int kk, int c) -> size_t {
     return a.layout == StateLayout::kKV ? (head * K + kk) * V + v0 + c : (head * V + v0 + c) * K + kk;
   };
+  // f(element, key row, tile column) over the thread's state elements
+  auto each_state = [&](auto&& f) {
 #pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kk = 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
-        S[mi][nt][e] = (s0 && kk < K && v0 + c < V) ? s0[state_index(kk, c)] : 0.f;
-      }
+        for (int e = 0; e < 4; ++e)
+          f(S[mi][nt][e], 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), 8 * nt + 2 * t + (e & 1));
+  };
+  each_state([&](float& x, int kk, int c) { x = (s0 && kk < K && v0 + c < V) ? s0[state_index(kk, c)] : 0.f; });
   // hi/lo bf16 terms of the state into Sh/Sl (transposed)
   auto store_terms = [&]() {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int mt = warp + 4 * mi;
-      if (16 * mt >= Kp) break;
+      if (16 * mt >= Kp) break;  // no such key tile
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -446,7 +471,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     const float4* p = reinterpret_cast<const float4*>(base + (slot0 + static_cast<size_t>(ci) * a.HV) * kFrag);
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt)
-      if (kt <= 2 * warp + 1) dst[kt] = __ldg(p + (warp * 8 + kt) * 32 + lane);
+      if (kt <= 2 * warp + 1) dst[kt] = __ldg(p + (warp * (warp + 1) + kt) * 32 + lane);
   };
   auto load_v = [&](int ci) {
     const long c0 = bos + static_cast<long>(ci) * C;
@@ -555,19 +580,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) Vr[nt][e] = 0.f;
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      if (kt > 2 * warp + 1) break;
-      const uint32_t af[4] = {__float_as_uint(Tf[kt].x), __float_as_uint(Tf[kt].y), __float_as_uint(Tf[kt].z),
-                              __float_as_uint(Tf[kt].w)};
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        b[0] = __float_as_uint(Ys[(8 * kt + t) * lds + 8 * nt + g]);
-        b[1] = __float_as_uint(Ys[(8 * kt + t + 4) * lds + 8 * nt + g]);
-        mma_tf32(Vr[nt], af, b);
-      }
-    }
+    strip_tri_mma<NT, lds>(Vr, Tf, Ys, warp, g, t);
     if (more) load_tp(Tf, wsT, ci + 1);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -584,19 +597,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     if (more) load_scal(sc, wsS + (slot0 + static_cast<size_t>(ci + 1) * a.HV) * kScal, m0 + g);
     __syncthreads();  // V' complete; the state terms are no longer read in this chunk
     // ---- phase 3: O += P V', written out ----
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      if (kt > 2 * warp + 1) break;
-      const uint32_t af[4] = {__float_as_uint(Pf[kt].x), __float_as_uint(Pf[kt].y), __float_as_uint(Pf[kt].z),
-                              __float_as_uint(Pf[kt].w)};
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        uint32_t b[2];
-        b[0] = __float_as_uint(Vp[(8 * kt + t) * lds + 8 * nt + g]);
-        b[1] = __float_as_uint(Vp[(8 * kt + t + 4) * lds + 8 * nt + g]);
-        mma_tf32(O[nt], af, b);
-      }
-    }
+    strip_tri_mma<NT, lds>(O, Pf, Vp, warp, g, t);
     if (more) load_tp(Pf, wsP, ci + 1);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -637,15 +638,9 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     store_terms();
   }
   if (s1 == nullptr) return;
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kk = 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
-        if (kk < K && v0 + c < V) s1[state_index(kk, c)] = S[mi][nt][e];
-      }
+  each_state([&](float& x, int kk, int c) {
+    if (kk < K && v0 + c < V) s1[state_index(kk, c)] = x;
+  });
 }
 
 template <typename KernT>
