@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "reference/delta_rule.h"
+#include "reference/enum_names.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/general_rule.h"
 #include "reference/linear_attention.h"
@@ -124,16 +125,13 @@ inline Vec log_gates(Rng& rng, Index T) {
 /// Kinds of prescribed singular spectra, largest value 1.
 enum class Spectrum { Flat, Geometric, OneLarge, Clustered, RankDeficient };
 
-inline const char* spectrum_name(Spectrum s) {
-  switch (s) {
-    case Spectrum::Flat: return "flat";
-    case Spectrum::Geometric: return "geometric";
-    case Spectrum::OneLarge: return "one-large";
-    case Spectrum::Clustered: return "clustered";
-    case Spectrum::RankDeficient: return "rank-deficient";
-  }
-  return "?";
-}
+/// Every spectrum with its printed name (genSpectrum draws from the same table).
+constexpr ref::detail::Named<Spectrum> kSpectra[] = {{Spectrum::Flat, "flat"},
+                                                     {Spectrum::Geometric, "geometric"},
+                                                     {Spectrum::OneLarge, "one-large"},
+                                                     {Spectrum::Clustered, "clustered"},
+                                                     {Spectrum::RankDeficient, "rank-deficient"}};
+inline const char* spectrum_name(Spectrum s) { return ref::detail::name_of(kSpectra, s); }
 
 /// n singular values in [1/cond, 1], non-increasing:
 ///   Flat: all 1 (kappa = 1);  Geometric: 1 ... 1/cond geometrically;  OneLarge: 1 then all 1/cond;
@@ -178,16 +176,13 @@ inline double rel_err(const Mat& a, const Mat& b) {
 /// The rules of DESIGN.md §3. Mamba2 reads q as C, k as B, v as x (value dt x), no scale.
 enum class RuleKind { Linear, Delta, GatedDelta, General, Mamba2 };
 
-inline const char* rule_name(RuleKind r) {
-  switch (r) {
-    case RuleKind::Linear: return "linear";
-    case RuleKind::Delta: return "delta";
-    case RuleKind::GatedDelta: return "gated_delta";
-    case RuleKind::General: return "general";
-    case RuleKind::Mamba2: return "mamba2";
-  }
-  return "?";
-}
+/// Every rule with its printed name (genRule draws from the same table).
+constexpr ref::detail::Named<RuleKind> kRules[] = {{RuleKind::Linear, "linear"},
+                                                   {RuleKind::Delta, "delta"},
+                                                   {RuleKind::GatedDelta, "gated_delta"},
+                                                   {RuleKind::General, "general"},
+                                                   {RuleKind::Mamba2, "mamba2"}};
+inline const char* rule_name(RuleKind r) { return ref::detail::name_of(kRules, r); }
 
 /// Inputs of one head. Only the fields the rule reads are filled.
 struct RecurrenceCase {
@@ -332,14 +327,8 @@ inline rc::Gen<Index> genValueDim() { return rc::gen::elementOf(std::vector<Inde
 /// Chunk sizes of the chunked forms: 1 (degenerate), 16 and 64 (the default), plus one not dividing 64.
 inline rc::Gen<Index> genChunk() { return rc::gen::elementOf(std::vector<Index>{64, 1, 16, 37}); }
 inline rc::Gen<std::uint64_t> genSeed() { return rc::gen::noShrink(rc::gen::arbitrary<std::uint64_t>()); }
-inline rc::Gen<RuleKind> genRule() {
-  return rc::gen::elementOf(std::vector<RuleKind>{RuleKind::Linear, RuleKind::Delta, RuleKind::GatedDelta,
-                                                  RuleKind::General, RuleKind::Mamba2});
-}
-inline rc::Gen<Spectrum> genSpectrum() {
-  return rc::gen::elementOf(std::vector<Spectrum>{Spectrum::Flat, Spectrum::Geometric, Spectrum::OneLarge,
-                                                  Spectrum::Clustered, Spectrum::RankDeficient});
-}
+inline rc::Gen<RuleKind> genRule() { return rc::gen::elementOf(ref::detail::values_of(kRules)); }
+inline rc::Gen<Spectrum> genSpectrum() { return rc::gen::elementOf(ref::detail::values_of(kSpectra)); }
 /// Condition numbers of prescribed spectra: 1 (orthogonal) up to 1e6 (still far from 1/eps).
 inline rc::Gen<double> genCond() { return rc::gen::elementOf(std::vector<double>{1.0, 2.0, 10.0, 1e3, 1e6}); }
 
