@@ -1,0 +1,129 @@
+// SentencePiece checkpoints: Tokenizer::for_checkpoint runs the statecut-spm helper (tools/spm_main.cpp). Golden:
+// assets/spm_pydocs256/sample.ids is Debian's `spm_encode --output_format=id` of sample.txt (README there); our
+// whole-text ids must equal its lines joined by the id of "\n". The pieces' byte lengths must sum to the text's
+// UTF-8 length (the model keeps every byte in exactly one piece). Broken models and a missing helper: one line.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "optimized/text.h"
+#include "optimized/tokenizer.h"
+
+namespace fs = std::filesystem;
+using statecut::Tokenizer;
+
+namespace {
+
+const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
+const fs::path kSpm = kRoot / "assets" / "spm_pydocs256";
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class SentencePiece : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef STATECUT_SPM_PATH
+    GTEST_SKIP() << "built without libsentencepiece: no statecut-spm";
+#else
+    ::setenv("STATECUT_SPM", STATECUT_SPM_PATH, 1);
+#endif
+  }
+};
+
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("statecut-spm-test-" + std::to_string(::getpid()));
+  ScratchDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace
+
+using Golden_SentencePiece = SentencePiece;
+using BadInput_SentencePiece = SentencePiece;
+
+TEST_F(Golden_SentencePiece, idsEqualSpmEncodeLinesJoinedByTheNewlinePiece) {
+  const Tokenizer tok = Tokenizer::for_checkpoint(kSpm.string());
+  ASSERT_FALSE(tok.byte_level());
+  EXPECT_EQ(tok.vocab_size(), 256);
+  const std::vector<int64_t> nl = tok.encode("\n");
+  ASSERT_EQ(nl.size(), 1u) << "\"\\n\" is one user-defined piece";
+  std::vector<int64_t> want;
+  std::istringstream gold(slurp(kSpm / "sample.ids"));
+  for (std::string line; std::getline(gold, line);) {
+    std::istringstream ls(line);
+    for (int64_t id; ls >> id;) want.push_back(id);
+    want.push_back(nl[0]);
+  }
+  const std::vector<int64_t> got = tok.encode(slurp(kSpm / "sample.txt"));
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(got, want);
+  EXPECT_LT(got.size(), 1471u / 1.5) << "a real subword model, not one piece per byte";
+}
+
+TEST_F(Golden_SentencePiece, pieceBytesSumToTheUtf8LengthOfTheText) {
+  const Tokenizer tok = Tokenizer::for_checkpoint(kSpm.string());
+  // The sample holds U+2013 (3 bytes, one piece); the 90 KB prefix is the model's whole training text.
+  const std::string prefix = slurp(kRoot / "assets" / "corpora" / "pydocs_train.txt").substr(0, 90000);
+  for (const std::string& text : {slurp(kSpm / "sample.txt"), prefix, std::string("\xE2\x80\x93 x\n")}) {
+    int64_t sum = 0;
+    for (int64_t id : tok.encode(text)) sum += tok.bytes_of(id);
+    EXPECT_EQ(sum, static_cast<int64_t>(text.size())) << text.substr(0, 40);
+  }
+  // read_tokens (what eval and calibration read) carries the same byte count.
+  const auto s = statecut::read_tokens((kSpm / "sample.txt").string(), tok, 256);
+  EXPECT_EQ(s.bytes, 1471);
+  EXPECT_EQ(tok.bytes_of(0), 0) << "<unk> stands for no bytes";
+}
+
+/// The message of the std::runtime_error that `f` throws ("" when it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
+  ScratchDir d;
+  const std::string model = (d.path / "tokenizer.model").string();
+  const std::string good = slurp(kSpm / "tokenizer.model");
+  for (const std::string& bytes : {std::string("not a protobuf\n"), good.substr(0, good.size() / 2), std::string()}) {
+    std::ofstream(model, std::ios::binary) << bytes;
+    const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
+    ASSERT_FALSE(msg.empty()) << bytes.size() << " bytes loaded as a model";
+    EXPECT_EQ(msg.rfind(model + ": ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST_F(BadInput_SentencePiece, missingHelperIsOneLineNamingTheModel) {
+  ::setenv("STATECUT_SPM", "/nonexistent/statecut-spm", 1);
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(kSpm.string()); });
+  EXPECT_EQ(msg.rfind((kSpm / "tokenizer.model").string() + ": cannot run /nonexistent/statecut-spm", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Unit_Tokenizer, folderWithoutTokenizerModelIsByteLevel) {
+  const Tokenizer tok = Tokenizer::for_checkpoint((kRoot / "assets" / "byte_delta_net_4L").string());
+  EXPECT_TRUE(tok.byte_level());
+  EXPECT_EQ(tok.encode("\xE2\x80\x93" "a"), (std::vector<int64_t>{0xE2, 0x80, 0x93, 'a'}));
+  EXPECT_EQ(tok.bytes_of(0x93), 1);
+}
