@@ -67,15 +67,8 @@ class FlaCausalLM final : public CausalLM {
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
-    TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B,T], got ", input_ids.sizes());
-    auto ids = input_ids.to(device_, torch::kInt64);
-    if (ids.numel() > 0) {
-      const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-      TORCH_CHECK(lo >= 0 && hi < cfg_.vocab_size, "token id ", (lo < 0 ? lo : hi), " outside [0, ",
-                  cfg_.vocab_size, ")");
-    }
     ForwardResult res;
-    auto h = embeddings_.index_select(0, ids.reshape({-1})).reshape({ids.size(0), ids.size(1), cfg_.hidden_size});
+    auto h = embed_tokens(input_ids, embeddings_);
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
     for (std::size_t i = 0; i < layers_.size(); ++i) {
@@ -153,11 +146,9 @@ class FlaCausalLM final : public CausalLM {
     torch::Tensor g;
     if (L.gated) g = -torch::exp(lw.A_log) * torch::softplus(statecut::linear(x, lw.a_proj).to(cd) + lw.dt_bias);
 
-    auto qn = L.qk_norm == "l2" ? l2_normalize(q) : q.to(cd);
-    auto kn = L.qk_norm == "l2" ? l2_normalize(k) : k.to(cd);
     torch::Tensor S;
-    auto o = gated_delta_rule(qn, kn, v, beta, g, 1.0 / std::sqrt(static_cast<double>(L.head_k_dim)), {}, mode,
-                              b ? &S : nullptr);
+    auto o = delta_rule_forward(q, k, v, beta, g, 1.0 / std::sqrt(static_cast<double>(L.head_k_dim)),
+                                /*l2norm_qk=*/L.qk_norm == "l2", mode, b ? &S : nullptr);
     if (b) {
       b->q = q, b->k = k, b->v = v, b->beta = beta, b->g = g;
       b->final_state = S;

@@ -143,16 +143,9 @@ class HfMamba2 final : public CausalLM {
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
-    TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B,T], got ", input_ids.sizes());
-    auto ids = input_ids.to(device_, torch::kInt64);
-    if (ids.numel() > 0) {
-      const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-      TORCH_CHECK(lo >= 0 && hi < cfg_.vocab, "token id ", (lo < 0 ? lo : hi), " outside [0, ", cfg_.vocab, ")");
-    }
-    const int64_t Bsz = ids.size(0), T = ids.size(1);
+    auto h = embed_tokens(input_ids, embeddings_);
     ForwardResult res;
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
-    auto h = embeddings_.index_select(0, ids.reshape({-1})).reshape({Bsz, T, cfg_.hidden});
     for (size_t i = 0; i < layers_.size(); ++i) {
       h = block(h, layers_[i], opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr);
       if (opt.output_hidden_states) res.hidden_states.push_back(h);

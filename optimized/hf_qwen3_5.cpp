@@ -164,16 +164,10 @@ class QwenHybrid final : public CausalLM {
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
-    TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B,T], got ", input_ids.sizes());
-    auto ids = input_ids.to(device_, torch::kInt64);
-    if (ids.numel() > 0) {
-      const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
-      TORCH_CHECK(lo >= 0 && hi < cfg_.vocab, "token id ", (lo < 0 ? lo : hi), " outside [0, ", cfg_.vocab, ")");
-    }
-    const int64_t Bsz = ids.size(0), T = ids.size(1);
+    auto h = embed_tokens(input_ids, embeddings_);
+    const int64_t T = h.size(1);
     ForwardResult res;
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
-    auto h = embeddings_.index_select(0, ids.reshape({-1})).reshape({Bsz, T, cfg_.hidden});
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     auto [cos, sin] = rotary_.cos_sin(T, 0, h.scalar_type(), h.device());
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -252,9 +246,8 @@ class QwenHybrid final : public CausalLM {
     auto beta = torch::sigmoid(b.to(ct));
     auto g = -torch::exp(l.A_log.to(ct)) * torch::softplus(a.to(ct) + l.dt_bias.to(ct));
     torch::Tensor state;
-    auto o = gated_delta_rule(l2_normalize(q), l2_normalize(k), v.to(ct), beta, g,
-                              1.0 / std::sqrt(static_cast<double>(m.dk)), torch::Tensor(), mode,
-                              bd ? &state : nullptr);
+    auto o = delta_rule_forward(q, k, v, beta, g, 1.0 / std::sqrt(static_cast<double>(m.dk)), /*l2norm_qk=*/true,
+                                mode, bd ? &state : nullptr);
     if (bd) {
       bd->attn_in = x;
       bd->q = q;

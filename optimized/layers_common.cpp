@@ -50,6 +50,17 @@ torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, con
   return statecut::linear(torch::silu(statecut::linear(x, gate_w)) * statecut::linear(x, up_w), down_w);
 }
 
+torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B,T], got ", input_ids.sizes());
+  const int64_t vocab = embeddings.size(0);
+  auto ids = input_ids.to(embeddings.device(), torch::kInt64);
+  if (ids.numel() > 0) {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    TORCH_CHECK(lo >= 0 && hi < vocab, "token id ", (lo < 0 ? lo : hi), " outside [0, ", vocab, ")");
+  }
+  return embeddings.index_select(0, ids.reshape({-1})).reshape({ids.size(0), ids.size(1), embeddings.size(1)});
+}
+
 namespace {
 const nlohmann::json* field(const nlohmann::json& c, const std::string& key) {
   auto it = c.find(key);

@@ -8,6 +8,7 @@
 ///                              (depthwise, weight [C,1,W]; index W−1 hits the current token, like nn.Conv1d with
 ///                              padding W−1 truncated to T)
 ///   gated_mlp(x)               down(silu(gate(x)) · up(x))
+///   embed_tokens(ids, E)       h[b,t] = E[ids[b,t]]  (ids checked: [B,T], every id in [0, rows of E))
 #pragma once
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -29,6 +30,10 @@ torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w);
+
+/// input_ids [B,T] (any integer dtype, any device) → E's rows [B,T,hidden] on E's device. Throws (TORCH_CHECK, one
+/// line) when ids is not 2-D or an id lies outside [0, E.size(0)). The first step of every family's forward().
+torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings);
 
 /// config.json field readers; a wrong type or missing required key throws io::Error "<origin>: '<key>': <problem>".
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);

@@ -1,4 +1,5 @@
-/// Batched LibTorch recurrences used by every family on CPU (and on CUDA until the kernels land).
+/// Batched recurrences used by every family: LibTorch on CPU and for fp32/f64 activations, the statecut::cuda kernels
+/// (kernels/gated_delta.h) on CUDA for bf16/fp16 activations through delta_rule_forward (recurrence_cuda.cpp).
 ///
 /// Per batch row b and value head h (key head hk = h / (Hv/Hk): grouped values share q/k), state S ∈ R^{dk×dv}:
 ///   gated delta rule   S_t = exp(g_t) (I − β_t k_t k_tᵀ) S_{t−1} + β_t k_t v_tᵀ,  o_t = S_tᵀ (scale · q_t)
@@ -29,5 +30,21 @@ torch::Tensor gated_delta_rule(const torch::Tensor& q, const torch::Tensor& k, c
 torch::Tensor gated_linear_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const torch::Tensor& g, double scale, const torch::Tensor& initial_state,
                                      RecurrenceMode mode, torch::Tensor* final_state);
+
+/// The (gated) delta rule as the families call it: q, k are the raw per-head inputs (before any L2 norm) in the
+/// activation dtype, v [B,T,Hv,dv] in the activation dtype, beta/g [B,T,Hv] fp32 (g undefined: plain delta rule),
+/// l2norm_qk: normalise q and k first (l2_normalize, eps 1e-6). No initial state. Returns o [B,T,Hv,dv] in fp32/f64
+/// (LibTorch path) or in the activation dtype (kernel path); callers cast. final_state: [B,Hv,dk,dv] key-major fp32.
+/// Dispatch: the CUDA kernels (gated_delta_chunk for mode Chunk, gated_delta_recurrent for Recurrent; the L2 norm
+/// fused as use_qk_l2norm_in_kernel — the same x·rsqrt(Σx²+1e-6) in fp32) run when the build has them
+/// (STATECUT_WITH_CUDA_KERNELS), v is on a CUDA device, q/k/v are all bf16 or all fp16 (the kernels take no fp32
+/// or f64 inputs) and dk, dv ≤ 256 with dv % 4 == 0 (the kernels' limits). Everything else — CPU, fp32, f64, larger
+/// heads — runs l2_normalize + gated_delta_rule above. Mamba-2 (no delta term) stays on gated_linear_attention.
+torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                 const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
+                                 RecurrenceMode mode, torch::Tensor* final_state);
+
+/// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure).
+bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
 }  // namespace statecut
