@@ -1,30 +1,31 @@
 // WeightSource: checkpoint tensors by name (safetensors files or memory), with shape and finiteness checks.
 #include "optimized/weight_source.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "optimized/io/checkpoint.h"
+
 namespace statecut {
-namespace fs = std::filesystem;
 
 struct WeightSource::Impl {
-  std::vector<io::SafetensorsFile> files;
-  std::map<std::string, std::size_t> file_of;  // name → index into files
+  std::unique_ptr<io::Checkpoint> checkpoint;  // open_dir: config.json + model.safetensors or its shards
+  std::unique_ptr<io::SafetensorsFile> file;   // open_file
   std::map<std::string, torch::Tensor> memory;
   std::string origin;  // for in-memory sources
 
-  void add_file(io::SafetensorsFile f) {
-    const std::size_t idx = files.size();
-    for (const auto& n : f.names()) {
-      auto [it, fresh] = file_of.emplace(n, idx);
-      if (!fresh) throw io::Error(f.path() + ": " + n + ": tensor also present in " + files[it->second].path());
+  /// The stored view of `name` and the file holding it, or nullptr when no file holds it.
+  const io::TensorView* view(const std::string& name, std::string* path = nullptr) const {
+    if (checkpoint && checkpoint->has(name)) {
+      if (path) *path = checkpoint->file_of(name);
+      return &checkpoint->tensor(name);
     }
-    files.push_back(std::move(f));
+    if (file && file->has(name)) {
+      if (path) *path = file->path();
+      return &file->tensor(name);
+    }
+    return nullptr;
   }
 };
 
@@ -72,47 +73,15 @@ torch::Tensor tensor_from_view(const io::TensorView& view) {
 
 WeightSource WeightSource::open_file(const std::string& path) {
   auto impl = std::make_shared<Impl>();
-  impl->add_file(io::SafetensorsFile::open(path));
+  impl->file = std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(path));
   WeightSource w;
   w.impl_ = std::move(impl);
   return w;
 }
 
 WeightSource WeightSource::open_dir(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw io::Error(dir + ": not a directory");
-  const fs::path single = fs::path(dir) / "model.safetensors";
-  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   auto impl = std::make_shared<Impl>();
-  if (fs::exists(index)) {
-    std::ifstream in(index);
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw io::Error(index.string() + ": malformed JSON (" + std::string(e.what()).substr(0, 120) + ")");
-    }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
-      throw io::Error(index.string() + ": no \"weight_map\" object");
-    std::vector<std::string> shards;
-    for (const auto& [name, shard] : j["weight_map"].items()) {
-      if (!shard.is_string()) throw io::Error(index.string() + ": " + name + ": shard name is not a string");
-      const auto s = shard.get<std::string>();
-      if (s.find('/') != std::string::npos || s == ".." || s.empty())
-        throw io::Error(index.string() + ": " + name + ": bad shard file name '" + s + "'");
-      if (std::find(shards.begin(), shards.end(), s) == shards.end()) shards.push_back(s);
-    }
-    for (const auto& s : shards) impl->add_file(io::SafetensorsFile::open((fs::path(dir) / s).string()));
-    for (const auto& [name, shard] : j["weight_map"].items()) {
-      auto it = impl->file_of.find(name);
-      if (it == impl->file_of.end())
-        throw io::Error(index.string() + ": " + name + ": listed in weight_map but missing from " +
-                        shard.get<std::string>());
-    }
-  } else if (fs::exists(single)) {
-    impl->add_file(io::SafetensorsFile::open(single.string()));
-  } else {
-    throw io::Error(dir + ": no model.safetensors or model.safetensors.index.json");
-  }
+  impl->checkpoint = std::make_unique<io::Checkpoint>(io::Checkpoint::open(dir));
   WeightSource w;
   w.impl_ = std::move(impl);
   return w;
@@ -128,39 +97,40 @@ WeightSource WeightSource::from_tensors(std::map<std::string, torch::Tensor> ten
 }
 
 bool WeightSource::has(const std::string& name) const {
-  return impl_->file_of.count(name) || impl_->memory.count(name);
+  return impl_->view(name) != nullptr || impl_->memory.count(name);
 }
 
 std::vector<std::string> WeightSource::names() const {
   std::vector<std::string> out;
-  for (const auto& [n, _] : impl_->file_of) out.push_back(n);
+  if (impl_->checkpoint) out = impl_->checkpoint->names();
+  if (impl_->file) out = impl_->file->names();
   for (const auto& [n, _] : impl_->memory) out.push_back(n);
   std::sort(out.begin(), out.end());
   return out;
 }
 
 std::string WeightSource::origin(const std::string& name) const {
-  auto it = impl_->file_of.find(name);
-  if (it != impl_->file_of.end()) return impl_->files[it->second].path();
+  std::string path;
+  if (impl_->view(name, &path)) return path;
   if (!impl_->origin.empty()) return impl_->origin;
-  return impl_->files.empty() ? std::string("<memory>") : impl_->files.front().path();
+  if (impl_->checkpoint) return impl_->checkpoint->dir();
+  return impl_->file ? impl_->file->path() : std::string("<memory>");
 }
 
 std::vector<int64_t> WeightSource::shape(const std::string& name) const {
-  auto it = impl_->file_of.find(name);
-  if (it != impl_->file_of.end()) return impl_->files[it->second].tensor(name).shape;
+  if (const auto* v = impl_->view(name)) return v->shape;
   auto m = impl_->memory.find(name);
   if (m != impl_->memory.end()) return m->second.sizes().vec();
   throw io::Error(origin(name) + ": missing tensor '" + name + "'");
 }
 
 torch::Tensor WeightSource::raw(const std::string& name) const {
-  auto it = impl_->file_of.find(name);
-  if (it != impl_->file_of.end()) {
+  std::string path;
+  if (const auto* v = impl_->view(name, &path)) {
     try {
-      return tensor_from_view(impl_->files[it->second].tensor(name));
+      return tensor_from_view(*v);
     } catch (const io::Error& e) {
-      throw io::Error(impl_->files[it->second].path() + ": " + e.what());
+      throw io::Error(path + ": " + e.what());
     }
   }
   auto m = impl_->memory.find(name);

@@ -1,7 +1,7 @@
 /// WeightSource: the tensors of a checkpoint by name, converted to torch::Tensor on request, with the shape and
 /// value checks every model family needs when it binds its parameters.
 ///
-/// Backed either by safetensors files (model.safetensors, or the shards a model.safetensors.index.json names; the
+/// Backed either by an io::Checkpoint (model.safetensors, or the shards a model.safetensors.index.json names; the
 /// files stay memory-mapped while the source lives) or by an in-memory name → tensor map (tests, surgery).
 /// Every failure is an io::Error with one line "<file>: <tensor>: <problem>".
 #pragma once
@@ -18,7 +18,8 @@ namespace statecut {
 
 class WeightSource {
  public:
-  /// Opens dir/model.safetensors, or the shards listed in dir/model.safetensors.index.json ("weight_map").
+  /// Opens dir through io::Checkpoint: config.json must be there; dir/model.safetensors, else the shards listed in
+  /// dir/model.safetensors.index.json ("weight_map", checked against what the shards hold).
   static WeightSource open_dir(const std::string& dir);
   /// Opens one safetensors file.
   static WeightSource open_file(const std::string& path);

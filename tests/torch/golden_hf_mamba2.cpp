@@ -16,6 +16,8 @@
 namespace {
 
 using namespace statecut;
+using golden_hf::expect_boundary_is_prunable_rows;
+using golden_hf::expect_matches_golden;
 using golden_hf::fixture_dir;
 using golden_hf::rel_err;
 
@@ -33,23 +35,8 @@ std::string case_name(const ::testing::TestParamInfo<GoldenCase>& i) {
   return std::string(i.param.run) + (i.param.mode == RecurrenceMode::Chunk ? "_chunk" : "_recurrent");
 }
 
-void expect_matches_golden(CausalLM& model, const WeightSource& golden, const std::string& run, RecurrenceMode mode,
-                           double tol, const char* label) {
-  ForwardOptions opt;
-  opt.mode = mode;
-  opt.output_hidden_states = true;
-  auto r = model.forward(golden.raw(run + ".input_ids"), opt);
-  const double e = rel_err(r.logits, golden.raw(run + ".logits"));
-  std::printf("[%s] %s %s logits rel err %.3e\n", label, run.c_str(), mode == RecurrenceMode::Chunk ? "chunk" : "recurrent", e);
-  EXPECT_LT(e, tol) << run << " logits";
-  // transformers returns the stream after each block, then norm_f of the last one: num_layers + 1 entries.
-  ASSERT_EQ(r.hidden_states.size(), 3u);
-  for (size_t i = 0; i < r.hidden_states.size(); ++i) {
-    const double eh = rel_err(r.hidden_states[i], golden.raw(run + ".hidden_states." + std::to_string(i)));
-    std::printf("[%s] %s hidden_states.%zu rel err %.3e\n", label, run.c_str(), i, eh);
-    EXPECT_LT(eh, tol) << run << " hidden_states." << i;
-  }
-}
+// transformers returns the stream after each block, then norm_f of the last one: num_layers + 1 entries.
+constexpr size_t kHidden = 3;
 
 class Golden_HfMamba2 : public ::testing::TestWithParam<GoldenCase> {};
 
@@ -58,7 +45,7 @@ TEST_P(Golden_HfMamba2, logitsAndHiddenStatesMatchTransformers) {
   auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
   ASSERT_EQ(model->model_type(), "mamba2");
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
-  expect_matches_golden(*model, golden, GetParam().run, GetParam().mode, kFp32Tol, "f32");
+  expect_matches_golden(*model, golden, GetParam().run, GetParam().mode, kFp32Tol, "f32", kHidden);
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfMamba2,
@@ -73,7 +60,7 @@ TEST(Golden_HfMamba2F64, doubleForwardMatchesAndChunkEqualsRecurrent) {
   auto model = load_causal_lm(dir, torch::kFloat64, torch::kCPU);
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
   // The f64 forward carries no rounding of its own, so its distance to the fp32 golden is the golden's own error.
-  expect_matches_golden(*model, golden, "run1", RecurrenceMode::Chunk, kFp32Tol, "f64");
+  expect_matches_golden(*model, golden, "run1", RecurrenceMode::Chunk, kFp32Tol, "f64", kHidden);
   ForwardOptions opt;
   const auto ids = golden.raw("run1.input_ids");
   opt.mode = RecurrenceMode::Chunk;
@@ -82,20 +69,6 @@ TEST(Golden_HfMamba2F64, doubleForwardMatchesAndChunkEqualsRecurrent) {
   auto rec = model->forward(ids, opt).logits;
   // Same math in double, different association: n·eps-sized (logits are returned in fp32, so 1e-7 is the floor).
   EXPECT_LT(rel_err(chunk, rec), 1e-6);
-}
-
-torch::Tensor param(CausalLM& m, const std::string& name) {
-  for (auto& [n, t] : m.named_parameters())
-    if (n == name) return t;
-  ADD_FAILURE() << "no parameter " << name;
-  return {};
-}
-
-torch::Tensor bias_of(CausalLM& m, const std::string& weight_name) {
-  const std::string b = weight_name.substr(0, weight_name.size() - std::string("weight").size()) + "bias";
-  for (auto& [n, t] : m.named_parameters())
-    if (n == b) return t;
-  return {};
 }
 
 // The rows/channels prunable_layers() names, pushed through projection + conv + SiLU, must give the boundary q = C
@@ -111,17 +84,10 @@ TEST(Golden_HfMamba2Boundary, boundaryEqualsPrunableRowsThroughConv) {
   ASSERT_EQ(layers.size(), 2u);
   for (const auto& p : layers) {
     const auto& bd = r.boundary.at(p.layer);
-    const int64_t Bsz = bd.attn_in.size(0), T = bd.attn_in.size(1), GN = int64_t(p.num_key_heads) * p.head_k_dim;
+    const int64_t Bsz = bd.attn_in.size(0), T = bd.attn_in.size(1);
     EXPECT_EQ(p.num_key_heads, 1);
     EXPECT_EQ(p.head_k_dim, 32);
-    auto through = [&](const std::string& w, int64_t row, const std::string& conv, int64_t ch) {
-      auto proj = statecut::linear(bd.attn_in, param(*model, w).narrow(0, row, GN));
-      auto cb = bias_of(*model, conv);
-      return causal_conv1d(proj, param(*model, conv).narrow(0, ch, GN), cb.defined() ? cb.narrow(0, ch, GN) : cb, true)
-          .reshape({Bsz, T, p.num_key_heads, p.head_k_dim});
-    };
-    EXPECT_LT(rel_err(bd.q, through(p.q_weight, p.q_row_offset, p.q_conv, p.q_conv_offset)), 1e-6) << "layer " << p.layer;
-    EXPECT_LT(rel_err(bd.k, through(p.k_weight, p.k_row_offset, p.k_conv, p.k_conv_offset)), 1e-6) << "layer " << p.layer;
+    expect_boundary_is_prunable_rows(*model, bd, p);
     EXPECT_EQ(bd.v.sizes(), (std::vector<int64_t>{Bsz, T, 4, 32}));
     EXPECT_EQ(bd.final_state.sizes(), (std::vector<int64_t>{Bsz, 4, 32, 32}));
     EXPECT_TRUE((bd.g < 0).all().item<bool>()) << "log decay dt·A must be negative";

@@ -16,6 +16,8 @@
 namespace {
 
 using namespace statecut;
+using golden_hf::expect_boundary_is_prunable_rows;
+using golden_hf::expect_matches_golden;
 using golden_hf::fixture_dir;
 using golden_hf::rel_err;
 
@@ -45,21 +47,8 @@ TEST_P(Golden_HfQwenHybrid, logitsAndHiddenStatesMatchTransformers) {
   const auto dir = fixture_dir(c.fixture);
   auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
-  const std::string run = c.run;
-  ForwardOptions opt;
-  opt.mode = c.mode;
-  opt.output_hidden_states = true;
-  auto r = model->forward(golden.raw(run + ".input_ids"), opt);
-  const double e = rel_err(r.logits, golden.raw(run + ".logits"));
-  std::printf("%s %s %s logits rel err %.3e\n", c.fixture, c.run, c.mode == RecurrenceMode::Chunk ? "chunk" : "recurrent", e);
-  EXPECT_LT(e, kFp32Tol) << "logits";
   // transformers returns the embedding output, the stream after layers 0..2, and the final-normed last layer.
-  ASSERT_EQ(r.hidden_states.size(), 5u);
-  for (size_t i = 0; i < r.hidden_states.size(); ++i) {
-    const double eh = rel_err(r.hidden_states[i], golden.raw(run + ".hidden_states." + std::to_string(i)));
-    std::printf("%s %s hidden_states.%zu rel err %.3e\n", c.fixture, c.run, i, eh);
-    EXPECT_LT(eh, kFp32Tol) << "hidden_states." << i;
-  }
+  expect_matches_golden(*model, golden, c.run, c.mode, kFp32Tol, c.fixture, /*n_hidden=*/5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfQwenHybrid,
@@ -86,13 +75,6 @@ TEST(Golden_HfQwen3_5F64, doubleForwardMatchesTheFp32Golden) {
   EXPECT_LT(e, kFp32Tol);
 }
 
-torch::Tensor param(CausalLM& m, const std::string& name) {
-  for (auto& [n, t] : m.named_parameters())
-    if (n == name) return t;
-  ADD_FAILURE() << "no parameter " << name;
-  return {};
-}
-
 // The rows/channels prunable_layers() names, pushed through projection + conv + SiLU, must give the boundary q and k
 // (before the L2 norm): this is what surgery slices, so a wrong offset would prune the wrong channels.
 TEST(Golden_HfQwen3_5Boundary, boundaryEqualsPrunableRowsThroughConv) {
@@ -107,16 +89,10 @@ TEST(Golden_HfQwen3_5Boundary, boundaryEqualsPrunableRowsThroughConv) {
   EXPECT_FALSE(r.boundary.at(3).q.defined());
   for (const auto& p : layers) {
     const auto& bd = r.boundary.at(p.layer);
-    const int64_t Bsz = bd.attn_in.size(0), T = bd.attn_in.size(1), HK = int64_t(p.num_key_heads) * p.head_k_dim;
+    const int64_t Bsz = bd.attn_in.size(0), T = bd.attn_in.size(1);
     EXPECT_EQ(p.num_key_heads, 2);
     EXPECT_EQ(p.head_k_dim, 32);
-    auto through = [&](const std::string& w, int64_t row, const std::string& conv, int64_t ch) {
-      auto proj = statecut::linear(bd.attn_in, param(*model, w).narrow(0, row, HK));
-      return causal_conv1d(proj, param(*model, conv).narrow(0, ch, HK), torch::Tensor(), true)
-          .reshape({Bsz, T, p.num_key_heads, p.head_k_dim});
-    };
-    EXPECT_LT(rel_err(bd.q, through(p.q_weight, p.q_row_offset, p.q_conv, p.q_conv_offset)), 1e-6) << p.layer;
-    EXPECT_LT(rel_err(bd.k, through(p.k_weight, p.k_row_offset, p.k_conv, p.k_conv_offset)), 1e-6) << p.layer;
+    expect_boundary_is_prunable_rows(*model, bd, p);
     EXPECT_EQ(bd.v.sizes(), (std::vector<int64_t>{Bsz, T, 4, 16}));
     EXPECT_EQ(bd.final_state.sizes(), (std::vector<int64_t>{Bsz, 4, 32, 16}));
     EXPECT_TRUE((bd.beta > 0).all().item<bool>() && (bd.beta < 1).all().item<bool>());
