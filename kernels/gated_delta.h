@@ -13,7 +13,11 @@
 /// Two entry points with the same arguments:
 ///   gated_delta_recurrent: token loop, state in registers (decode, T <= 8, any T); final_state may alias
 ///                          initial_state (in-place decode).
-///   gated_delta_chunk:     chunked WY/UT prefill, chunk 64, TF32 tensor cores with fp32 accumulation.
+///   gated_delta_chunk:     chunked WY/UT prefill, chunk 64: a parallel kernel per chunk (T = (I + A)^-1, P) and a
+///                          serial kernel per (sequence, head, value tile) for the state products; tensor cores
+///                          (TF32, and bf16 x (hi + lo) state terms for bf16 inputs) with fp32 accumulation. Takes a
+///                          workspace of 21.25 KiB per (chunk, value head) with cudaMallocAsync on `stream` (freed
+///                          with cudaFreeAsync; the device's default pool is set to keep freed memory).
 /// Neither includes torch: CI compiles this directory with nvcc alone.
 #pragma once
 #include <cuda_runtime_api.h>
