@@ -43,7 +43,8 @@ struct GatedDeltaArgs {
   const int32_t* cu_seqlens = nullptr;   ///< device pointer, [N + 1]
   int N = 0;           ///< number of sequences
   int seq_len = 0;     ///< tokens per sequence without cu_seqlens
-  int max_seq_len = 0; ///< longest sequence (required with cu_seqlens)
+  int max_seq_len = 0; ///< longest sequence (required with cu_seqlens; gated_delta_chunk sizes its workspace
+                       ///< by it and processes at most ceil(max_seq_len / 64) chunks of any sequence)
   int H = 0, HV = 0, K = 0, V = 0;
   float scale = 1.f;
   ElemType in_type = ElemType::kBF16;
