@@ -10,8 +10,8 @@
 ///
 /// Randomness: RapidCheck draws the sizes (they shrink) and a 64-bit seed (not shrunk) that feeds a
 /// std::mt19937_64 for the Gaussian entries, so a counterexample prints its sizes and seed and RC_PARAMS replays it.
-/// The master seed: RC_PARAMS="seed=N" wins; else STATECUT_SEED=N; else the fixed default kDefaultSeed, so CI runs
-/// the same cases every time. It is printed once on stderr. std::random_device is never used.
+/// The master seed (master_seed.h): RC_PARAMS="seed=N" wins; else STATECUT_SEED=N; else the fixed default
+/// kDefaultSeed, so CI runs the same cases every time. It is printed once on stderr.
 #pragma once
 
 #include <rapidcheck.h>
@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "properties/master_seed.h"
 #include "reference/delta_rule.h"
 #include "reference/enum_names.h"
 #include "reference/gated_delta_rule.h"
@@ -43,26 +44,6 @@ using ref::Vec;
 
 /// Machine epsilon of double (2^-52); bounds are asserted as lhs <= rhs (1 + c eps).
 constexpr double kEps = std::numeric_limits<double>::epsilon();
-constexpr std::uint64_t kDefaultSeed = 2602048520ULL;  // arXiv 2602.04852
-
-namespace detail {
-/// Installs the master seed into RC_PARAMS before RapidCheck reads its configuration (it reads it lazily, at the
-/// first property), and prints it.
-inline bool install_master_seed() {
-  const char* rc = std::getenv("RC_PARAMS");
-  std::string params = rc ? rc : "";
-  if (params.find("seed=") == std::string::npos) {
-    const char* env = std::getenv("STATECUT_SEED");
-    const std::string seed = (env && *env) ? env : std::to_string(kDefaultSeed);
-    params = params.empty() ? "seed=" + seed : params + " seed=" + seed;
-    setenv("RC_PARAMS", params.c_str(), 1);
-  }
-  std::fprintf(stderr, "statecut properties: RC_PARAMS=\"%s\" (override with STATECUT_SEED=N or RC_PARAMS)\n",
-               params.c_str());
-  return true;
-}
-inline const bool kMasterSeedInstalled = install_master_seed();
-}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------------------------
 // Deterministic matrix factories (driven by an Rng seeded from a RapidCheck-drawn seed)

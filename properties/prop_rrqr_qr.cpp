@@ -1,6 +1,7 @@
 // QR with column pivoting, LAPACK's acceptance ratios (TESTING/LIN): ||M Pi - Q R||_F / (||M||_F eps n)
 // < 30 and ||Q^T Q - I||_F / (eps n) < 30, and |R_ii| non-increasing (what makes QRCP rank-revealing).
 // Also the R factor strong_rrqr returns: R^T R = (R0 Pi)^T (R0 Pi) for the compressed problem.
+#include "properties/master_seed.h"
 #include "reference/rrqr.h"
 #include "tests/ref/selector_util.h"
 

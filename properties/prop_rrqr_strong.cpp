@@ -2,6 +2,7 @@
 // prescribed structure: Gaussian, geometric spectrum down to 1/eps, exact rank r < k, duplicated and
 // zero columns, Kahan. Both sides in double; slack = c n eps sigma_1(M) (singular values of computed
 // factors are exact only up to that absolute error).
+#include "properties/master_seed.h"
 #include "reference/rrqr.h"
 #include "tests/ref/selector_util.h"
 

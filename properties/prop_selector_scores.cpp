@@ -1,6 +1,7 @@
 // Every selector returns a valid sorted set of the requested size; L1 / S-Wanda / Grad equal a
 // brute-force top-k of their formulas written out element by element; the scoring sides of paper
 // Table 16 are what their formulas say (joint = q-only + k-only; each side ignores the other).
+#include "properties/master_seed.h"
 #include "reference/selection_budget.h"
 #include "reference/selectors.h"
 #include "tests/ref/selector_util.h"

@@ -3,6 +3,7 @@
 // whose entries are sum_b T_ab^2 w_b, i.e. the weights T_ab^2 that pca_conv_mixing uses. Optimality
 // is checked against random diagonal perturbations D + delta: ||M - D - delta||_F^2 = ||M - D||_F^2 +
 // ||delta||^2 (Pythagoras, the off-diagonal residual is orthogonal to every diagonal).
+#include "properties/master_seed.h"
 #include "reference/pca.h"
 #include "tests/ref/selector_util.h"
 

@@ -5,6 +5,7 @@
 // raw (uncentred) and on the method's own features (centred L2-normed keys, pca_rotation of their
 // covariance applied to the centred matrix). The adversarial (bottom-r) order can lower u: a found
 // case is part of the test so the lemma is seen to depend on the order.
+#include "properties/master_seed.h"
 #include "reference/metrics.h"
 #include "reference/pca.h"
 #include "tests/ref/selector_util.h"
