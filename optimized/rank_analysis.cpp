@@ -7,27 +7,27 @@
 namespace statecut {
 namespace {
 
+/// out[r] = Σ_c A[r·rs + c·cs] in[c] for r < rows, c < cols, summed in f64; returns ‖out‖².
+double strided_matvec(const float* A, int rows, int cols, int64_t rs, int64_t cs, const std::vector<double>& in,
+                      std::vector<double>& out) {
+  double n2 = 0;
+  for (int r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int c = 0; c < cols; ++c) s += static_cast<double>(A[r * rs + c * cs]) * in[c];
+    out[r] = s;
+    n2 += s * s;
+  }
+  return n2;
+}
+
 /// ‖S‖_2² by power iteration on SᵀS, warm-started from x (unit, [dv]); updates x.
 double top_sv_sq(const float* S, int dk, int dv, std::vector<double>& x, std::vector<double>& y) {
   double lambda = 0;
   for (int it = 0; it < 500; ++it) {
     // y = S x, x' = Sᵀ y; λ = ‖y‖² with ‖x‖ = 1 (Rayleigh quotient of SᵀS)
-    double ny = 0;
-    for (int i = 0; i < dk; ++i) {
-      double s = 0;
-      for (int j = 0; j < dv; ++j) s += static_cast<double>(S[i * dv + j]) * x[j];
-      y[i] = s;
-      ny += s * s;
-    }
+    const double ny = strided_matvec(S, dk, dv, dv, 1, x, y);  // y = S x
     if (ny == 0) return 0;
-    double nx = 0;
-    for (int j = 0; j < dv; ++j) {
-      double s = 0;
-      for (int i = 0; i < dk; ++i) s += static_cast<double>(S[i * dv + j]) * y[i];
-      x[j] = s;
-      nx += s * s;
-    }
-    nx = std::sqrt(nx);
+    const double nx = std::sqrt(strided_matvec(S, dv, dk, 1, dv, y, x));  // x = Sᵀ y
     for (int j = 0; j < dv; ++j) x[j] /= nx;
     const bool converged = std::abs(ny - lambda) <= 1e-9 * ny;
     lambda = ny;

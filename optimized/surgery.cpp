@@ -83,6 +83,15 @@ json parse_json_file(const std::string& path) {
   }
 }
 
+/// Layer i with `heads` key heads of dimension dk (tensor names filled in by the family's branch).
+PrunableLayer layer_shape(int64_t i, int64_t heads, int64_t dk) {
+  PrunableLayer L;
+  L.layer = static_cast<int>(i);
+  L.num_key_heads = static_cast<int>(heads);
+  L.head_k_dim = static_cast<int>(dk);
+  return L;
+}
+
 }  // namespace
 
 std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std::string& origin) {
@@ -108,10 +117,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
     const bool conv = !c.contains("use_short_conv") || c["use_short_conv"].get<bool>();
     for (int64_t i = 0; i < n_layers; ++i) {
       if (attn_layers.count(i)) continue;
-      PrunableLayer L;
-      L.layer = static_cast<int>(i);
-      L.num_key_heads = static_cast<int>(H);
-      L.head_k_dim = static_cast<int>(dk);
+      PrunableLayer L = layer_shape(i, H, dk);
       const std::string p = "model.layers." + std::to_string(i) + ".attn.";
       L.q_weight = p + "q_proj.weight";
       L.k_weight = p + "k_proj.weight";
@@ -127,10 +133,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
     const int64_t G = get_int(c, "n_groups", origin);
     const int64_t N = get_int(c, "state_size", origin);
     for (int64_t i = 0; i < n_layers; ++i) {
-      PrunableLayer L;
-      L.layer = static_cast<int>(i);
-      L.num_key_heads = static_cast<int>(G);
-      L.head_k_dim = static_cast<int>(N);
+      PrunableLayer L = layer_shape(i, G, N);
       const std::string p = "backbone.layers." + std::to_string(i) + ".mixer.";
       // in_proj rows: [z (I) | x (I) | B (G·N) | C (G·N) | dt (H)]; conv channels: [x | B | C]. Key = B, query = C.
       L.q_weight = L.k_weight = p + "in_proj.weight";
@@ -149,10 +152,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       fail(origin + ": 'layer_types' must list num_hidden_layers entries");
     for (int64_t i = 0; i < n_layers; ++i) {
       if (c["layer_types"][i] != "linear_attention") continue;
-      PrunableLayer L;
-      L.layer = static_cast<int>(i);
-      L.num_key_heads = static_cast<int>(Hk);
-      L.head_k_dim = static_cast<int>(dk);
+      PrunableLayer L = layer_shape(i, Hk, dk);
       const std::string p = "model.layers." + std::to_string(i) + ".linear_attn.";
       // in_proj_qkv rows and conv channels: [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)].
       L.q_weight = L.k_weight = p + "in_proj_qkv.weight";

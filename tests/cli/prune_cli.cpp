@@ -48,6 +48,13 @@ void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::
     EXPECT_TRUE(entries_containing(out.parent_path(), ".tmp-").empty()) << "temporary left behind";
 }
 
+/// `statecut prune --checkpoint <shipped model> <args> --out <fresh folder>/out` fails cleanly with `needle`.
+void expect_prune_fails(const std::string& args, const std::string& needle) {
+  TempDir d("bad");
+  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " " + args + " --out " + (d / "out")), needle,
+                       d.path / "out");
+}
+
 }  // namespace
 
 TEST(Cli_Prune, fixtureKeepFilesGiveFlasPrunedCheckpointsAndLogits) {
@@ -169,38 +176,22 @@ TEST(Cli_Prune, everyMethodLoadsBackWithThePrunedShapes) {
 }
 
 TEST(BadInput_Prune, ratioOutsideTheOpenUnitInterval) {
-  TempDir d("ratio");
-  for (const std::string r : {"0", "1", "1.5", "-0.25"}) {
-    const CliRun run = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --ratio " + r + " --out " + (d / "out"));
-    expect_clean_failure(run, r == "0" ? "exactly one of --ratio" : "(0, 1)", d.path / "out");
-  }
+  for (const std::string r : {"0", "1", "1.5", "-0.25"})
+    expect_prune_fails("--method l1 --ratio " + r, r == "0" ? "exactly one of --ratio" : "(0, 1)");
 }
 
-TEST(BadInput_Prune, keepLargerThanTheHeadDim) {
-  TempDir d("keep");
-  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --keep 65 --out " + (d / "out")),
-                       "dk = 64", d.path / "out");
-}
+TEST(BadInput_Prune, keepLargerThanTheHeadDim) { expect_prune_fails("--method l1 --keep 65", "dk = 64"); }
 
 TEST(BadInput_Prune, emptyOrTooShortCalibrationText) {
   TempDir d("calib");
   std::ofstream(d / "empty.txt").close();
   head_bytes(kCorpora / "pydocs_train.txt", d / "short.txt", 100);
-  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method drrqr --ratio 0.5 --calib " +
-                                (d / "empty.txt") + " --out " + (d / "out")),
-                       "empty.txt: empty", d.path / "out");
-  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method grad --ratio 0.5 --calib " +
-                                (d / "short.txt") + " --calib-len 256 --out " + (d / "out")),
-                       "short.txt: too short", d.path / "out");
-  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method pca --ratio 0.5 --out " + (d / "out")),
-                       "needs calibration text", d.path / "out");
+  expect_prune_fails("--method drrqr --ratio 0.5 --calib " + (d / "empty.txt"), "empty.txt: empty");
+  expect_prune_fails("--method grad --ratio 0.5 --calib " + (d / "short.txt") + " --calib-len 256", "short.txt: too short");
+  expect_prune_fails("--method pca --ratio 0.5", "needs calibration text");
 }
 
-TEST(BadInput_Prune, unknownMethod) {
-  TempDir d("method");
-  expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " --method magic --ratio 0.5 --out " + (d / "out")),
-                       "unknown --method 'magic'", d.path / "out");
-}
+TEST(BadInput_Prune, unknownMethod) { expect_prune_fails("--method magic --ratio 0.5", "unknown --method 'magic'"); }
 
 TEST(BadInput_Prune, unwritableOrExistingOutput) {
   TempDir d("out");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/torch/pipeline_util.h"
 
 namespace pipeline_cli {
 namespace fs = std::filesystem;
@@ -24,28 +25,8 @@ inline const fs::path kModel = kRoot / "assets" / "byte_delta_net_4L";
 inline const fs::path kCorpora = kRoot / "assets" / "corpora";
 inline const fs::path kFixtures = kRoot / ".." / "shared" / "fixtures";
 
-inline std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-/// A fresh empty folder under the temp dir, removed with everything in it at the end of the scope.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    static std::atomic<int> n{0};
-    path = fs::temp_directory_path() / ("statecut-cli-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using pipeline_test::slurp;
+using pipeline_test::TempDir;
 
 struct CliRun {
   int code = -1;

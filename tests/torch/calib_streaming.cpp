@@ -27,9 +27,19 @@ uint64_t master_seed() {
   return seed;
 }
 
-torch::Tensor random_ids(int64_t n, int64_t len, uint64_t seed) {
-  torch::manual_seed(seed);
-  return torch::randint(0, 256, {n, len}, torch::kInt64);
+/// A fixture model in `dtype` on the CPU, n seeded random byte windows of len tokens, and the seed (printed).
+struct Case {
+  std::unique_ptr<CausalLM> m;
+  torch::Tensor ids;
+  uint64_t seed;
+};
+Case fixture_case(const std::string& name, torch::Dtype dtype, int64_t n, int64_t len) {
+  Case c;
+  c.seed = master_seed();
+  c.m = load_causal_lm((kFixtures / name).string(), dtype, torch::kCPU);
+  torch::manual_seed(c.seed);
+  c.ids = torch::randint(0, 256, {n, len}, torch::kInt64);
+  return c;
 }
 
 double rel(const torch::Tensor& a, const torch::Tensor& b) {
@@ -67,9 +77,8 @@ Full full_forward(CausalLM& m, const torch::Tensor& ids) {
 
 TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
   REQUIRE_FIXTURE("fla_gated_deltanet");
-  const uint64_t seed = master_seed();
-  auto m = load_causal_lm((kFixtures / "fla_gated_deltanet").string(), torch::kFloat32, torch::kCPU);
-  const torch::Tensor ids = random_ids(5, 63, seed);  // 3 mini-batches of 2, 2, 1: three TSQR updates
+  // 3 mini-batches of 2, 2, 1: three TSQR updates
+  auto [m, ids, seed] = fixture_case("fla_gated_deltanet", torch::kFloat32, 5, 63);
   CalibrationNeeds nd;
   nd.features = nd.pca = nd.rms = true;
   nd.batch = 2;
@@ -100,9 +109,7 @@ TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
 
 TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
   REQUIRE_FIXTURE("fla_delta_net");
-  const uint64_t seed = master_seed();
-  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat32, torch::kCPU);
-  const torch::Tensor ids = random_ids(3, 65, seed);
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 3, 65);
   CalibrationNeeds nd;
   nd.rows = true;
   nd.faithful_rows = 127;  // of 2·3·65 = 390 rows
@@ -128,9 +135,10 @@ TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
 
 TEST(Unit_Calibration, gradientMatchesCentralFiniteDifference) {
   REQUIRE_FIXTURE("fla_delta_net");
-  const uint64_t seed = master_seed();
-  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat64, torch::kCPU);
-  const torch::Tensor ids = random_ids(3, 33, seed);
+  Case c = fixture_case("fla_delta_net", torch::kFloat64, 3, 33);  // named members: the lambda below captures them
+  auto& m = c.m;
+  const torch::Tensor& ids = c.ids;
+  const uint64_t seed = c.seed;
   CalibrationNeeds nd;
   nd.grad = true;
   nd.batch = 2;

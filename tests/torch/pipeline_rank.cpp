@@ -33,6 +33,43 @@ ref::Mat to_mat(const torch::Tensor& t) {
 
 double rel(const ref::Mat& a, const ref::Mat& b) { return (a - b).norm() / b.norm(); }
 
+/// A fixture model and its recurrent forward with the boundary tensors, on T seeded random byte ids.
+struct FixtureRun {
+  std::unique_ptr<CausalLM> model;
+  torch::Tensor ids;
+  ForwardResult result;
+};
+
+FixtureRun run_fixture(const std::string& name, int64_t T) {
+  FixtureRun f;
+  const uint64_t seed = master_seed();
+  f.model = load_causal_lm((kFixtures / name).string(), torch::kFloat32, torch::kCPU);
+  torch::manual_seed(seed);
+  f.ids = torch::randint(0, 256, {1, T}, torch::kInt64);
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  fo.mode = RecurrenceMode::Recurrent;
+  torch::NoGradGuard ng;
+  f.result = f.model->forward(f.ids, fo);
+  return f;
+}
+
+/// state_rank_curve's final state of every value head equals the model's own final state (value head h reads
+/// key head h / (Hv / Hk); the gate only where the family has one).
+void expect_states_equal_model(const FixtureRun& f, bool gated) {
+  for (const auto& L : f.model->prunable_layers()) {
+    const auto& b = f.result.boundary[L.layer];
+    const int64_t Hk = b.k.size(2), Hv = b.v.size(2);
+    for (int64_t h = 0; h < Hv; ++h) {
+      torch::Tensor S;
+      state_rank_curve(b.k[0].select(1, h / (Hv / Hk)), b.v[0].select(1, h), b.beta[0].select(1, h),
+                       gated ? b.g[0].select(1, h) : torch::Tensor(), &S);
+      // fp32 recurrence on both sides, same order of operations up to T·eps_f32.
+      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
+    }
+  }
+}
+
 }  // namespace
 
 TEST(Equiv_RankState, curveEqualsReferenceUtilizationAfterEveryPrefix) {
@@ -65,25 +102,10 @@ TEST(Equiv_RankState, curveEqualsReferenceUtilizationAfterEveryPrefix) {
 
 TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
   if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures";
-  const uint64_t seed = master_seed();
-  auto m = load_causal_lm((kFixtures / "fla_delta_net").string(), torch::kFloat32, torch::kCPU);
-  torch::manual_seed(seed);
-  const torch::Tensor ids = torch::randint(0, 256, {1, 127}, torch::kInt64);
-  ForwardOptions fo;
-  fo.capture_boundary = true;
-  fo.mode = RecurrenceMode::Recurrent;
-  torch::NoGradGuard ng;
-  const auto r = m->forward(ids, fo);
-  for (const auto& L : m->prunable_layers()) {
-    const auto& b = r.boundary[L.layer];
-    for (int64_t h = 0; h < b.v.size(2); ++h) {
-      torch::Tensor S;
-      state_rank_curve(b.k[0].select(1, h), b.v[0].select(1, h), b.beta[0].select(1, h), torch::Tensor(), &S);
-      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
-    }
-  }
+  const FixtureRun f = run_fixture("fla_delta_net", 127);
+  expect_states_equal_model(f, /*gated=*/false);
   RankOptions ro;
-  const RankReport rep = analyze_rank(*m, ids, ro);
+  const RankReport rep = analyze_rank(*f.model, f.ids, ro);
   ASSERT_EQ(rep.layers.size(), 2u);
   for (const auto& L : rep.layers)
     for (const auto& h : L.heads) {
@@ -96,24 +118,8 @@ TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
 
 TEST(Equiv_RankState, gatedStateOfGatedDeltaNetIsTheModelsFinalState) {
   if (!fs::exists(kFixtures / "fla_gated_deltanet_gva")) GTEST_SKIP() << "no fixtures";
-  const uint64_t seed = master_seed();
-  auto m = load_causal_lm((kFixtures / "fla_gated_deltanet_gva").string(), torch::kFloat32, torch::kCPU);
-  torch::manual_seed(seed);
-  const torch::Tensor ids = torch::randint(0, 256, {1, 65}, torch::kInt64);
-  ForwardOptions fo;
-  fo.capture_boundary = true;
-  fo.mode = RecurrenceMode::Recurrent;
-  torch::NoGradGuard ng;
-  const auto r = m->forward(ids, fo);
-  for (const auto& L : m->prunable_layers()) {
-    const auto& b = r.boundary[L.layer];
-    const int64_t Hk = b.k.size(2), Hv = b.v.size(2);
-    ASSERT_GT(Hv, Hk) << "fixture has grouped values";
-    for (int64_t h = 0; h < Hv; ++h) {
-      torch::Tensor S;
-      state_rank_curve(b.k[0].select(1, h / (Hv / Hk)), b.v[0].select(1, h), b.beta[0].select(1, h),
-                       b.g[0].select(1, h), &S);
-      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
-    }
-  }
+  const FixtureRun f = run_fixture("fla_gated_deltanet_gva", 65);
+  const auto& b0 = f.result.boundary[f.model->prunable_layers().front().layer];
+  ASSERT_GT(b0.v.size(2), b0.k.size(2)) << "fixture has grouped values";
+  expect_states_equal_model(f, /*gated=*/true);
 }

@@ -9,6 +9,7 @@
 
 #include "optimized/surgery.h"
 #include "optimized/weight_source.h"
+#include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
 using namespace statecut;
@@ -17,22 +18,8 @@ namespace {
 
 const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() / ("statecut-surgery-" + tag + "-" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using pipeline_test::slurp;
+using pipeline_test::TempDir;
 
 // A macro, not a function: GTEST_SKIP() only ends the test when it runs in the test body itself.
 #define REQUIRE_FIXTURES() \

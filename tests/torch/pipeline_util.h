@@ -1,0 +1,40 @@
+// Helpers shared by the pipeline's tests (tests/torch/{surgery,calib,pipeline}*, tests/cli/{prune,rank,eval}*):
+// whole-file reads and self-removing temporary folders.
+#pragma once
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace pipeline_test {
+namespace fs = std::filesystem;
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// A fresh empty folder under the temp dir, removed with everything in it at the end of the scope.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<int> n{0};
+    path = fs::temp_directory_path() / ("statecut-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace pipeline_test
