@@ -1,0 +1,269 @@
+// Bad checkpoints through the real binary: each malformed checkpoint makes `statecut logits`, `statecut eval` and
+// `statecut prune` exit 1 (not a signal) with exactly one stderr line naming the offending file and the problem,
+// nothing on stdout, and no output file or directory left behind. The malformed checkpoints are made from a good fla
+// DeltaNet one (truncated or corrupted safetensors, lying offsets, malformed or disagreeing config, unknown
+// model_type, missing tensor or shard, NaN weights).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "optimized/io/safetensors.h"
+#include "tests/io/io_test_util.h"
+
+namespace statecut::io {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+/// A good small fla delta_net checkpoint: a committed copy, else the shared fixture, else the shipped model.
+fs::path good_checkpoint() {
+  const fs::path root(STATECUT_SOURCE_DIR);
+  for (const fs::path& p : {root / "tests/data/fixtures/fla_delta_net", root / "../shared/fixtures/fla_delta_net",
+                            root / "assets/byte_delta_net_4L"})
+    if (fs::exists(p / "config.json") && fs::exists(p / "model.safetensors")) return p;
+  return {};
+}
+
+struct CliRun {
+  int code = -1;
+  bool signaled = false;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+CliRun statecut(const std::string& args) {
+  TempDir io("cli_io");
+  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
+  const int st = std::system(cmd.c_str());
+  CliRun r;
+  r.signaled = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 128);  // the shell reports 128+sig
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(io / "out");
+  r.err = slurp(io / "err");
+  return r;
+}
+
+bool has_torch_commands() {
+  return statecut("info").out.find("\"torch\": true") != std::string::npos;
+}
+
+/// Copies the good checkpoint into dir/ck and returns its path.
+std::string copy_good(const TempDir& dir) {
+  const fs::path ck = dir.path / "ck";
+  fs::create_directories(ck);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(good_checkpoint() / f, ck / f);
+  return ck.string();
+}
+
+/// Rewrites ck/model.safetensors through our writer after `edit` changed the tensor list.
+template <typename Edit>
+void rewrite_weights(const std::string& ck, Edit&& edit) {
+  const std::string p = ck + "/model.safetensors";
+  std::map<std::string, std::vector<unsigned char>> bytes;
+  std::map<std::string, TensorView> views;
+  {
+    const auto f = SafetensorsFile::open(p);
+    for (const auto& n : f.names()) {
+      const auto& t = f.tensor(n);
+      bytes[n].assign(reinterpret_cast<const unsigned char*>(t.data), reinterpret_cast<const unsigned char*>(t.data) + t.nbytes);
+      views[n] = t;
+    }
+  }
+  edit(views, bytes);
+  SafetensorsWriter w;
+  for (auto& [n, v] : views) w.add(n, v.dtype, v.shape, bytes[n].data(), bytes[n].size());
+  w.write(p);
+}
+
+void edit_config(const std::string& ck, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json c = nlohmann::json::parse(slurp(ck + "/config.json"));
+  edit(c);
+  std::ofstream(ck + "/config.json") << c.dump(2);
+}
+
+/// Inputs for the three commands in `d` and their command lines on `ck`; outputs go to d/pruned and d/logits.safetensors.
+/// prune uses drrqr with a short calibration, so it loads the whole model as logits and eval do (see the DISABLED_
+/// test below for the data-free methods).
+std::vector<std::pair<std::string, std::string>> commands(const TempDir& d, const std::string& ck,
+                                                          const std::string& prune_method = "drrqr") {
+  std::ofstream text(d / "text.txt");
+  for (int i = 0; i < 40; ++i) text << "Bad checkpoints must fail with one clear line. ";
+  text.close();
+  SafetensorsWriter w;
+  const std::vector<int64_t> ids = {72, 101, 108, 108, 111, 33};
+  w.add("input_ids", DType::I64, {1, 6}, ids.data(), ids.size() * sizeof(int64_t));
+  w.write(d / "tokens.safetensors");
+  return {
+      {"logits", "logits --checkpoint " + ck + " --tokens " + (d / "tokens.safetensors") + " --out " +
+                     (d / "logits.safetensors")},
+      {"eval", "eval --checkpoint " + ck + " --text " + (d / "text.txt")},
+      {"prune", "prune --checkpoint " + ck + " --method " + prune_method + " --ratio 0.5 --calib " + (d / "text.txt") +
+                    " --calib-seqs 1 --calib-len 64 --out " + (d / "pruned")},
+  };
+}
+
+/// Runs logits, eval and prune on `ck`; each must fail cleanly with a line containing every needle.
+void expect_clean_failure(const std::string& ck, const std::vector<std::string>& needles,
+                          const std::string& prune_method = "drrqr") {
+  TempDir d("cli_io_run");
+  const std::string out_dir = d / "pruned", out_file = d / "logits.safetensors";
+  for (const auto& [cmd, args] : commands(d, ck, prune_method)) {
+    SCOPED_TRACE(args);
+    const CliRun r = statecut(args);
+    EXPECT_FALSE(r.signaled) << "crashed: " << r.err;
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "stdout: " << r.out;
+    std::string line = r.err;
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line:\n" << r.err;
+    EXPECT_EQ(line.rfind("statecut " + cmd + ": error: ", 0), 0u) << line;
+    for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << "expected '" << n << "' in: " << line;
+    EXPECT_FALSE(fs::exists(out_dir)) << "partial output directory left behind";
+    EXPECT_FALSE(fs::exists(out_file)) << "partial output file left behind";
+  }
+}
+
+class BadInput_CliCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (good_checkpoint().empty()) GTEST_SKIP() << "no small fla checkpoint available";
+    if (!has_torch_commands()) GTEST_SKIP() << "statecut built without LibTorch";
+  }
+  TempDir dir{"cli_badck"};
+};
+
+// The positive control: the unbroken copy passes all three commands, so each failure below is the file's doing.
+TEST_F(BadInput_CliCheckpoint, goodCheckpointPassesEveryCommand) {
+  const std::string ck = copy_good(dir);
+  TempDir d("cli_io_good");
+  for (const auto& [cmd, args] : commands(d, ck)) {
+    const CliRun r = statecut(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  }
+  EXPECT_TRUE(fs::exists(d / "logits.safetensors"));
+  EXPECT_TRUE(fs::exists(d / "pruned/model.safetensors"));
+}
+
+TEST_F(BadInput_CliCheckpoint, truncatedWeightsFile) {
+  const std::string ck = copy_good(dir);
+  fs::resize_file(ck + "/model.safetensors", fs::file_size(ck + "/model.safetensors") / 2);
+  expect_clean_failure(ck, {ck + "/model.safetensors", "run past the data buffer"});
+}
+
+TEST_F(BadInput_CliCheckpoint, headerLengthPastEndOfFile) {
+  const std::string ck = copy_good(dir);
+  std::fstream f(ck + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  const uint64_t n = uint64_t{1} << 24;  // 16 MiB header in a sub-MiB file
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f.close();
+  expect_clean_failure(ck, {ck + "/model.safetensors", "runs past the end of the file"});
+}
+
+TEST_F(BadInput_CliCheckpoint, lyingOffsetsInHeader) {
+  const std::string ck = copy_good(dir);
+  std::string b = slurp(ck + "/model.safetensors");
+  const auto pos = b.find("\"data_offsets\":[0,");
+  ASSERT_NE(pos, std::string::npos);
+  b[pos + 16] = '8';  // [0,N] → [8,N]: the first tensor's span no longer matches its shape
+  std::ofstream(ck + "/model.safetensors", std::ios::binary) << b;
+  expect_clean_failure(ck, {ck + "/model.safetensors", "does not match the byte span"});
+}
+
+TEST_F(BadInput_CliCheckpoint, malformedConfig) {
+  const std::string ck = copy_good(dir);
+  std::ofstream(ck + "/config.json") << "{\"model_type\": \"delta_net\", \"hidden_size\": 64,";
+  // (io says "malformed JSON", prune's own config reader "invalid JSON": either names the file and the problem)
+  expect_clean_failure(ck, {ck + "/config.json", "JSON"});
+}
+
+TEST_F(BadInput_CliCheckpoint, unknownModelType) {
+  const std::string ck = copy_good(dir);
+  edit_config(ck, [](nlohmann::json& c) { c["model_type"] = "retnet"; });
+  // (logits/eval: "unknown model_type 'retnet'"; prune: "model_type 'retnet' cannot be pruned (supported: ...)")
+  expect_clean_failure(ck, {"config.json", "model_type 'retnet'"});
+}
+
+TEST_F(BadInput_CliCheckpoint, configShapesDisagreeWithWeights) {
+  const std::string ck = copy_good(dir);
+  edit_config(ck, [](nlohmann::json& c) { c["vocab_size"] = c["vocab_size"].get<int>() + 1; });
+  expect_clean_failure(ck, {"model.safetensors", "shape"});
+}
+
+TEST_F(BadInput_CliCheckpoint, missingTensor) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    views.erase("model.norm.weight");
+    bytes.erase("model.norm.weight");
+  });
+  expect_clean_failure(ck, {"missing tensor 'model.norm.weight'"});
+}
+
+TEST_F(BadInput_CliCheckpoint, nanWeight) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    auto& b = bytes.at("model.norm.weight");
+    const TensorView& v = views.at("model.norm.weight");
+    if (v.dtype == DType::F32) {
+      const float nan = std::nanf("");
+      std::memcpy(b.data() + 4, &nan, 4);
+    } else {
+      const uint16_t nan = 0x7FC0;  // bf16 and f16 NaN both have this bit pattern's exponent all ones
+      std::memcpy(b.data() + 2, &nan, 2);
+    }
+  });
+  expect_clean_failure(ck, {"model.norm.weight", "NaN"});
+}
+
+TEST_F(BadInput_CliCheckpoint, noWeightsFile) {
+  const std::string ck = copy_good(dir);
+  fs::remove(ck + "/model.safetensors");
+  expect_clean_failure(ck, {ck, "model.safetensors"});
+}
+
+TEST_F(BadInput_CliCheckpoint, indexNamesAMissingShard) {
+  const std::string ck = copy_good(dir);
+  fs::rename(ck + "/model.safetensors", ck + "/model-00001-of-00002.safetensors");
+  nlohmann::json idx;
+  {
+    const auto f = SafetensorsFile::open(ck + "/model-00001-of-00002.safetensors");
+    for (const auto& n : f.names()) idx["weight_map"][n] = "model-00001-of-00002.safetensors";
+  }
+  idx["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
+  std::ofstream(ck + "/model.safetensors.index.json") << idx.dump();
+  expect_clean_failure(ck, {"model-00002-of-00002.safetensors"});
+}
+
+// Known gap (reported, optimized/prune.cpp belongs to the pipeline): the data-free methods (l1, rand) read only the
+// q/k projections, so `prune --method l1` on a checkpoint with a NaN, a missing tensor or a config that disagrees with
+// the weights exits 0 and writes a pruned copy of the broken checkpoint. Enable once prune validates the whole
+// checkpoint for every method.
+TEST_F(BadInput_CliCheckpoint, DISABLED_dataFreePruneRejectsNanWeights) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    const float nan = std::nanf("");
+    ASSERT_EQ(views.at("model.norm.weight").dtype, DType::F32);
+    std::memcpy(bytes.at("model.norm.weight").data() + 4, &nan, 4);
+  });
+  expect_clean_failure(ck, {"model.norm.weight", "NaN"}, "l1");
+}
+
+}  // namespace
+}  // namespace statecut::io
