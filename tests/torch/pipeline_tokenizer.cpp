@@ -12,21 +12,17 @@
 
 #include "optimized/text.h"
 #include "optimized/tokenizer.h"
+#include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
 using statecut::Tokenizer;
+using pipeline_test::slurp;
+using pipeline_test::TempDir;
 
 namespace {
 
 const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
 const fs::path kSpm = kRoot / "assets" / "spm_pydocs256";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 class SentencePiece : public ::testing::Test {
  protected:
@@ -36,18 +32,6 @@ class SentencePiece : public ::testing::Test {
 #else
     ::setenv("STATECUT_SPM", STATECUT_SPM_PATH, 1);
 #endif
-  }
-};
-
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() / ("statecut-spm-test-" + std::to_string(::getpid()));
-  ScratchDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
   }
 };
 
@@ -102,7 +86,7 @@ std::string error_of(F f) {
 }
 
 TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
-  ScratchDir d;
+  TempDir d("spm");
   const std::string model = (d.path / "tokenizer.model").string();
   const std::string good = slurp(kSpm / "tokenizer.model");
   for (const std::string& bytes : {std::string("not a protobuf\n"), good.substr(0, good.size() / 2), std::string()}) {
