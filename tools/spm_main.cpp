@@ -8,7 +8,7 @@
 // system protobuf); optimized/tokenizer.cpp runs it and reads its output.
 //
 // Usage (one line of error on stderr and exit 1 on any failure):
-//   statecut-spm MODEL info     → "vocab N" then N lines "<id> <bytes> <kind>" (kind: normal|byte|control|unknown|user)
+//   statecut-spm MODEL info     → "vocab N" then N lines "<id> <bytes> <kind>" (kind: normal|byte|control|unknown|unused)
 //   statecut-spm MODEL encode   → reads UTF-8 text on stdin (all of it, one piece of text, newlines included),
 //                                 writes the ids separated by spaces and a final newline
 // <bytes> is the number of UTF-8 bytes of text the piece stands for: its piece string with U+2581 (the space
