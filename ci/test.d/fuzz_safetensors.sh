@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bounded libFuzzer run over the safetensors parser (DESIGN.md §6). Usage: fuzz_safetensors.sh <repo root>
-# Builds fuzz/fuzz_safetensors.cpp + optimized/io/safetensors.cpp with clang-14 (outside the main CMake
+# Builds fuzz/fuzz_safetensors.cpp + optimized/io/safetensors{,_writer}.cpp with clang-14 (outside the main CMake
 # build: libFuzzer needs clang, the project builds with g++), then fuzzes for FUZZ_SECONDS (default 60)
 # starting from the committed corpus fuzz/corpus/. Any crash, sanitizer report, leak or escaping
 # exception fails the script; the crashing input is printed as hex so CI logs alone reproduce it.
@@ -12,7 +12,8 @@ cxx="${FUZZ_CXX:-clang++-14}"
 command -v "$cxx" >/dev/null || { echo "fuzz_safetensors: $cxx not found (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 1; }
 mkdir -p "$out"
 bin="$out/fuzz_safetensors"
-srcs=("$root/fuzz/fuzz_safetensors.cpp" "$root/optimized/io/safetensors.cpp" "$root/optimized/io/safetensors.h")
+srcs=("$root/fuzz/fuzz_safetensors.cpp" "$root/optimized/io/safetensors.cpp" "$root/optimized/io/safetensors_writer.cpp"
+      "$root/optimized/io/safetensors.h" "$root/optimized/io/safetensors_internal.h")
 # Rebuild only when a source is newer than the binary (the compile is most of the cost).
 rebuild=0
 [ -x "$bin" ] || rebuild=1
@@ -21,7 +22,7 @@ if [ "$rebuild" = 1 ]; then
   echo "fuzz_safetensors: building with $cxx" >&2
   "$cxx" -std=c++17 -O1 -g -fno-omit-frame-pointer \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    -I"$root" "${srcs[0]}" "${srcs[1]}" -o "$bin.tmp"
+    -I"$root" "${srcs[0]}" "${srcs[1]}" "${srcs[2]}" -o "$bin.tmp"
   mv "$bin.tmp" "$bin"
 fi
 # Fuzz into a scratch corpus seeded from the committed one, so the repository is never modified.
