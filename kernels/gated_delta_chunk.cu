@@ -18,311 +18,15 @@
 // is told to keep freed memory (release threshold = max) so that repeated calls do not map and unmap it again.
 // Any key dim: K is zero-padded to Kp = ceil16(K) in shared memory; rows past the end of a sequence are zeros with
 // g = 0 and beta = 0, so they change neither the state nor the cumulative gate.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
+// Kernel 1 is in gated_delta_chunk_prep.cu, the shared primitives in gated_delta_chunk.cuh.
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/gated_delta.h"
-#include "kernels/gated_delta_common.cuh"
+#include "kernels/gated_delta_chunk.cuh"
 
 namespace statecut::cuda {
+namespace chunk {
 namespace {
-
-using detail::to_f;
-
-constexpr int C = 64;
-constexpr int kThreads = 128;   // state_kernel: 4 warps, warp w owns chunk rows [16w, 16w + 16)
-constexpr int kThreadsA = 256;  // prep_kernel: warps 0-3 K K^T, warps 4-7 Q K^T, row strip = warp % 4
-constexpr int ldc = C + 4;     // fp32 C x C matrices in prep_kernel (A fragment reads conflict-free)
-constexpr int kXw = 16 * 8;    // per-warp solve scratch: one 16 x 8 block
-constexpr int kTiles = 20;     // 16 x 8 tiles of a lower block-triangular C x C matrix: 2 + 4 + 6 + 8 per row strip
-constexpr int kFrag = kTiles * 128;  // floats of one such matrix in fragment order (tile (mt, kt), kt <= 2mt + 1,
-                                     // at mt (mt + 1) + kt; 32 lanes x 4 floats per tile)
-constexpr int kScal = 5 * C;   // per (chunk, head) scalars: b, b e^G rk, e^G rq scale, e^{Gl-G} rk, e^{Gl}
-
-__device__ __forceinline__ uint32_t f2tf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-/// Exact TF32 bits of a bf16 / fp16 element (both embed in TF32: 8/11-bit significands, wider exponent).
-template <typename T>
-__device__ __forceinline__ uint32_t elem_tf32(T x);
-template <>
-__device__ __forceinline__ uint32_t elem_tf32<__nv_bfloat16>(__nv_bfloat16 x) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(x)) << 16;
-}
-template <>
-__device__ __forceinline__ uint32_t elem_tf32<__half>(__half x) { return __float_as_uint(__half2float(x)); }
-
-/// TF32 bits of the two 16-bit elements of one 32-bit word (lo: lower address).
-template <typename T>
-__device__ __forceinline__ void pair_tf32(uint32_t w, uint32_t& lo, uint32_t& hi);
-template <>
-__device__ __forceinline__ void pair_tf32<__nv_bfloat16>(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  lo = w << 16, hi = w & 0xffff0000u;
-}
-template <>
-__device__ __forceinline__ void pair_tf32<__half>(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  const __half2 x = *reinterpret_cast<const __half2*>(&w);
-  lo = __float_as_uint(__low2float(x)), hi = __float_as_uint(__high2float(x));
-}
-
-/// A fragment of rows [m0, m0+16) x k columns [k0, k0+8) of a 16-bit row-major tile, k permuted so that one 32-bit
-/// load serves two k: the fragment's k = t and t + 4 hold columns k0 + 2t and k0 + 2t + 1. The B fragment must use
-/// the same permutation (rows k0 + 2t, k0 + 2t + 1).
-template <typename T>
-__device__ __forceinline__ void a_frag_perm(uint32_t* a, const T* tile, int ld, int m0, int k0, int g, int t) {
-  const uint32_t w0 = *reinterpret_cast<const uint32_t*>(tile + (m0 + g) * ld + k0 + 2 * t);
-  const uint32_t w1 = *reinterpret_cast<const uint32_t*>(tile + (m0 + g + 8) * ld + k0 + 2 * t);
-  pair_tf32<T>(w0, a[0], a[2]);
-  pair_tf32<T>(w1, a[1], a[3]);
-}
-
-/// d += a * b, m16n8k8, TF32 operands, fp32 accumulators. Fragments (g = lane / 4, t = lane % 4):
-/// a = A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4];  b = B[t][g], B[t+4][g];  d = D[g][2t], D[g][2t+1], D[g+8][2t],
-/// D[g+8][2t+1].
-__device__ __forceinline__ void mma_tf32(float* d, const uint32_t* a, const uint32_t* b) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool full) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int n = full ? 16 : 0;  // 0: zero fill
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-
-/// Row stride (elements) of the bf16/fp16 q/k tiles: Kp + 8, so that 8 rows x 4 columns of 16-bit elements and
-/// their transposed reads fall in distinct banks.
-__host__ __device__ inline int qk_stride(int Kp) { return Kp + 8; }
-
-/// Rows [c0, c0 + C) of q or k (head h) into dst [C][ldb], zero-padded past K and past the sequence end. Asynchronous
-/// (cp.async, the caller commits and waits) when rows are 16-byte aligned (K % 8 == 0), else plain stores.
-template <typename T, int NTHR>
-__device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDeltaArgs& a, int h, long c0, int Lc,
-                                          int Kp, int ldb) {
-  const int K = a.K;
-  if (K % 8 == 0) {
-    // lanes over the row's 16-byte groups (padded to a power of two), 32 / that many rows per warp pass
-    const int groups = Kp / 8, lg = 32 - __clz(groups - 1), lane = threadIdx.x & 31;
-    const int lr = lane >> lg, lk = lane & ((1 << lg) - 1), rp = 32 >> lg;
-    const size_t stride = static_cast<size_t>(a.H) * K;
-    const T* base = src + (static_cast<size_t>(c0) * a.H + h) * K + lk * 8;
-    if (lk < groups) {
-      for (int r = (threadIdx.x >> 5) * rp + lr; r < C; r += (NTHR / 32) * rp) {
-        const bool ok = r < Lc && lk * 8 < K;
-        cp_async16(dst + r * ldb + lk * 8, ok ? base + r * stride : src, ok);
-      }
-    }
-  } else {
-    const T zero = detail::from_f<T>(0.f);
-    for (int i = threadIdx.x; i < C * Kp; i += NTHR) {
-      const int r = i / Kp, kk = i % Kp;
-      dst[r * ldb + kk] = (r < Lc && kk < K) ? src[(static_cast<size_t>(c0 + r) * a.H + h) * K + kk] : zero;
-    }
-  }
-}
-
-/// prep_kernel's shared memory: token vectors, solve scratch, then the q/k tiles, later reused for A/T and P.
-__host__ __device__ inline size_t prep_smem_bytes(int Kp) {
-  const size_t qk = 2 * 2 * C * static_cast<size_t>(qk_stride(Kp)), tp = sizeof(float) * 2 * C * ldc;
-  return sizeof(float) * (4 * C + (kThreadsA / 32) * kXw) + (qk > tp ? qk : tp);
-}
-
-/// hi + lo split of fp32 values into two TF32 values (3xTF32 products: hi*hi + hi*lo + lo*hi, fp32-accurate).
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = f2tf32(x);
-  lo = f2tf32(x - __uint_as_float(hi));
-}
-
-/// d += A B (16 x 8, k = 8) with fp32 operands from shared memory in 3xTF32: A row-major at a (lda), B row-major
-/// at b (ldb).
-__device__ __forceinline__ void mma_3xtf32(float* d, const float* a, int lda, const float* b, int ldbb, int g,
-                                           int t) {
-  uint32_t ah[4], al[4], bh[2], bl[2];
-  split_tf32(a[g * lda + t], ah[0], al[0]);
-  split_tf32(a[(g + 8) * lda + t], ah[1], al[1]);
-  split_tf32(a[g * lda + t + 4], ah[2], al[2]);
-  split_tf32(a[(g + 8) * lda + t + 4], ah[3], al[3]);
-  split_tf32(b[t * ldbb + g], bh[0], bl[0]);
-  split_tf32(b[(t + 4) * ldbb + g], bh[1], bl[1]);
-  mma_tf32(d, al, bh);
-  mma_tf32(d, ah, bl);
-  mma_tf32(d, ah, bh);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Kernel 1: per (chunk, value head, sequence) T, P and the token scalars.
-template <typename T>
-__global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
-                                                         float* __restrict__ wsT, float* __restrict__ wsP,
-                                                         float* __restrict__ wsS) {
-  extern __shared__ __align__(16) float sm[];
-  float* Gs = sm;               // [C] cumulative log gate
-  float* Bs = Gs + C;           // [C] beta
-  float* Rk = Bs + C;           // [C] 1 / |k|
-  float* Rq = Rk + C;           // [C] scale / |q|
-  float* Xw = Rq + C;           // [8 warps][16 x 8] solve scratch
-  float* Ts = Xw + (kThreadsA / 32) * kXw;  // [C][ldc] A, then T   (over the q/k tiles once those are consumed)
-  float* Ps = Ts + C * ldc;                 // [C][ldc] P
-  const int ldb = qk_stride(Kp);
-  T* Kb = reinterpret_cast<T*>(Ts);  // [C][ldb]
-  T* Qb = Kb + C * ldb;              // [C][ldb]
-
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int ci = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
-  const int h = hv / (a.HV / a.H);
-  long bos, eos;
-  detail::seq_bounds(a, n, bos, eos);
-  const long c0 = bos + static_cast<long>(ci) * C;
-  if (c0 >= eos) return;
-  const int Lc = static_cast<int>(min(static_cast<long>(C), eos - c0));
-  const size_t slot = (static_cast<size_t>(n) * maxC + ci) * a.HV + hv;
-
-  load_rows<T, kThreadsA>(Kb, static_cast<const T*>(a.k), a, h, c0, Lc, Kp, ldb);
-  load_rows<T, kThreadsA>(Qb, static_cast<const T*>(a.q), a, h, c0, Lc, Kp, ldb);
-  cp_async_commit();
-  if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
-    float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
-    const int t0 = 2 * lane, t1 = 2 * lane + 1;
-    if (t0 < Lc) g0 = detail::token_log_gate(a, c0 + t0, hv), b0 = detail::token_beta(a, c0 + t0, hv);
-    if (t1 < Lc) g1 = detail::token_log_gate(a, c0 + t1, hv), b1 = detail::token_beta(a, c0 + t1, hv);
-    const float pair = g0 + g1;
-    float incl = pair;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, incl, off);
-      if (lane >= off) incl += y;
-    }
-    const float excl = incl - pair;
-    Gs[t0] = excl + g0, Gs[t1] = excl + pair;
-    Bs[t0] = b0, Bs[t1] = b1;
-  }
-  cp_async_wait_all();
-  __syncthreads();
-  // ---- warps 0-3: Kr Kr^T, warps 4-7: Qr Kr^T, row strip [16s, 16s+16), column tiles 0..2s+1 (lower block
-  //      triangle); the row sums of squares (L2 norms) from the same A fragments ----
-  const int s = warp & 3, m0 = 16 * s;
-  const bool is_q = warp >= 4;
-  const T* Am = is_q ? Qb : Kb;
-  float acc[8][4];
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
-  float ss0 = 0.f, ss1 = 0.f;
-  for (int k0 = 0; k0 < Kp; k0 += 8) {
-    uint32_t af[4];
-    a_frag_perm<T>(af, Am, ldb, m0, k0, g, t);
-    const float x0 = __uint_as_float(af[0]), x1 = __uint_as_float(af[1]), x2 = __uint_as_float(af[2]),
-                x3 = __uint_as_float(af[3]);
-    ss0 += x0 * x0 + x2 * x2, ss1 += x1 * x1 + x3 * x3;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if (j > 2 * s + 1) break;
-      uint32_t b[2];
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(Kb + (8 * j + g) * ldb + k0 + 2 * t);
-      pair_tf32<T>(w, b[0], b[1]);
-      mma_tf32(acc[j], af, b);
-    }
-  }
-  ss0 += __shfl_xor_sync(0xffffffffu, ss0, 1), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 1);
-  ss0 += __shfl_xor_sync(0xffffffffu, ss0, 2), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 2);
-  if (t == 0) {
-    float* R = is_q ? Rq : Rk;
-    const float mul = is_q ? a.scale : 1.f;
-    R[m0 + g] = mul * (a.l2norm_qk ? rsqrtf(ss0 + detail::kL2Eps) : 1.f);
-    R[m0 + g + 8] = mul * (a.l2norm_qk ? rsqrtf(ss1 + detail::kL2Eps) : 1.f);
-  }
-  __syncthreads();  // Rk, Rq visible; q/k tiles consumed (Ts, Ps overlay them)
-  // ---- masks, decays, norms: A (strictly lower) into Ts, P (lower incl. diagonal) into Ps ----
-  {
-    float* dst = is_q ? Ps : Ts;
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * j + 2 * t + (e & 1);
-        float v = 0.f;
-        if (is_q ? c <= r : c < r) {
-          const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
-          v = (is_q ? Rq[r] : Bs[r] * Rk[r]) * d * acc[j][e];
-        }
-        dst[r * ldc + c] = v;
-      }
-  }
-  __syncthreads();
-  // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
-  if (warp < 4 && lane < 16) {
-    const int d = warp * 16, cc = lane;
-    float x[16];
-#pragma unroll
-    for (int r = 0; r < 16; ++r) {
-      float sum = 0.f;
-#pragma unroll
-      for (int m = 0; m < r; ++m) sum += Ts[(d + r) * ldc + d + m] * x[m];
-      x[r] = r < cc ? 0.f : (r == cc ? 1.f : -sum);
-    }
-    __syncwarp(0x0000ffffu);
-#pragma unroll
-    for (int r = 0; r < 16; ++r) Ts[(d + r) * ldc + d + cc] = x[r];
-  }
-  __syncthreads();
-  // Block rows: T[bi][0:bi] = -T[bi][bi] (A[bi][0:bi] T[0:bi][0:bi]), one warp per 8-column tile, 3xTF32 mma
-  // (fp32-accurate); results are stored after a barrier since other warps still read A[bi][.].
-  for (int bi = 1; bi < 4; ++bi) {
-    const int nt = warp;  // column tile [8 nt, 8 nt + 8) of row block bi
-    float y[4] = {0.f, 0.f, 0.f, 0.f};
-    if (nt < 2 * bi) {
-      float x[4] = {0.f, 0.f, 0.f, 0.f};
-      for (int k0 = 8 * nt; k0 < 16 * bi; k0 += 8)  // T lower triangular: rows k >= 8 nt only
-        mma_3xtf32(x, Ts + 16 * bi * ldc + k0, ldc, Ts + k0 * ldc + 8 * nt, ldc, g, t);
-      float* xw = Xw + warp * kXw;  // [16][8]
-      *reinterpret_cast<float2*>(xw + g * 8 + 2 * t) = make_float2(x[0], x[1]);
-      *reinterpret_cast<float2*>(xw + (g + 8) * 8 + 2 * t) = make_float2(x[2], x[3]);
-      __syncwarp();
-      for (int k0 = 0; k0 < 16; k0 += 8)
-        mma_3xtf32(y, Ts + 16 * bi * ldc + 16 * bi + k0, ldc, xw + k0 * 8, 8, g, t);
-    }
-    __syncthreads();
-    if (nt < 2 * bi) {
-      float* dst = Ts + (16 * bi + g) * ldc + 8 * nt + 2 * t;
-      *reinterpret_cast<float2*>(dst) = make_float2(-y[0], -y[1]);
-      *reinterpret_cast<float2*>(dst + 8 * ldc) = make_float2(-y[2], -y[3]);
-    }
-    __syncthreads();
-  }
-  // ---- T and P in A-fragment order (m tile, k tile, lane), TF32-rounded; token scalars ----
-  float4* oT = reinterpret_cast<float4*>(wsT + slot * kFrag);
-  float4* oP = reinterpret_cast<float4*>(wsP + slot * kFrag);
-  for (int i = tid; i < kFrag / 4; i += kThreadsA) {
-    const int ln = i & 31, tile = i >> 5, mt = tile < 2 ? 0 : tile < 6 ? 1 : tile < 12 ? 2 : 3;
-    const int kt = tile - mt * (mt + 1);
-    const int r = 16 * mt + (ln >> 2), c = 8 * kt + (ln & 3);
-    oT[i] = make_float4(__uint_as_float(f2tf32(Ts[r * ldc + c])), __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c])),
-                        __uint_as_float(f2tf32(Ts[r * ldc + c + 4])),
-                        __uint_as_float(f2tf32(Ts[(r + 8) * ldc + c + 4])));
-    oP[i] = make_float4(__uint_as_float(f2tf32(Ps[r * ldc + c])), __uint_as_float(f2tf32(Ps[(r + 8) * ldc + c])),
-                        __uint_as_float(f2tf32(Ps[r * ldc + c + 4])),
-                        __uint_as_float(f2tf32(Ps[(r + 8) * ldc + c + 4])));
-  }
-  if (tid < C) {
-    float* os = wsS + slot * kScal;
-    const float gl = Gs[C - 1], e = __expf(Gs[tid]);
-    os[tid] = Bs[tid];
-    os[C + tid] = Bs[tid] * e * Rk[tid];
-    os[2 * C + tid] = e * Rq[tid];
-    os[3 * C + tid] = __expf(gl - Gs[tid]) * Rk[tid];
-    if (tid == 0) os[4 * C] = __expf(gl);
-  }
-}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel 2: per (value tile, value head, sequence) the serial chain over chunks.
@@ -643,11 +347,6 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   });
 }
 
-template <typename KernT>
-cudaError_t set_smem(KernT kern, size_t bytes) {
-  return cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-}
-
 template <typename T, int BV, int MI>
 cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
   const size_t bytes = state_smem_bytes<BV>(Kp, sizeof(T));
@@ -694,12 +393,7 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
     keep_pool_memory();
     cudaError_t e = cudaMallocAsync(reinterpret_cast<void**>(&ws), slots * (2 * kFrag + kScal) * sizeof(float), s);
     if (e != cudaSuccess) return e;
-    const size_t bytes = prep_smem_bytes(Kp);
-    e = set_smem(prep_kernel<T>, bytes);
-    if (e != cudaSuccess) return e;
-    prep_kernel<T><<<dim3(maxC, a.HV, a.N), kThreadsA, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag,
-                                                                  ws + 2 * slots * kFrag);
-    e = cudaGetLastError();
+    e = launch_prep<T>(a, Kp, maxC, ws, slots, s);
     if (e != cudaSuccess) return e;
   }
   // The serial chain is latency bound: value tiles of 32 columns unless that leaves fewer than two blocks per SM.
@@ -715,10 +409,11 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 }
 
 }  // namespace
+}  // namespace chunk
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
-  return a.in_type == ElemType::kBF16 ? dispatch<__nv_bfloat16>(a, stream) : dispatch<__half>(a, stream);
+  return a.in_type == ElemType::kBF16 ? chunk::dispatch<__nv_bfloat16>(a, stream) : chunk::dispatch<__half>(a, stream);
 }
 
 }  // namespace statecut::cuda
