@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/cli/badinput_io_util.h"
 #include "tests/io/io_test_util.h"
 
 namespace statecut::io {
@@ -36,30 +37,9 @@ fs::path good_checkpoint() {
   return {};
 }
 
-struct CliRun {
-  int code = -1;
-  bool signaled = false;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-CliRun statecut(const std::string& args) {
-  TempDir io("cli_io");
-  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.signaled = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 128);  // the shell reports 128+sig
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
+using test::CliRun;
+using test::slurp;
+using test::statecut;
 
 bool has_torch_commands() {
   return statecut("info").out.find("\"torch\": true") != std::string::npos;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "optimized/io/safetensors.h"
+#include "tests/cli/badinput_io_util.h"
 #include "tests/io/io_test_util.h"
 
 namespace statecut::io {
@@ -15,30 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code = -1;
-  bool signaled = false;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-CliRun statecut(const std::string& args) {
-  test::TempDir io("cli_select_io");
-  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.signaled = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 128);  // the shell reports 128+signal
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
+using test::CliRun;
+using test::slurp;
+using test::statecut;
 
 TEST(BadInput_CliSelectIo, goodMatrixFileIsAccepted) {
   // Guards the test below: the command line itself is valid.

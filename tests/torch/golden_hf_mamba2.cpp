@@ -16,10 +16,7 @@
 namespace {
 
 using namespace statecut;
-using golden_hf::expect_boundary_is_prunable_rows;
-using golden_hf::expect_matches_golden;
-using golden_hf::fixture_dir;
-using golden_hf::rel_err;
+using namespace statecut::golden_hf;
 
 // transformers' torch path ran in true fp32 (shared/README.md). Ours is fp32 too, with other op and summation orders
 // (chunked SSD vs our WY/UT chunks or a step loop), so rounding (u = 6e-8) compounds over 2 blocks, 150 steps and a

@@ -16,10 +16,7 @@
 namespace {
 
 using namespace statecut;
-using golden_hf::expect_boundary_is_prunable_rows;
-using golden_hf::expect_matches_golden;
-using golden_hf::fixture_dir;
-using golden_hf::rel_err;
+using namespace statecut::golden_hf;
 
 // The Qwen goldens were made in the same run as fla's (fla installed, so transformers took fla's Triton GDN kernels,
 // whose TF32 dots carry ~1e-3 relative error on the kernel output, see recurrences/golden.safetensors). Our f32
