@@ -169,6 +169,10 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
                  {"starts", w.starts}};
     if (needs.grad) calib_rec["mean_loss"] = cal.mean_loss;
   } else {
+    // The data-free methods read only the q/k weights; the whole checkpoint is still loaded once as a model (bf16:
+    // the smallest copy that keeps fp32's range) so that a broken one (NaN weights, shapes or vocab that disagree
+    // with config.json, a missing tensor) stops here with the loader's one-line error, not in a pruned copy.
+    (void)load_causal_lm(opt.checkpoint, torch::kBFloat16, torch::Device(torch::kCPU));
     res.seconds_load = seconds_since(t0);
   }
 
