@@ -107,14 +107,7 @@ void expect_clean_failure(const std::string& ck, const std::vector<std::string>&
   const std::string out_dir = d / "pruned", out_file = d / "logits.safetensors";
   for (const auto& [cmd, args] : commands(d, ck, prune_method)) {
     SCOPED_TRACE(args);
-    const CliRun r = statecut(args);
-    EXPECT_FALSE(r.signaled) << "crashed: " << r.err;
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_TRUE(r.out.empty()) << "stdout: " << r.out;
-    std::string line = r.err;
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line:\n" << r.err;
-    EXPECT_EQ(line.rfind("statecut " + cmd + ": error: ", 0), 0u) << line;
+    const std::string line = expect_one_line_error(statecut(args), "statecut " + cmd + ": error: ");
     for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << "expected '" << n << "' in: " << line;
     EXPECT_FALSE(fs::exists(out_dir)) << "partial output directory left behind";
     EXPECT_FALSE(fs::exists(out_file)) << "partial output file left behind";

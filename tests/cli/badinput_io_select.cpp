@@ -40,14 +40,8 @@ TEST(BadInput_CliSelectIo, everyCorpusFileFailsWithOneLineNamingIt) {
     const std::string p = e.path().string();
     SCOPED_TRACE(p);
     ++seen;
-    const CliRun r = statecut("select --matrix " + p + " --method drrqr --keep 1");
-    EXPECT_FALSE(r.signaled) << "crashed: " << r.err;
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_TRUE(r.out.empty()) << "stdout: " << r.out;
-    std::string line = r.err;
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    EXPECT_EQ(line.find('\n'), std::string::npos) << "more than one line:\n" << r.err;
-    EXPECT_EQ(line.rfind("statecut select: error: " + p + ": ", 0), 0u) << line;
+    expect_one_line_error(statecut("select --matrix " + p + " --method drrqr --keep 1"),
+                          "statecut select: error: " + p + ": ");
   }
   EXPECT_GE(seen, 8);
 }

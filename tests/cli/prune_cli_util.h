@@ -33,10 +33,10 @@ struct CliRun {
   std::string out, err;
 };
 
-/// Runs `statecut <args>` (args already shell-quoted where needed).
-inline CliRun run_statecut(const std::string& args) {
+/// Runs `<program> <args>` (args already shell-quoted where needed), capturing exit code, stdout and stderr.
+inline CliRun run_program(const std::string& program, const std::string& args) {
   TempDir io("io");
-  const std::string cmd = std::string(STATECUT_CLI) + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
+  const std::string cmd = program + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
   const int st = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -44,6 +44,9 @@ inline CliRun run_statecut(const std::string& args) {
   r.err = slurp(io / "err");
   return r;
 }
+
+/// Runs `statecut <args>`.
+inline CliRun run_statecut(const std::string& args) { return run_program(STATECUT_CLI, args); }
 
 /// Non-empty lines of a text.
 inline std::vector<std::string> lines(const std::string& s) {

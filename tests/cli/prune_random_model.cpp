@@ -12,16 +12,7 @@ const fs::path kWriter = fs::path(STATECUT_CLI).parent_path() / "statecut-random
 // hidden 128, 2 heads (dk 64), 2 layers, MLP 256, vocab 300
 const std::string kSmall = " --hidden 128 --heads 2 --layers 2 --intermediate 256 --vocab 300";
 
-CliRun run_writer(const std::string& args) {
-  TempDir io("writer");
-  const std::string cmd = kWriter.string() + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
+CliRun run_writer(const std::string& args) { return run_program(kWriter.string(), args); }
 
 }  // namespace
 
