@@ -6,7 +6,7 @@ using namespace pipeline_cli;
 using nlohmann::json;
 
 TEST(Cli_Eval, bitsPerByteEqualsFlasLogits) {
-  if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no ../shared/fixtures";
+  if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures (../shared/fixtures or tests/data/fixtures)";
   TempDir d("evalgold");
   const std::string gold = (kFixtures / "fla_delta_net" / "golden.safetensors").string();
   std::vector<int64_t> shape;

@@ -58,7 +58,7 @@ void expect_prune_fails(const std::string& args, const std::string& needle) {
 }  // namespace
 
 TEST(Cli_Prune, fixtureKeepFilesGiveFlasPrunedCheckpointsAndLogits) {
-  if (!fs::exists(kFixtures / "fla_delta_net_pruned50")) GTEST_SKIP() << "no ../shared/fixtures";
+  if (!fs::exists(kFixtures / "fla_delta_net_pruned50")) GTEST_SKIP() << "no fixtures (../shared/fixtures or tests/data/fixtures)";
   for (const std::string fam : {"fla_delta_net", "fla_gated_deltanet"}) {
     TempDir d(fam);
     const fs::path want = kFixtures / (fam + "_pruned50");

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 inline const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
 inline const fs::path kModel = kRoot / "assets" / "byte_delta_net_4L";
 inline const fs::path kCorpora = kRoot / "assets" / "corpora";
-inline const fs::path kFixtures = kRoot / ".." / "shared" / "fixtures";
+inline const fs::path kFixtures = pipeline_test::fixture_root();
 
 using pipeline_test::slurp;
 using pipeline_test::TempDir;

@@ -8,17 +8,14 @@
 #include <random>
 
 #include "optimized/calibration.h"
+#include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
 using namespace statecut;
 
 namespace {
 
-// ../shared/fixtures when present, else the trimmed copies shipped in tests/data (a clone alone).
-const fs::path kFixtures = [] {
-  const fs::path shared = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
-  return fs::exists(shared) ? shared : fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures";
-}();
+const fs::path kFixtures = pipeline_test::fixture_root();
 
 uint64_t master_seed() {
   const char* s = std::getenv("STATECUT_SEED");

@@ -10,13 +10,14 @@
 #include "reference/gated_delta_rule.h"
 #include "reference/metrics.h"
 #include "reference/primitives.h"
+#include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
 using namespace statecut;
 
 namespace {
 
-const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+const fs::path kFixtures = pipeline_test::fixture_root();
 
 uint64_t master_seed() {
   const char* s = std::getenv("STATECUT_SEED");

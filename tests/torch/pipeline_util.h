@@ -1,9 +1,10 @@
 // Helpers shared by the pipeline's tests (tests/torch/{surgery,calib,pipeline}*, tests/cli/{prune,rank,eval}*):
-// whole-file reads and self-removing temporary folders.
+// whole-file reads, self-removing temporary folders and the fixture folder.
 #pragma once
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,14 @@
 
 namespace pipeline_test {
 namespace fs = std::filesystem;
+
+/// ../shared/fixtures when present, else the copies shipped in tests/data/fixtures (a clone alone: the fla fixtures
+/// there carry trimmed goldens, model and config bytes unchanged). STATECUT_FIXTURE_ROOT=<dir> overrides both.
+inline fs::path fixture_root() {
+  if (const char* env = std::getenv("STATECUT_FIXTURE_ROOT")) return fs::path(env);
+  const fs::path shared = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+  return fs::exists(shared) ? shared : fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures";
+}
 
 inline std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

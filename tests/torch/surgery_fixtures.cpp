@@ -16,7 +16,7 @@ using namespace statecut;
 
 namespace {
 
-const fs::path kFixtures = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
+const fs::path kFixtures = pipeline_test::fixture_root();
 
 using pipeline_test::slurp;
 using pipeline_test::TempDir;
@@ -24,7 +24,7 @@ using pipeline_test::TempDir;
 // A macro, not a function: GTEST_SKIP() only ends the test when it runs in the test body itself.
 #define REQUIRE_FIXTURES() \
   do { \
-    if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no ../shared/fixtures"; \
+    if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no fixtures (../shared/fixtures or tests/data/fixtures)"; \
   } while (0)
 
 void expect_reproduces_fixture(const std::string& family) {
