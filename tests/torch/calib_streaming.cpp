@@ -17,12 +17,7 @@ namespace {
 
 const fs::path kFixtures = pipeline_test::fixture_root();
 
-uint64_t master_seed() {
-  const char* s = std::getenv("STATECUT_SEED");
-  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 20260211ull;
-  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+using pipeline_test::master_seed;
 
 /// A fixture model in `dtype` on the CPU, n seeded random byte windows of len tokens, and the seed (printed).
 struct Case {

@@ -1,9 +1,11 @@
 // Helpers shared by the pipeline's tests (tests/torch/{surgery,calib,pipeline}*, tests/cli/{prune,rank,eval}*):
-// whole-file reads, self-removing temporary folders and the fixture folder.
+// whole-file reads, self-removing temporary folders, the fixture folder and the master seed.
 #pragma once
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,14 @@ inline fs::path fixture_root() {
   if (const char* env = std::getenv("STATECUT_FIXTURE_ROOT")) return fs::path(env);
   const fs::path shared = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
   return fs::exists(shared) ? shared : fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures";
+}
+
+/// The pipeline tests' master seed: STATECUT_SEED, else 20260211; printed on every call so each test's log names it.
+inline uint64_t master_seed() {
+  const char* s = std::getenv("STATECUT_SEED");
+  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 20260211ull;
+  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
+  return seed;
 }
 
 inline std::string slurp(const fs::path& p) {
