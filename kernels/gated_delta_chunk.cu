@@ -64,6 +64,31 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
                : "r"(s));
 }
 
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+/// Four 8 x 8 bf16 fragments (accumulator layout: row g, columns 2t, 2t+1 in one word) stored transposed: fragment
+/// element (r, c) of matrix j goes to row c of the 8 rows whose addresses lanes 8j..8j+7 give, position r.
+__device__ __forceinline__ void stmatrix_x4_trans(void* smem, const uint32_t* r) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+/// x0 + x1 (x0: lower half) split into two bf16 terms, hi = bf16(x), lo = bf16(x - hi) (|x - hi - lo| <= 2^-16 |x|).
+__device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
+  const float2 hf = __bfloat1622float2(h);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(x0 - hf.x, x1 - hf.y);
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+}
+
 /// d += a * b, m16n8k16, bf16 operands, fp32 accumulators.
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, uint32_t b0, uint32_t b1) {
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -107,7 +132,11 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   const int ldb = qk_stride(Kp);  // also the row stride of the transposed state terms
   float* Ys = sm;               // [C][lds] Y (TF32)
   float* Vp = Ys + C * lds;     // [C][lds] V' (TF32)
-  float* Vq = Vp + C * lds;     // [C][lds] diag(e^{Gl-G} rk) V' (TF32)
+  float* Vq = Vp + C * lds;     // [C][lds] V'' = diag(e^{Gl-G} rk) V' (TF32; fp16 inputs)
+  constexpr int ldv = C + 8;    // bf16 inputs: V'' as two bf16 terms [BV][ldv] over Vq (stmatrix/ldmatrix rows
+  __nv_bfloat16* Vh = reinterpret_cast<__nv_bfloat16*>(Vq);  // 144 B apart: conflict-free)
+  __nv_bfloat16* Vl = Vh + BV * ldv;
+  static_assert(2 * BV * ldv * 2 <= C * lds * 4, "V'' terms fit in the Vq buffer");
   __nv_bfloat16* Sh = reinterpret_cast<__nv_bfloat16*>(Vq + C * lds);  // [BV][ldb] state, bf16 high term
   __nv_bfloat16* Sl = Sh + BV * ldb;                                   // [BV][ldb] low term
   T* Qb = reinterpret_cast<T*>(Sl + BV * ldb);  // [C][ldb] raw q
@@ -142,21 +171,26 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
           f(S[mi][nt][e], 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), 8 * nt + 2 * t + (e & 1));
   };
   each_state([&](float& x, int kk, int c) { x = (s0 && kk < K && v0 + c < V) ? s0[state_index(kk, c)] : 0.f; });
-  // hi/lo bf16 terms of the state into Sh/Sl (transposed)
+  // stmatrix lanes: lane 8j + r8 addresses row r8 of 8 x 8 matrix j (j: n-tile 2np + (j >> 1), row half j & 1)
+  const int mj = lane >> 3, r8 = lane & 7;
+  // hi/lo bf16 terms of the state into Sh/Sl (transposed: element (kk, c) at c * ldb + kk), by stmatrix.trans
   auto store_terms = [&]() {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
       const int mt = warp + 4 * mi;
       if (16 * mt >= Kp) break;  // no such key tile
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t hi[4], lo[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int kk = 16 * mt + g + (e >= 2 ? 8 : 0), c = 8 * nt + 2 * t + (e & 1);
-          const __nv_bfloat16 hi = __float2bfloat16_rn(S[mi][nt][e]);
-          Sh[c * ldb + kk] = hi;
-          Sl[c * ldb + kk] = __float2bfloat16_rn(S[mi][nt][e] - __bfloat162float(hi));
+        for (int j = 0; j < 4; ++j) {
+          const float* x = S[mi][2 * np + (j >> 1)] + 2 * (j & 1);
+          split_bf16x2(x[0], x[1], hi[j], lo[j]);
         }
+        const int off = (16 * np + 8 * (mj >> 1) + r8) * ldb + 16 * mt + 8 * (mj & 1);
+        stmatrix_x4_trans(Sh + off, hi);
+        stmatrix_x4_trans(Sl + off, lo);
+      }
     }
   };
   store_terms();
@@ -194,6 +228,9 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     load_rows<T, kThreads>(Kb0, kp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
     load_rows<T, kThreads>(Qb, qp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
     cp_async_commit();
+    // Launched as a programmatic dependent of prep_kernel: everything above overlaps prep's tail; the workspace
+    // is read only after prep has completed and its writes are visible (a no-op without the dependency).
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
     load_tp(Tf, wsT, 0);
     load_tp(Pf, wsP, 0);
     load_scal(sc, wsS + slot0 * kScal, m0 + g);
@@ -294,9 +331,25 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
         const float w0 = Vr[nt][2 * x], w1 = Vr[nt][2 * x + 1];
         *reinterpret_cast<float2*>(Vp + off) =
             make_float2(__uint_as_float(f2tf32(w0)), __uint_as_float(f2tf32(w1)));
-        *reinterpret_cast<float2*>(Vq + off) =
-            make_float2(__uint_as_float(f2tf32(sc.kd[x] * w0)), __uint_as_float(f2tf32(sc.kd[x] * w1)));
+        if constexpr (!kBf16)
+          *reinterpret_cast<float2*>(Vq + off) =
+              make_float2(__uint_as_float(f2tf32(sc.kd[x] * w0)), __uint_as_float(f2tf32(sc.kd[x] * w1)));
       }
+    if constexpr (kBf16) {  // V'' as bf16 hi + lo terms, transposed ([BV][ldv], tokens contiguous)
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float* w = Vr[2 * np + (j >> 1)] + 2 * (j & 1);
+          const float kd = sc.kd[j & 1];
+          split_bf16x2(kd * w[0], kd * w[1], hi[j], lo[j]);
+        }
+        const int off = (16 * np + 8 * (mj >> 1) + r8) * ldv + m0 + 8 * (mj & 1);
+        stmatrix_x4_trans(Vh + off, hi);
+        stmatrix_x4_trans(Vl + off, lo);
+      }
+    }
     const float decay = sc.decay;
     if (more) load_scal(sc, wsS + (slot0 + static_cast<size_t>(ci + 1) * a.HV) * kScal, m0 + g);
     __syncthreads();  // V' complete; the state terms are no longer read in this chunk
@@ -323,19 +376,38 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) S[mi][nt][e] *= decay;
+      if constexpr (kBf16) {  // bf16 m16n8k16: A = Kr^T by ldmatrix.trans (exact), B = V'' hi and lo terms
 #pragma unroll
-      for (int k0 = 0; k0 < C; k0 += 8) {
-        uint32_t af[4];
-        af[0] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g]);
-        af[1] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g + 8]);
-        af[2] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g]);
-        af[3] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g + 8]);
+        for (int k0 = 0; k0 < C; k0 += 16) {
+          uint32_t af[4];
+          ldmatrix_x4_trans(af, Kb + (k0 + 8 * (mj >> 1) + r8) * ldb + 16 * mt + 8 * (mj & 1));
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          uint32_t b[2];
-          b[0] = __float_as_uint(Vq[(k0 + t) * lds + 8 * nt + g]);
-          b[1] = __float_as_uint(Vq[(k0 + t + 4) * lds + 8 * nt + g]);
-          mma_tf32(S[mi][nt], af, b);
+          for (int np = 0; np < NT / 2; ++np) {
+            uint32_t bh[4], bl[4];
+            const int boff = (16 * np + 8 * (mj >> 1) + r8) * ldv + k0 + 8 * (mj & 1);
+            ldmatrix_x4(bh, Vh + boff);
+            ldmatrix_x4(bl, Vl + boff);
+            mma_bf16(S[mi][2 * np], af, bl[0], bl[1]);
+            mma_bf16(S[mi][2 * np + 1], af, bl[2], bl[3]);
+            mma_bf16(S[mi][2 * np], af, bh[0], bh[1]);
+            mma_bf16(S[mi][2 * np + 1], af, bh[2], bh[3]);
+          }
+        }
+      } else {  // fp16 rows: TF32 m16n8k8 on V'' (TF32)
+#pragma unroll
+        for (int k0 = 0; k0 < C; k0 += 8) {
+          uint32_t af[4];
+          af[0] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g]);
+          af[1] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g + 8]);
+          af[2] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g]);
+          af[3] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g + 8]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            uint32_t b[2];
+            b[0] = __float_as_uint(Vq[(k0 + t) * lds + 8 * nt + g]);
+            b[1] = __float_as_uint(Vq[(k0 + t + 4) * lds + 8 * nt + g]);
+            mma_tf32(S[mi][nt], af, b);
+          }
         }
       }
     }
@@ -353,17 +425,33 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
   auto kern = state_kernel<T, BV, MI>;
   cudaError_t e = set_smem(kern, bytes);
   if (e != cudaSuccess) return e;
-  const dim3 grid((a.V + BV - 1) / BV, a.HV, a.N);
-  kern<<<grid, kThreads, bytes, s>>>(a, Kp, maxC, ws, ws + slots * kFrag, ws + 2 * slots * kFrag);
-  return cudaGetLastError();
+  // programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((a.V + BV - 1) / BV, a.HV, a.N);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const float* wsT = ws;
+  const float* wsP = ws + slots * kFrag;
+  const float* wsS = ws + 2 * slots * kFrag;
+  return cudaLaunchKernelEx(&cfg, kern, a, Kp, maxC, wsT, wsP, wsS);
 }
 
 template <typename T, int BV>
 cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
   const int ktiles = Kp / 16;  // key tiles of 16 rows, spread over the 4 warps
   if (ktiles <= 4) return launch_state<T, BV, 1>(a, Kp, maxC, ws, slots, s);
-  if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
-  return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s);
+  if constexpr (BV == 32) {  // taken only for Kp <= 128 (dispatch)
+    return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
+  } else {
+    if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
+    return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s);
+  }
 }
 
 /// Keep memory freed by cudaFreeAsync in the device's default pool (once per device).

@@ -2,6 +2,8 @@
 // sequence), fully parallel, the L2 norms of the chunk's q, k rows, the in-chunk cumulative log gate G, beta, and
 //   A = strict_lower(diag(b) K K^T o D),  T = (I + A)^-1 (blocked, 3xTF32),  P = tril_incl(Q K^T o D)
 // written to the workspace in A-fragment order with the per-token scalars the serial kernel needs.
+#include <type_traits>
+
 #include "kernels/gated_delta_chunk.cuh"
 
 namespace statecut::cuda::chunk {
@@ -35,10 +37,73 @@ __device__ __forceinline__ void mma_3xtf32(float* d, const float* a, int lda, co
   mma_tf32(d, ah, bh);
 }
 
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t* r, const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
+
+/// d += a * b, m16n8k16, 16-bit operands of type T (bf16 or fp16), fp32 accumulators.
+template <typename T>
+__device__ __forceinline__ void mma16(float* d, const uint32_t* a, const uint32_t* b) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/// acc[j] = Am[16 s_j .. +16) Kb[8 c_j .. +8)^T for five tiles: j < N1 in strip S1 at column tiles J1 + j, the rest
+/// in strip S2 at column tiles 0, 1, ...; ss0/ss1 += the squares of rows g / g + 8 of the norm strip (S2 when the
+/// warp has two strips, else S1). Am, Kb: [C][ldb] 16-bit rows, Kp a multiple of 16.
+template <typename T, int S1, int J1, int N1, int S2>
+__device__ __forceinline__ void strip_products(float (&acc)[5][4], float& ss0, float& ss1, const T* Am, const T* Kb,
+                                               int ldb, int Kp, int lane) {
+  constexpr bool kTwo = N1 < 5;
+#pragma unroll
+  for (int j = 0; j < 5; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+  const int arow = (lane & 15) * ldb + (lane >> 4) * 8;            // ldmatrix x4: 16 rows x 16 k
+  const int brow = (lane & 7) * ldb + ((lane >> 3) & 1) * 8;       // ldmatrix x2: 8 rows x 16 k
+#pragma unroll 2
+  for (int k0 = 0; k0 < Kp; k0 += 16) {
+    uint32_t a1[4], a2[4];
+    ldmatrix_x4(a1, Am + 16 * S1 * ldb + arow + k0);
+    if constexpr (kTwo) ldmatrix_x4(a2, Am + 16 * S2 * ldb + arow + k0);
+    const uint32_t* an = kTwo ? a2 : a1;
+    uint32_t lo, hi;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      pair_tf32<T>(an[e], lo, hi);  // exact fp32 values of the two elements
+      const float x0 = __uint_as_float(lo), x1 = __uint_as_float(hi);
+      if (e & 1) ss1 += x0 * x0 + x1 * x1;
+      else ss0 += x0 * x0 + x1 * x1;
+    }
+#pragma unroll
+    for (int j = 0; j < 5; ++j) {
+      const int ct = j < N1 ? J1 + j : j - N1;
+      uint32_t b[2];
+      ldmatrix_x2(b, Kb + 8 * ct * ldb + brow + k0);
+      mma16<T>(acc[j], j < N1 ? a1 : a2, b);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel 1: per (chunk, value head, sequence) T, P and the token scalars.
 template <typename T>
-__global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
+__global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
                                                          float* __restrict__ wsT, float* __restrict__ wsP,
                                                          float* __restrict__ wsS) {
   extern __shared__ __align__(16) float sm[];
@@ -53,6 +118,8 @@ __global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a,
   T* Kb = reinterpret_cast<T*>(Ts);  // [C][ldb]
   T* Qb = Kb + C * ldb;              // [C][ldb]
 
+  // the state kernel (programmatic dependent) may launch now; it waits for this grid before reading the workspace
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int ci = blockIdx.x, hv = blockIdx.y, n = blockIdx.z;
   const int h = hv / (a.HV / a.H);
@@ -84,49 +151,43 @@ __global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a,
   }
   cp_async_wait_all();
   __syncthreads();
-  // ---- warps 0-3: Kr Kr^T, warps 4-7: Qr Kr^T, row strip [16s, 16s+16), column tiles 0..2s+1 (lower block
-  //      triangle); the row sums of squares (L2 norms) from the same A fragments ----
-  const int s = warp & 3, m0 = 16 * s;
+  // ---- warps 0-3: Kr Kr^T, warps 4-7: Qr Kr^T over the lower block triangle (20 16 x 8 tiles: 2s + 2 in row strip
+  //      s), 5 tiles per warp (StripTiles), as 16-bit m16n8k16 mma (bf16/fp16 products are exact, fp32 sums); the
+  //      row sums of squares (L2 norms) of the warp's norm strip from the same A fragments ----
+  const int w4 = warp & 3;
   const bool is_q = warp >= 4;
   const T* Am = is_q ? Qb : Kb;
-  float acc[8][4];
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+  float acc[5][4];
   float ss0 = 0.f, ss1 = 0.f;
-  for (int k0 = 0; k0 < Kp; k0 += 8) {
-    uint32_t af[4];
-    a_frag_perm<T>(af, Am, ldb, m0, k0, g, t);
-    const float x0 = __uint_as_float(af[0]), x1 = __uint_as_float(af[1]), x2 = __uint_as_float(af[2]),
-                x3 = __uint_as_float(af[3]);
-    ss0 += x0 * x0 + x2 * x2, ss1 += x1 * x1 + x3 * x3;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if (j > 2 * s + 1) break;
-      uint32_t b[2];
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(Kb + (8 * j + g) * ldb + k0 + 2 * t);
-      pair_tf32<T>(w, b[0], b[1]);
-      mma_tf32(acc[j], af, b);
-    }
+  switch (w4) {
+    case 0: strip_products<T, 3, 0, 5, 3>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+    case 1: strip_products<T, 3, 5, 3, 0>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+    case 2: strip_products<T, 2, 0, 5, 2>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+    default: strip_products<T, 2, 5, 1, 1>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
   }
+  const int s1 = w4 < 2 ? 3 : 2, j1 = w4 & 1 ? 5 : 0, n1 = w4 == 1 ? 3 : w4 == 3 ? 1 : 5;
+  const int s2 = w4 == 1 ? 0 : w4 == 3 ? 1 : s1;
+  const int sn = w4 & 1 ? s2 : s1;
   ss0 += __shfl_xor_sync(0xffffffffu, ss0, 1), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 1);
   ss0 += __shfl_xor_sync(0xffffffffu, ss0, 2), ss1 += __shfl_xor_sync(0xffffffffu, ss1, 2);
   if (t == 0) {
     float* R = is_q ? Rq : Rk;
     const float mul = is_q ? a.scale : 1.f;
-    R[m0 + g] = mul * (a.l2norm_qk ? rsqrtf(ss0 + detail::kL2Eps) : 1.f);
-    R[m0 + g + 8] = mul * (a.l2norm_qk ? rsqrtf(ss1 + detail::kL2Eps) : 1.f);
+    R[16 * sn + g] = mul * (a.l2norm_qk ? rsqrtf(ss0 + detail::kL2Eps) : 1.f);
+    R[16 * sn + g + 8] = mul * (a.l2norm_qk ? rsqrtf(ss1 + detail::kL2Eps) : 1.f);
   }
   __syncthreads();  // Rk, Rq visible; q/k tiles consumed (Ts, Ps overlay them)
-  // ---- masks, decays, norms: A (strictly lower) into Ts, P (lower incl. diagonal) into Ps ----
+  // ---- masks, decays, norms: A (strictly lower) into Ts, P (lower incl. diagonal) into Ps; only the lower block
+  //      triangle is written (the steps below read nothing else) ----
   {
     float* dst = is_q ? Ps : Ts;
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 5; ++j) {
+      const bool first = j < n1;
+      const int m0 = 16 * (first ? s1 : s2), ct = first ? j1 + j : j - n1;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * j + 2 * t + (e & 1);
+        const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * ct + 2 * t + (e & 1);
         float v = 0.f;
         if (is_q ? c <= r : c < r) {
           const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
@@ -134,6 +195,7 @@ __global__ void __launch_bounds__(kThreadsA) prep_kernel(const GatedDeltaArgs a,
         }
         dst[r * ldc + c] = v;
       }
+    }
   }
   __syncthreads();
   // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
