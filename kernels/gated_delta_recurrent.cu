@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
   const int K = a.K, V = a.V;
   unsigned char* wsm = smem + warp * p.warp_bytes;
   float* scratch = kF32 ? nullptr : reinterpret_cast<float*>(wsm + kStages * p.stage_bytes);
-  const int gw = blockIdx.x * (blockDim.x >> 5) + warp;
+  const int gw = warp * gridDim.x + blockIdx.x;  // consecutive items on different SMs: equal shares per SM
   const int n_my = my_items(p, gw);
   const SS* s0 = static_cast<const SS*>(a.initial_state);
   SS* s1 = static_cast<SS*>(a.final_state);
@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
   float* ks = reinterpret_cast<float*>(wsm + kStages * p.stage_bytes + p.scratch_bytes);
   float* qs = ks + 256;
   float* scratch = kF32 ? nullptr : reinterpret_cast<float*>(wsm + kStages * p.stage_bytes);
-  const int gw = blockIdx.x * (blockDim.x >> 5) + warp;
+  const int gw = warp * gridDim.x + blockIdx.x;  // consecutive items on different SMs: equal shares per SM
   const int n_my = my_items(p, gw);
   const SS* s0 = static_cast<const SS*>(a.initial_state);
   SS* s1 = static_cast<SS*>(a.final_state);
