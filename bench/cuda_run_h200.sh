@@ -4,7 +4,7 @@
 # ignored folder .fla). Logs under $OUT (at most 8 files come back).
 # Env: SKIP_TESTS=1, SKIP_FLA=1 (then FLA_TIMES names an earlier fla_times.txt), SKIP_NCU=1, BENCH_FILTER,
 # NCU_PREFILL (benchmark filter of the profiled prefill shape), NCU_PREFILL_ONLY=1, BUILD (build folder, default
-# build-gpu).
+# build-gpu), NCU_SOURCE=1 (per-instruction SASS counters of the two prefill kernels into ncu_source.csv.gz).
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-out}
 mkdir -p "$OUT"
@@ -55,6 +55,15 @@ if [ "${SKIP_NCU:-0}" != 1 ]; then
       $NCU -c 1 -k regex:recurrent_kv "$BUILD/bench/bench_cuda_gated_delta" --benchmark_filter='decode/B:256/dk:64/vfirst:0/'
     fi
   } >"$OUT/ncu.txt" 2>&1
+  if [ "${NCU_SOURCE:-0}" = 1 ]; then
+    ncu --clock-control none --section SourceCounters --section WarpStateStats --section InstructionStats \
+      -k regex:'prep_kernel|state_kernel' -c 2 -f -o "$LOG/prefill_src" "$BUILD/bench/bench_cuda_gated_delta" \
+      --benchmark_filter="${NCU_PREFILL:-prefill/B:8/T:2048/dk:128/}" >"$LOG/ncu_src.log" 2>&1
+    ncu -i "$LOG/prefill_src.ncu-rep" --page source --csv --print-source sass >"$LOG/ncu_source.csv" 2>&1
+    ncu -i "$LOG/prefill_src.ncu-rep" --page details >>"$OUT/ncu.txt" 2>&1
+    tail -3 "$LOG/ncu_src.log"; wc -c "$LOG/ncu_source.csv"
+    gzip -c "$LOG/ncu_source.csv" >"$OUT/ncu_source.csv.gz"
+  fi
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occ|Stall|Warp Cycles Per Issued|Issued Warp|No Eligible|Block Limit" "$OUT/ncu.txt" | cut -c1-150 | head -80
 fi
 exit $rc

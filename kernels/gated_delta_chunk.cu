@@ -420,12 +420,14 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
 }
 
 template <typename T, int BV, int MI>
-cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
+cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
+                         bool pdl) {
   const size_t bytes = state_smem_bytes<BV>(Kp, sizeof(T));
   auto kern = state_kernel<T, BV, MI>;
   cudaError_t e = set_smem(kern, bytes);
   if (e != cudaSuccess) return e;
-  // programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains
+  // Programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains. Only
+  // for grids of at least two blocks per SM: blocks placed early could pile up two to an SM while others stay empty.
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((a.V + BV - 1) / BV, a.HV, a.N);
   cfg.blockDim = dim3(kThreads);
@@ -435,7 +437,7 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = pdl ? 1 : 0;
   const float* wsT = ws;
   const float* wsP = ws + slots * kFrag;
   const float* wsS = ws + 2 * slots * kFrag;
@@ -443,14 +445,16 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
 }
 
 template <typename T, int BV>
-cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s) {
+cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
+                        int sms) {
+  const bool pdl = static_cast<long>(a.N) * a.HV * ((a.V + BV - 1) / BV) >= 2L * sms;
   const int ktiles = Kp / 16;  // key tiles of 16 rows, spread over the 4 warps
-  if (ktiles <= 4) return launch_state<T, BV, 1>(a, Kp, maxC, ws, slots, s);
+  if (ktiles <= 4) return launch_state<T, BV, 1>(a, Kp, maxC, ws, slots, s, pdl);
   if constexpr (BV == 32) {  // taken only for Kp <= 128 (dispatch)
-    return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
+    return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, pdl);
   } else {
-    if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s);
-    return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s);
+    if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, pdl);
+    return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s, pdl);
   }
 }
 
@@ -487,8 +491,8 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
   // The serial chain is latency bound: value tiles of 32 columns unless that leaves fewer than two blocks per SM.
   // Key dims above 128 take 16 columns (the register state of a thread stays at 32 floats).
   const long blocks32 = static_cast<long>(a.N) * a.HV * ((a.V + 31) / 32);
-  const cudaError_t e = blocks32 >= 2L * sms && Kp <= 128 ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s)
-                                                          : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s);
+  const cudaError_t e = blocks32 >= 2L * sms && Kp <= 128 ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s, sms)
+                                                          : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s, sms);
   if (ws != nullptr) {
     const cudaError_t f = cudaFreeAsync(ws, s);
     if (e == cudaSuccess && f != cudaSuccess) return f;
