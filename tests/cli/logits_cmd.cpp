@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/test_env.h"
 
 namespace fs = std::filesystem;
 using statecut::io::DType;
@@ -24,12 +25,7 @@ using statecut::io::SafetensorsWriter;
 
 namespace {
 
-std::string fixture_dir(const std::string& name) {
-  for (const auto& p : {fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name,
-                        fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures" / name})
-    if (fs::exists(p / "golden.safetensors")) return p.string();
-  return "";
-}
+using statecut::test::fixture_dir;
 
 struct Run {
   int code;

@@ -36,6 +36,7 @@
 #include "optimized/model.h"
 #include "optimized/recurrence.h"
 #include "optimized/weight_source.h"
+#include "tests/test_env.h"
 
 namespace statecut {
 namespace {
@@ -229,10 +230,8 @@ TEST_F(Golden_ModelsCuda, trainedByteDeltaNetBf16OnCudaMatchesFp32) {
     const auto golden = WeightSource::open_file(golden_path.string());
     ids = golden.raw("input_ids"), want = golden.raw("logits");
   } else {
-    const char* env = std::getenv("STATECUT_SEED");
-    const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : 42;
-    std::printf("(no %s: fp32 CPU reference only) STATECUT_SEED=%llu\n", golden_path.c_str(),
-                static_cast<unsigned long long>(seed));
+    std::printf("(no %s: fp32 CPU reference only)\n", golden_path.c_str());
+    const uint64_t seed = statecut::test::env_seed(42);
     torch::manual_seed(seed);
     ids = torch::randint(0, 256, {2, 300}, torch::TensorOptions().dtype(torch::kInt64));
   }

@@ -13,18 +13,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tests/test_env.h"
+
 namespace statecut::io::test {
 
 /// Master seed: STATECUT_SEED if set, else a fixed default; printed so a failure can be replayed.
-inline uint64_t master_seed() {
-  static const uint64_t seed = [] {
-    const char* e = std::getenv("STATECUT_SEED");
-    const uint64_t s = e ? std::strtoull(e, nullptr, 10) : 20260204ULL;
-    std::cerr << "STATECUT_SEED=" << s << "\n";
-    return s;
-  }();
-  return seed;
-}
+inline uint64_t master_seed() { return statecut::test::env_seed(20260204ULL); }
 
 /// A fresh directory under the system temp dir, removed with its contents on destruction.
 struct TempDir {

@@ -15,6 +15,7 @@
 
 #include "reference/primitives.h"
 #include "reference/types.h"
+#include "tests/test_env.h"
 
 namespace statecut::test {
 
@@ -26,8 +27,7 @@ constexpr double kEps = std::numeric_limits<double>::epsilon();
 
 /// Seed from env STATECUT_SEED (decimal), else `fallback`; printed once per call site.
 inline std::uint64_t test_seed(std::uint64_t fallback, const std::string& what) {
-  std::uint64_t seed = fallback;
-  if (const char* s = std::getenv("STATECUT_SEED")) seed = std::strtoull(s, nullptr, 10);
+  const std::uint64_t seed = seed_value(fallback);
   std::cout << "[seed] " << what << ": STATECUT_SEED=" << seed << "\n";
   return seed;
 }

@@ -2,6 +2,7 @@
 // from a platform-independent generator, matrices with a prescribed spectrum, the Kahan matrix.
 #pragma once
 #include "reference/selectors.h"
+#include "tests/test_env.h"
 
 #include <cmath>
 #include <cstdint>
@@ -14,15 +15,7 @@ using ref::Mat;
 using ref::Vec;
 
 /// Master seed: env STATECUT_SEED or 20240213; printed once per process so a failure replays.
-inline std::uint64_t master_seed() {
-  static const std::uint64_t s = [] {
-    const char* e = std::getenv("STATECUT_SEED");
-    const std::uint64_t v = e ? std::strtoull(e, nullptr, 10) : 20240213ULL;
-    std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
+inline std::uint64_t master_seed() { return env_seed(20240213ULL); }
 
 /// Standard normal entries by Box–Muller on SelectRng (same numbers on every platform).
 inline Mat gaussian(Index m, Index n, ref::SelectRng& rng) {

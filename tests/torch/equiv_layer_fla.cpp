@@ -18,6 +18,7 @@
 #include "reference/delta_rule.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/primitives.h"
+#include "tests/test_env.h"
 
 namespace statecut {
 namespace {
@@ -25,12 +26,7 @@ namespace {
 using ref::Mat;
 using ref::Vec;
 
-uint64_t master_seed() {
-  const char* env = std::getenv("STATECUT_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : 20260213ULL;
-  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+uint64_t master_seed() { return test::env_seed(20260213ULL); }
 
 Mat M(const torch::Tensor& x) {  // 2-D tensor → Eigen (row-major copy)
   auto c = x.to(torch::kFloat64).contiguous();

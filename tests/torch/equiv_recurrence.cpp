@@ -16,17 +16,12 @@
 #include "reference/gated_delta_rule.h"
 #include "reference/linear_attention.h"
 #include "reference/mamba2_ssd.h"
+#include "tests/test_env.h"
 
 namespace statecut {
 namespace {
 
-uint64_t master_seed() {
-  const char* env = std::getenv("STATECUT_SEED");
-  const uint64_t seed = env ? std::strtoull(env, nullptr, 10) : 20260213ULL;
-  static bool printed = false;
-  if (!printed) std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed)), printed = true;
-  return seed;
-}
+uint64_t master_seed() { return test::env_seed(20260213ULL); }
 
 ref::Mat to_mat(const torch::Tensor& x) {  // [T,d] → Eigen
   auto c = x.to(torch::kFloat64).contiguous();

@@ -10,20 +10,11 @@
 
 #include "optimized/io/safetensors.h"
 #include "optimized/weight_source.h"
+#include "tests/test_env.h"
 
 namespace statecut::golden {
 
-/// ../shared/fixtures/<name> when present (developers, CI), else the trimmed copy in tests/data/fixtures/<name>.
-/// STATECUT_FIXTURE_ROOT=<dir> searches <dir>/<name> first (e.g. tests/data/fixtures, to test the trimmed copies).
-inline std::string fixture_dir(const std::string& name) {
-  namespace fs = std::filesystem;
-  const char* root = std::getenv("STATECUT_FIXTURE_ROOT");
-  for (const auto& p : {fs::path(root ? root : "/nonexistent") / name,
-                        fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name,
-                        fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures" / name})
-    if (fs::exists(p / "golden.safetensors") && fs::exists(p / "config.json")) return p.string();
-  return "";
-}
+using test::fixture_dir;  // tests/test_env.h: STATECUT_FIXTURE_ROOT, ../shared/fixtures, tests/data/fixtures
 
 /// ../shared/models/<name>, else assets/<name> (the shipped copy).
 inline std::string model_dir(const std::string& name) {

@@ -14,16 +14,11 @@
 #include "optimized/layers_common.h"
 #include "optimized/model.h"
 #include "optimized/weight_source.h"
+#include "tests/test_env.h"
 
 namespace statecut::golden_hf {
 
-/// ../shared/fixtures/<name> when the shared folder is there, else the copy in tests/data/fixtures/<name>.
-inline std::string fixture_dir(const std::string& name) {
-  namespace fs = std::filesystem;
-  const fs::path shared = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures" / name;
-  if (fs::exists(shared / "golden.safetensors")) return shared.string();
-  return (fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures" / name).string();
-}
+using test::fixture_dir;  // tests/test_env.h
 
 /// ‖y − y_ref‖_F / ‖y_ref‖_F in double; NaN/Inf in y gives +inf so it fails first.
 inline double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
@@ -36,12 +31,7 @@ inline double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
 }
 
 /// Master seed: STATECUT_SEED or 42; printed so a failure can be replayed.
-inline uint64_t master_seed() {
-  const char* s = std::getenv("STATECUT_SEED");
-  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 42;
-  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+inline uint64_t master_seed() { return test::env_seed(42); }
 
 inline const char* mode_name(RecurrenceMode m) { return m == RecurrenceMode::Chunk ? "chunk" : "recurrent"; }
 

@@ -12,24 +12,21 @@
 #include <sstream>
 #include <string>
 
+#include "tests/test_env.h"
+
 namespace pipeline_test {
 namespace fs = std::filesystem;
 
 /// ../shared/fixtures when present, else the copies shipped in tests/data/fixtures (a clone alone: the fla fixtures
 /// there carry trimmed goldens, model and config bytes unchanged). STATECUT_FIXTURE_ROOT=<dir> overrides both.
 inline fs::path fixture_root() {
-  if (const char* env = std::getenv("STATECUT_FIXTURE_ROOT")) return fs::path(env);
-  const fs::path shared = fs::path(STATECUT_SOURCE_DIR) / ".." / "shared" / "fixtures";
-  return fs::exists(shared) ? shared : fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "fixtures";
+  for (const auto& root : statecut::test::fixture_roots())
+    if (fs::exists(root / "fla_delta_net" / "config.json")) return root;
+  return statecut::test::fixture_roots().back();
 }
 
-/// The pipeline tests' master seed: STATECUT_SEED, else 20260211; printed on every call so each test's log names it.
-inline uint64_t master_seed() {
-  const char* s = std::getenv("STATECUT_SEED");
-  const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : 20260211ull;
-  std::printf("STATECUT_SEED=%llu\n", static_cast<unsigned long long>(seed));
-  return seed;
-}
+/// The pipeline tests' master seed (tests/test_env.h): STATECUT_SEED, else 20260211.
+inline uint64_t master_seed() { return statecut::test::env_seed(20260211ull); }
 
 inline std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
