@@ -211,17 +211,19 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     for (int kt = 0; kt < 8; ++kt)
       if (kt <= 2 * warp + 1) dst[kt] = __ldg(p + (warp * (warp + 1) + kt) * 32 + lane);
   };
+  // v and o of the thread's positions: row m0 + g (+8), columns v0 + 8 nt + 2t; one 64-bit product per chunk
+  const size_t tok_stride = static_cast<size_t>(a.HV) * V, chunk_stride = C * tok_stride;
+  const size_t vo_base = (static_cast<size_t>(bos + m0 + g) * a.HV + hv) * V + v0 + 2 * t;
   auto load_v = [&](int ci) {
-    const long c0 = bos + static_cast<long>(ci) * C;
+    const T* p = vp + vo_base + static_cast<size_t>(ci) * chunk_stride;
+    const long rem = eos - (bos + static_cast<long>(ci) * C) - (m0 + g);  // rows left from the thread's row
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
-        const long r = c0 + m0 + g + 8 * x;
-        const int col = v0 + 8 * nt + 2 * t;
         vv[nt][x] = 0u;
-        if (r < eos && col < V)
-          vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(vp + (static_cast<size_t>(r) * a.HV + hv) * V + col));
+        if (8 * x < rem && v0 + 8 * nt + 2 * t < V)
+          vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(p + 8 * x * tok_stride + 8 * nt));
       }
   };
   if (nC > 0) {
@@ -356,17 +358,18 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     // ---- phase 3: O += P V', written out ----
     strip_tri_mma<NT, lds>(O, Pf, Vp, warp, g, t);
     if (more) load_tp(Pf, wsP, ci + 1);
+    {
+      T* po = op + vo_base + static_cast<size_t>(ci) * chunk_stride;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const int r = m0 + g + 8 * x, col = v0 + 8 * nt + 2 * t;
-        if (r < Lc && col < V) {
-          T out[2] = {detail::from_f<T>(O[nt][2 * x]), detail::from_f<T>(O[nt][2 * x + 1])};
-          *reinterpret_cast<unsigned*>(op + (static_cast<size_t>(c0 + r) * a.HV + hv) * V + col) =
-              *reinterpret_cast<const unsigned*>(out);
+        for (int x = 0; x < 2; ++x) {
+          if (m0 + g + 8 * x < Lc && v0 + 8 * nt + 2 * t < V) {
+            T out[2] = {detail::from_f<T>(O[nt][2 * x]), detail::from_f<T>(O[nt][2 * x + 1])};
+            *reinterpret_cast<unsigned*>(po + 8 * x * tok_stride + 8 * nt) = *reinterpret_cast<const unsigned*>(out);
+          }
         }
-      }
+    }
     // ---- S <- e^{Gl} S + Kr^T V'' on the warp's key tiles, then its bf16 terms ----
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {

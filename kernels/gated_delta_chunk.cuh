@@ -96,12 +96,16 @@ __device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDelta
     // lanes over the row's 16-byte groups (padded to a power of two), 32 / that many rows per warp pass
     const int groups = Kp / 8, lg = 32 - __clz(groups - 1), lane = threadIdx.x & 31;
     const int lr = lane >> lg, lk = lane & ((1 << lg) - 1), rp = 32 >> lg;
-    const size_t stride = static_cast<size_t>(a.H) * K;
-    const T* base = src + (static_cast<size_t>(c0) * a.H + h) * K + lk * 8;
     if (lk < groups) {
-      for (int r = (threadIdx.x >> 5) * rp + lr; r < C; r += (NTHR / 32) * rp) {
-        const bool ok = r < Lc && lk * 8 < K;
-        cp_async16(dst + r * ldb + lk * 8, ok ? base + r * stride : src, ok);
+      // pointers stepped by a whole pass (no 64-bit index products in the loop)
+      const int r0 = (threadIdx.x >> 5) * rp + lr, dr = (NTHR / 32) * rp;
+      const bool kin = lk * 8 < K;
+      const size_t step = static_cast<size_t>(dr) * a.H * K;
+      const T* p = src + (static_cast<size_t>(c0 + r0) * a.H + h) * K + lk * 8;
+      T* d = dst + r0 * ldb + lk * 8;
+      for (int r = r0; r < C; r += dr, p += step, d += dr * ldb) {
+        const bool ok = kin && r < Lc;
+        cp_async16(d, ok ? p : src, ok);
       }
     }
   } else {
