@@ -25,8 +25,8 @@ namespace {
 
 using detail::to_f;
 
-constexpr int kStages = 3;        // per warp: the item being updated + two in flight
-constexpr int kMaxWarps = 16;     // per block (one block per SM)
+constexpr int kStages = 2;        // per warp: the item being updated + the next one in flight
+constexpr int kMaxWarps = 14;     // per block (one block per SM): 14 x 16 KiB rings fill the 227 KiB
 
 /// Launch plan shared by both layouts (filled on the host).
 struct Plan {
@@ -37,7 +37,29 @@ struct Plan {
   int scratch_bytes = 0;  ///< fp32 tile for T > 1 with a bf16 state (0: none)
   int warp_bytes = 0;   ///< shared memory per warp (multiple of 16)
   int cb = 16;          ///< cp.async chunk bytes (16, or 8 for bf16 states not 16-byte aligned)
+  int dt = 0, dhv = 0, dn = 0;  ///< total_warps items as (tiles, value heads, sequences): a warp's item step
+  float inv_group = 1.f;        ///< 1 / (HV / H)
 };
+
+/// Position of an item: sequence n, value head hv, tile; advanced by total_warps items without dividing.
+struct Pos {
+  int n, hv, tile;
+};
+__device__ __forceinline__ Pos pos_of(const Plan& p, int HV, int item) {
+  const int head = item / p.tiles;
+  return {head / HV, head % HV, item % p.tiles};
+}
+__device__ __forceinline__ void advance(const Plan& p, int HV, Pos& x) {
+  x.tile += p.dt;
+  int c = x.tile >= p.tiles;
+  x.tile -= c ? p.tiles : 0;
+  x.hv += p.dhv + c;
+  c = x.hv >= HV;
+  x.hv -= c ? HV : 0;
+  x.n += p.dn + c;
+}
+/// Key head of value head hv (hv / (HV/H), exact for hv < 2^20).
+__device__ __forceinline__ int key_head(const Plan& p, int hv) { return __float2int_rz((hv + 0.5f) * p.inv_group); }
 
 __device__ __forceinline__ void cp_async16(uint32_t s, const void* g, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(valid ? 16 : 0) : "memory");
@@ -123,7 +145,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int grp = lane / LG, gl = lane % LG;
-  const int K = a.K, V = a.V;
+  const int K = a.K, V = a.V, HV = a.HV;
   unsigned char* wsm = smem + warp * p.warp_bytes;
   float* scratch = kF32 ? nullptr : reinterpret_cast<float*>(wsm + kStages * p.stage_bytes);
   const int gw = warp * gridDim.x + blockIdx.x;  // consecutive items on different SMs: equal shares per SM
@@ -139,22 +161,22 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
 #pragma unroll
   for (int e = 0; e < KPL; ++e) kidx[e] = (e / VEC) * LG * VEC + gl * VEC + e % VEC;
 
+  Pos at_issue = pos_of(p, HV, gw < p.items ? gw : 0), at = at_issue;
   auto issue = [&](int it) {
     if (it < n_my) {
-      const int item = gw + it * p.total_warps;
-      const size_t head = item / p.tiles;
-      const int j0 = (item % p.tiles) * R;
+      const size_t head = static_cast<size_t>(at_issue.n) * HV + at_issue.hv;
+      const int j0 = at_issue.tile * R;
       const int rows = min(R, V - j0);
       const char* g = s0 ? reinterpret_cast<const char*>(s0 + (head * V + j0) * K) : nullptr;
       const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(wsm + (it % kStages) * p.stage_bytes));
       copy_run(s, g, rows * K * int(sizeof(SS)), R * K * int(sizeof(SS)), p.cb, lane, a.q);
+      advance(p, HV, at_issue);
     }
     cp_async_commit();  // every lane, every call: the group count stays uniform
   };
-  auto load_in = [&](InVK<T, KPL, RP>& in, int item, long tok) {
-    const int hv = (item / p.tiles) % a.HV;
-    const int h = hv / (a.HV / a.H);
-    const int j0 = (item % p.tiles) * R;
+  auto load_in = [&](InVK<T, KPL, RP>& in, const Pos& x, long tok) {
+    const int h = key_head(p, x.hv);
+    const int j0 = x.tile * R;
     const size_t qk = (static_cast<size_t>(tok) * a.H + h) * K;
 #pragma unroll
     for (int e = 0; e < KPL; e += VEC) {
@@ -166,20 +188,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
         for (int u = 0; u < VEC; ++u) in.k[e + u] = in.q[e + u] = detail::from_f<T>(0.f);
       }
     }
+    const T* vrow = vp + (static_cast<size_t>(tok) * HV + x.hv) * V;
 #pragma unroll
     for (int r = 0; r < RP; ++r) {
       const int j = j0 + r * P + grp;
-      in.v[r] = j < V ? vp[(static_cast<size_t>(tok) * a.HV + hv) * V + j] : detail::from_f<T>(0.f);
+      in.v[r] = j < V ? vrow[j] : detail::from_f<T>(0.f);
     }
-    in.g = gate_raw(a, tok, hv);
-    in.b = beta_raw(a, tok, hv);
+    in.g = gate_raw(a, tok, x.hv);
+    in.b = beta_raw(a, tok, x.hv);
   };
   // One token on the item's tile: src is the stage (SS) or the fp32 scratch; the new state goes to the final
   // state (last token) or to the fp32 tile dst.
-  auto step = [&](const auto* src, float* dst, const InVK<T, KPL, RP>& in, int item, long tok, bool last) {
-    const size_t head = item / p.tiles;
-    const int hv = static_cast<int>(head % a.HV);
-    const int j0 = (item % p.tiles) * R;
+  auto step = [&](const auto* src, float* dst, const InVK<T, KPL, RP>& in, const Pos& x, long tok, bool last) {
+    using Src = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
+    const size_t head = static_cast<size_t>(x.n) * HV + x.hv;
+    const int j0 = x.tile * R;
     float kv[KPL], qv[KPL];
 #pragma unroll
     for (int e = 0; e < KPL; ++e) kv[e] = to_f<T>(in.k[e]), qv[e] = to_f<T>(in.q[e]);
@@ -199,8 +222,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
 #pragma unroll
     for (int e = 0; e < KPL; ++e) kq += kv[e] * qv[e];
     kq = group_sum<LG>(kq);
-    const float alpha = expf(log_gate(a, in.g, hv));  // exact-ish: S is scaled by it every step
+    const float alpha = expf(log_gate(a, in.g, x.hv));  // exact-ish: S is scaled by it every step
     const float beta = beta_of(a, in.b);
+    T* orow = op + (static_cast<size_t>(tok) * HV + x.hv) * V;
 #pragma unroll
     for (int r = 0; r < RP; ++r) {
       const int row = r * P + grp, j = j0 + row;
@@ -208,8 +232,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
 #pragma unroll
       for (int e = 0; e < KPL; e += VEC) {
         if (kidx[e] < K) {
-          detail::load_state<std::remove_const_t<std::remove_pointer_t<decltype(src)>>, VEC>(
-              src + row * K + kidx[e], S + e);
+          detail::load_state<Src, VEC>(src + row * K + kidx[e], S + e);
         } else {
 #pragma unroll
           for (int u = 0; u < VEC; ++u) S[e + u] = 0.f;
@@ -222,7 +245,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
       sb = group_sum<LG>(sb);
       const float vn = beta * (to_f<T>(in.v[r]) - alpha * sa);
       const float o = alpha * sb + kq * vn;
-      if (gl == 0 && j < V) op[(static_cast<size_t>(tok) * a.HV + hv) * V + j] = detail::from_f<T>(o);
+      if (gl == 0 && j < V) orow[j] = detail::from_f<T>(o);
 #pragma unroll
       for (int e = 0; e < KPL; ++e) S[e] = alpha * S[e] + kv[e] * vn;
 #pragma unroll
@@ -242,52 +265,53 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_vk_kernel(const G
     issue(it + kStages - 1);
     cp_async_wait<kStages - 1>();
     __syncwarp();  // the whole item is in the stage (each lane waited for its own chunks)
-    const int item = gw + it * p.total_warps;
     const SS* stage = reinterpret_cast<const SS*>(wsm + (it % kStages) * p.stage_bytes);
     float* tile = kF32 ? reinterpret_cast<float*>(wsm + (it % kStages) * p.stage_bytes) : scratch;
     long bos, eos;
-    detail::seq_bounds(a, item / p.tiles / a.HV, bos, eos);
-    if (bos == eos) {  // empty sequence: the final state is the initial one
-      const size_t head = item / p.tiles;
-      const int j0 = (item % p.tiles) * R;
+    detail::seq_bounds(a, at.n, bos, eos);
+    if (bos == eos && s1 != nullptr) {  // empty sequence: the final state is the initial one
+      const size_t head = static_cast<size_t>(at.n) * HV + at.hv;
+      const int j0 = at.tile * R;
 #pragma unroll
       for (int r = 0; r < RP; ++r) {
         const int row = r * P + grp, j = j0 + row;
 #pragma unroll
         for (int e = 0; e < KPL; e += VEC) {
-          if (kidx[e] >= K || j >= V || s1 == nullptr) continue;
+          if (kidx[e] >= K || j >= V) continue;
           float S[VEC];
           detail::load_state<SS, VEC>(stage + row * K + kidx[e], S);
           detail::store_state<SS, VEC>(s1 + (head * V + j) * K + kidx[e], S);
         }
       }
     }
+    Pos nx = at;
+    advance(p, HV, nx);
     for (long tok = bos; tok < eos; ++tok) {
-      if (!cur_ok) load_in(cur, item, tok);
+      if (!cur_ok) load_in(cur, at, tok);
       InVK<T, KPL, RP> nxt;
       bool nxt_ok = false;
       if (tok + 1 < eos) {
-        load_in(nxt, item, tok + 1);
+        load_in(nxt, at, tok + 1);
         nxt_ok = true;
       } else if (it + 1 < n_my) {  // the next item's first token, if it has one
-        const int item2 = item + p.total_warps;
         long b2, e2;
-        detail::seq_bounds(a, item2 / p.tiles / a.HV, b2, e2);
+        detail::seq_bounds(a, nx.n, b2, e2);
         if (b2 < e2) {
-          load_in(nxt, item2, b2);
+          load_in(nxt, nx, b2);
           nxt_ok = true;
         }
       }
       const bool last = tok + 1 == eos;
       if constexpr (kF32) {
-        step(stage, tile, cur, item, tok, last);
+        step(stage, tile, cur, at, tok, last);
       } else {
-        if (tok == bos) step(stage, tile, cur, item, tok, last);
-        else step(static_cast<const float*>(tile), tile, cur, item, tok, last);
+        if (tok == bos) step(stage, tile, cur, at, tok, last);
+        else step(static_cast<const float*>(tile), tile, cur, at, tok, last);
       }
       cur = nxt;
       cur_ok = nxt_ok;
     }
+    at = nx;
     __syncwarp();  // every lane is done with the stage before it is refilled
   }
   cp_async_wait<0>();
@@ -310,10 +334,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int rg = lane / CL, cq = lane % CL;
-  const int K = a.K, V = a.V;
+  const int K = a.K, V = a.V, HV = a.HV;
   unsigned char* wsm = smem + warp * p.warp_bytes;
   float* ks = reinterpret_cast<float*>(wsm + kStages * p.stage_bytes + p.scratch_bytes);
-  float* qs = ks + 256;
+  float* qs = ks + (K + 3) / 4 * 4;
   float* scratch = kF32 ? nullptr : reinterpret_cast<float*>(wsm + kStages * p.stage_bytes);
   const int gw = warp * gridDim.x + blockIdx.x;  // consecutive items on different SMs: equal shares per SM
   const int n_my = my_items(p, gw);
@@ -325,29 +349,29 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
   T* op = static_cast<T*>(a.o);
   const int row_bytes = C * int(sizeof(SS));
 
+  Pos at_issue = pos_of(p, HV, gw < p.items ? gw : 0), at = at_issue;
   auto issue = [&](int it) {
     if (it < n_my) {
-      const int item = gw + it * p.total_warps;
-      const size_t head = item / p.tiles;
-      const int c0 = (item % p.tiles) * C;
+      const size_t head = static_cast<size_t>(at_issue.n) * HV + at_issue.hv;
+      const int c0 = at_issue.tile * C;
       const int valid = min(C, V - c0) * int(sizeof(SS));  // bytes of a row inside V (a multiple of cb)
       const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(wsm + (it % kStages) * p.stage_bytes));
       const char* g = s0 ? reinterpret_cast<const char*>(s0 + head * K * V + c0) : nullptr;
-      const int per_row = row_bytes / p.cb;
+      const int per_row = row_bytes / p.cb, row_shift = __ffs(per_row) - 1;  // per_row is a power of two
       for (int c = lane; c < K * per_row; c += 32) {
-        const int kk = c / per_row, off = (c % per_row) * p.cb;
+        const int kk = c >> row_shift, off = (c & (per_row - 1)) * p.cb;
         const bool ok = g != nullptr && off < valid;
         const char* src = ok ? g + static_cast<size_t>(kk) * V * sizeof(SS) + off : static_cast<const char*>(a.q);
         if (p.cb == 16) cp_async16(s + kk * row_bytes + off, src, ok);
         else cp_async8(s + kk * row_bytes + off, src, ok);
       }
+      advance(p, HV, at_issue);
     }
     cp_async_commit();
   };
-  auto load_in = [&](InKV<T>& in, int item, long tok) {
-    const int hv = (item / p.tiles) % a.HV;
-    const int h = hv / (a.HV / a.H);
-    const int c = (item % p.tiles) * C + cq * 4;
+  auto load_in = [&](InKV<T>& in, const Pos& x, long tok) {
+    const int h = key_head(p, x.hv);
+    const int c = x.tile * C + cq * 4;
     const size_t qk = (static_cast<size_t>(tok) * a.H + h) * K;
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
@@ -356,26 +380,25 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
       in.q[u] = kk < K ? qp[qk + kk] : detail::from_f<T>(0.f);
     }
     if (c < V) {
-      load_raw<T, 4>(vp + (static_cast<size_t>(tok) * a.HV + hv) * V + c, in.v);
+      load_raw<T, 4>(vp + (static_cast<size_t>(tok) * HV + x.hv) * V + c, in.v);
     } else {
 #pragma unroll
       for (int u = 0; u < 4; ++u) in.v[u] = detail::from_f<T>(0.f);
     }
-    in.g = gate_raw(a, tok, hv);
-    in.b = beta_raw(a, tok, hv);
+    in.g = gate_raw(a, tok, x.hv);
+    in.b = beta_raw(a, tok, x.hv);
   };
-  auto step = [&](const auto* src, float* dst, const InKV<T>& in, int item, long tok, bool last) {
+  auto step = [&](const auto* src, float* dst, const InKV<T>& in, const Pos& x, long tok, bool last) {
     using Src = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
-    const size_t head = item / p.tiles;
-    const int hv = static_cast<int>(head % a.HV);
-    const int c0 = (item % p.tiles) * C;
+    const size_t head = static_cast<size_t>(x.n) * HV + x.hv;
+    const int c0 = x.tile * C;
     const bool col_ok = c0 + cq * 4 < V;  // V % 4 == 0
-    float x[8], y[8];
+    float xk[8], xq[8];
     float sk = 0.f, sq = 0.f;
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      x[u] = to_f<T>(in.k[u]), y[u] = to_f<T>(in.q[u]);
-      sk += x[u] * x[u], sq += y[u] * y[u];
+      xk[u] = to_f<T>(in.k[u]), xq[u] = to_f<T>(in.q[u]);
+      sk += xk[u] * xk[u], sq += xq[u] * xq[u];
     }
     float mk = 1.f, mq = a.scale;
     if (a.l2norm_qk) {
@@ -385,16 +408,16 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
     float kq = 0.f;
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      x[u] *= mk, y[u] *= mq;
-      kq += x[u] * y[u];
+      xk[u] *= mk, xq[u] *= mq;
+      kq += xk[u] * xq[u];
     }
     kq = group_sum<32>(kq);
     __syncwarp();  // the previous token's readers of ks, qs are done
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      if (lane + 32 * u < K) ks[lane + 32 * u] = x[u], qs[lane + 32 * u] = y[u];
+      if (lane + 32 * u < K) ks[lane + 32 * u] = xk[u], qs[lane + 32 * u] = xq[u];
     __syncwarp();
-    const float alpha = expf(log_gate(a, in.g, hv));  // exact-ish: S is scaled by it every step
+    const float alpha = expf(log_gate(a, in.g, x.hv));  // exact-ish: S is scaled by it every step
     const float beta = beta_of(a, in.b);
     float pa[4] = {0.f, 0.f, 0.f, 0.f}, pb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
@@ -423,8 +446,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
     if (rg == 0 && col_ok) {
       uint2 r;
       memcpy(&r, ov, sizeof(r));
-      *reinterpret_cast<uint2*>(op + (static_cast<size_t>(tok) * a.HV + hv) * V + c0 + cq * 4) = r;
+      *reinterpret_cast<uint2*>(op + (static_cast<size_t>(tok) * HV + x.hv) * V + c0 + cq * 4) = r;
     }
+    SS* fs = s1 ? s1 + head * K * V + c0 + cq * 4 : nullptr;
 #pragma unroll 4
     for (int kk = rg; kk < K; kk += RG) {
       float s[4];
@@ -433,7 +457,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
 #pragma unroll
       for (int u = 0; u < 4; ++u) s[u] = alpha * s[u] + kx * vn[u];
       if (!last) detail::store_state<float, 4>(dst + kk * C + cq * 4, s);
-      else if (s1 && col_ok) detail::store_state<SS, 4>(s1 + (head * K + kk) * V + c0 + cq * 4, s);
+      else if (fs && col_ok) detail::store_state<SS, 4>(fs + static_cast<size_t>(kk) * V, s);
     }
   };
 
@@ -445,14 +469,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
     issue(it + kStages - 1);
     cp_async_wait<kStages - 1>();
     __syncwarp();
-    const int item = gw + it * p.total_warps;
     const SS* stage = reinterpret_cast<const SS*>(wsm + (it % kStages) * p.stage_bytes);
     float* tile = kF32 ? reinterpret_cast<float*>(wsm + (it % kStages) * p.stage_bytes) : scratch;
     long bos, eos;
-    detail::seq_bounds(a, item / p.tiles / a.HV, bos, eos);
+    detail::seq_bounds(a, at.n, bos, eos);
     if (bos == eos && s1 != nullptr) {  // empty sequence: the final state is the initial one
-      const size_t head = item / p.tiles;
-      const int c0 = (item % p.tiles) * C;
+      const size_t head = static_cast<size_t>(at.n) * HV + at.hv;
+      const int c0 = at.tile * C;
       if (c0 + cq * 4 < V) {
         for (int kk = rg; kk < K; kk += RG) {
           float s[4];
@@ -461,32 +484,34 @@ __global__ void __launch_bounds__(kMaxWarps * 32, 1) recurrent_kv_kernel(const G
         }
       }
     }
+    Pos nx = at;
+    advance(p, HV, nx);
     for (long tok = bos; tok < eos; ++tok) {
-      if (!cur_ok) load_in(cur, item, tok);
+      if (!cur_ok) load_in(cur, at, tok);
       InKV<T> nxt;
       bool nxt_ok = false;
       if (tok + 1 < eos) {
-        load_in(nxt, item, tok + 1);
+        load_in(nxt, at, tok + 1);
         nxt_ok = true;
       } else if (it + 1 < n_my) {
-        const int item2 = item + p.total_warps;
         long b2, e2;
-        detail::seq_bounds(a, item2 / p.tiles / a.HV, b2, e2);
+        detail::seq_bounds(a, nx.n, b2, e2);
         if (b2 < e2) {
-          load_in(nxt, item2, b2);
+          load_in(nxt, nx, b2);
           nxt_ok = true;
         }
       }
       const bool last = tok + 1 == eos;
       if constexpr (kF32) {
-        step(stage, tile, cur, item, tok, last);
+        step(stage, tile, cur, at, tok, last);
       } else {
-        if (tok == bos) step(stage, tile, cur, item, tok, last);
-        else step(static_cast<const float*>(tile), tile, cur, item, tok, last);
+        if (tok == bos) step(stage, tile, cur, at, tok, last);
+        else step(static_cast<const float*>(tile), tile, cur, at, tok, last);
       }
       cur = nxt;
       cur_ok = nxt_ok;
     }
+    at = nx;
     __syncwarp();
   }
   cp_async_wait<0>();
@@ -507,6 +532,10 @@ cudaError_t launch(Kern kernel, const GatedDeltaArgs& a, Plan p, cudaStream_t s)
   const int w = std::max(1, std::min(wmax, (p.items + sms - 1) / sms));
   const int blocks = std::min(sms, (p.items + w - 1) / w);
   p.total_warps = blocks * w;
+  p.dt = p.total_warps % p.tiles;
+  p.dhv = p.total_warps / p.tiles % a.HV;
+  p.dn = p.total_warps / p.tiles / a.HV;
+  p.inv_group = 1.f / static_cast<float>(a.HV / a.H);
   const int bytes = w * p.warp_bytes;
   e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess) return e;
@@ -536,17 +565,17 @@ cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
 template <typename T, typename SS>
 cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   const int K = a.K;
-  if (K % 4 == 0) {  // eight elements per lane as two 4-vectors; about 8 KiB of fp32 state per item
-    if (K > 128) return launch_vk<T, SS, 4, 8, 32, 8>(a, s);
-    if (K > 64) return launch_vk<T, SS, 4, 8, 16, 8>(a, s);
-    if (K > 32) return launch_vk<T, SS, 4, 8, 8, 8>(a, s);
-    if (K > 16) return launch_vk<T, SS, 4, 8, 4, 8>(a, s);
-    return launch_vk<T, SS, 4, 8, 2, 8>(a, s);
+  if (K % 4 == 0) {  // sixteen elements per lane as four 4-vectors (two reduction levels fewer than eight)
+    if (K > 128) return launch_vk<T, SS, 4, 16, 16, 4>(a, s);
+    if (K > 64) return launch_vk<T, SS, 4, 16, 8, 4>(a, s);  // 8 KiB of fp32 state per item
+    if (K > 32) return launch_vk<T, SS, 4, 16, 4, 4>(a, s);
+    if (K > 16) return launch_vk<T, SS, 4, 16, 2, 4>(a, s);
+    return launch_vk<T, SS, 4, 16, 1, 4>(a, s);
   }
   const int kpl = (K + 31) / 32;
-  if (kpl <= 1) return launch_vk<T, SS, 1, 1, 32, 16>(a, s);
-  if (kpl <= 2) return launch_vk<T, SS, 1, 2, 32, 16>(a, s);
-  if (kpl <= 4) return launch_vk<T, SS, 1, 4, 32, 16>(a, s);
+  if (kpl <= 1) return launch_vk<T, SS, 1, 1, 32, 8>(a, s);
+  if (kpl <= 2) return launch_vk<T, SS, 1, 2, 32, 8>(a, s);
+  if (kpl <= 4) return launch_vk<T, SS, 1, 4, 32, 8>(a, s);
   if (kpl <= 6) return launch_vk<T, SS, 1, 6, 32, 8>(a, s);
   return launch_vk<T, SS, 1, 8, 32, 8>(a, s);
 }
@@ -559,7 +588,8 @@ cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   p.items = a.N * a.HV * p.tiles;
   p.stage_bytes = round16(a.K * C * int(sizeof(SS)));
   p.scratch_bytes = needs_scratch(a) ? a.K * C * 4 : 0;
-  p.warp_bytes = round16(kStages * p.stage_bytes + p.scratch_bytes + 2 * 256 * 4);
+  const int kq_bytes = 2 * ((a.K + 3) / 4 * 4) * 4;  // ks, qs
+  p.warp_bytes = round16(kStages * p.stage_bytes + p.scratch_bytes + kq_bytes);
   // Row segments start at (head*K + k)*V + c0: 16-byte aligned in fp32 (V % 4 == 0), in bf16 when V % 8 == 0.
   p.cb = sizeof(SS) == 4 || a.V % 8 == 0 ? 16 : 8;
   return launch(recurrent_kv_kernel<T, SS, CL>, a, p, s);
@@ -567,9 +597,9 @@ cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
 
 template <typename T, typename SS>
 cudaError_t dispatch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
-  // 128-byte row segments up to K = 64, 64-byte ones above (about 8 KiB of fp32 state per item); bf16 states
-  // keep 64-byte segments (32 columns).
-  if (sizeof(SS) == 4 && a.K > 64) return launch_kv<T, SS, 4>(a, s);
+  // 128-byte fp32 row segments up to K = 64, 64-byte ones above (about 8 KiB of fp32 state per item). A bf16 state
+  // takes the fp32 tile shape: the same reduction order, so it equals the fp32 kernel on the widened state.
+  if (a.K > 64) return launch_kv<T, SS, 4>(a, s);
   return launch_kv<T, SS, 8>(a, s);
 }
 
