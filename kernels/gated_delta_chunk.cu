@@ -1,7 +1,8 @@
 // Chunked (WY/UT, chunk C = 64) prefill of the gated delta rule in two kernels (notes/anchor-fla.md §2.1).
 //
 // 1. prep_kernel, fully parallel over (chunk, value head, sequence): L2 norms of the chunk's q, k rows, the in-chunk
-//    cumulative log gate G, beta, and from the raw q, k (bf16/fp16 values are exact TF32 operands)
+//    cumulative log gate G, beta, and from the raw q, k (Kr Kr^T and Qr Kr^T as bf16/fp16 m16n8k16 products: the
+//    products of 16-bit values are exact, the sums fp32)
 //      A = strict_lower(diag(b) K K^T o D),  T = (I + A)^-1,  P = tril_incl(Q K^T o D),  D_ij = e^{G_i - G_j}
 //    (K, Q the normalised, scaled rows). T and P go to a workspace in fp32, already rounded to TF32 and stored in
 //    the register order of the m16n8k8 A fragment (one coalesced float4 per lane), with per-token scalars.
@@ -11,8 +12,12 @@
 //      V' = T Y                                               (= U - W S of the WY form)
 //      O  = diag(e^G rq scale) Qr S + P V'
 //      S <- e^{G_last} S + Kr^T diag(e^{G_last - G} rk) V'
-//    TF32 mma.sync with fp32 accumulation (TF32 keeps the error within 2x of an fp32 token loop), the state in
-//    shared memory in fp32, next chunk's q/k by cp.async and its T, P, scalars and v prefetched into registers.
+//    mma.sync with fp32 accumulation: the state is kept in fp32 registers and, for the products that read it, in
+//    shared memory as two bf16 terms hi + lo; bf16 inputs: Kr S and Qr S, and Kr^T V'' (V'' also as hi + lo terms),
+//    as bf16 m16n8k16 on the exact rows; fp16 inputs: TF32 m16n8k8; T Y and P V' in TF32 (this keeps the error
+//    within 2x of an fp32 token loop). Next chunk's q/k by cp.async and its T, P, scalars and v prefetched into
+//    registers. With two or more blocks per SM the state kernel is a programmatic dependent launch: its prologue
+//    (initial state, first q/k rows) runs while prep drains, griddepcontrol.wait guards the workspace reads.
 // The workspace (fp32 T and P, lower block triangle only: 20 KiB + 1.25 KiB per (chunk, value head)) is taken
 // with cudaMallocAsync on the caller's stream and released with cudaFreeAsync on it; the default pool of the device
 // is told to keep freed memory (release threshold = max) so that repeated calls do not map and unmap it again.
