@@ -4,8 +4,15 @@ bench_cuda_gated_delta (STATECUT_FLA_TIMES) and prints a table. fla is read from
 for the measurement only.
 
 usage: PYTHONPATH=.fla python3 bench/cuda_fla_compare.py <libstatecut_cuda_torch.so> <out.txt>
+env: FLA_K=128,64 times only those key dims (default 128,96,64,32).
+
+Triton compiles (and autotunes) fla's kernels once per key dim: on a fresh GPU machine that took ~60 s for the first
+shape and ~45 s for each new K (2026-11-30), so all 16 shapes need ~4-5 minutes. The key dim is the outer loop (one
+compile per K) and every line is flushed as soon as it is measured, so a run cut short keeps what it timed.
 """
+import os
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -33,10 +40,12 @@ def bench(fn, reps=15):
 
 
 H, V = 16, 128
+KS = [int(x) for x in os.environ.get("FLA_K", "128,96,64,32").split(",")]
 rows = []
+t_start = time.time()
 with open(out_path, "w") as f:
-    for B, T in [(1, 8192), (8, 2048), (8, 8192), (32, 2048)]:
-        for K in [128, 96, 64, 32]:
+    for K in KS:
+        for B, T in [(1, 8192), (8, 2048), (8, 8192), (32, 2048)]:
             g0 = torch.Generator(device="cuda").manual_seed(K)
             q = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16, generator=g0)
             k = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16, generator=g0)
@@ -59,9 +68,10 @@ with open(out_path, "w") as f:
             serr = ((s_f.float() - s_o).norm() / s_f.float().norm()).item()
             t_f, t_o = bench(run_fla), bench(run_ours)
             f.write(f"prefill {B} {T} {K} {t_f:.5f}\n")
+            f.flush()
             rows.append((B, T, K, t_f, t_o, err, serr))
             print(f"B={B} T={T} K={K}: fla {t_f:.3f} ms ours {t_o:.3f} ms ratio {t_f / t_o:.2f}  "
-                  f"|o_fla-o_ours|/|o_fla| {err:.2e} state {serr:.2e}", flush=True)
+                  f"|o_fla-o_ours|/|o_fla| {err:.2e} state {serr:.2e}  [{time.time() - t_start:.0f} s]", flush=True)
 print("| B x T | K | fla ms | ours ms | fla/ours |")
 print("| --- | --- | --- | --- | --- |")
 for B, T, K, t_f, t_o, err, serr in rows:
