@@ -4,7 +4,8 @@
 # test labelled GPU (kernel equivalence with the double reference, metamorphic relations, bad input, the model
 # families on CUDA) and the CLI's CUDA test, then compute-sanitizer's memcheck and racecheck over the kernels' bad-input
 # test and a slice of the equivalence cases. Logs under $OUT (default /tmp/statecut-device).
-# Env: BUILD (default build-gpu-device), SKIP_SANITIZER=1, BENCH=1 (also run bench_cuda_gated_delta), BENCH_FILTER.
+# Env: BUILD (default build-gpu-device), SKIP_SANITIZER=1, SANITIZE_TOOLS (default "memcheck racecheck"),
+# SANITIZE_TIMEOUT (s per run, default 300), SANITIZE_FILTER, BENCH=1 (also run bench_cuda_gated_delta), BENCH_FILTER.
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-device}
 BUILD=${BUILD:-build-gpu-device}
@@ -30,10 +31,10 @@ grep -E "\*\*\*Failed|Not Run|Skipped" "$OUT/ctest_gpu.log" | head -20
 "$BUILD/tests/logits_cmd" --gtest_filter='*cuda*:*Cuda*' >"$OUT/logits_cuda.log" 2>&1 || rc=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/logits_cuda.log" | tee -a "$OUT/device.log"
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     for t in badinput_gated_delta_cuda "equiv_gated_delta_cuda --gtest_filter=${SANITIZE_FILTER:-*dk_89*:*dk_179*:*varlen*}"; do
       # shellcheck disable=SC2086
-      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD"/tests/$t >"$OUT/sanitize.log" 2>&1
+      timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD"/tests/$t >"$OUT/sanitize.log" 2>&1
       r=$?
       echo "compute-sanitizer $tool $t: rc=$r $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -1)" | tee -a "$OUT/device.log"
       [ $r -ne 0 ] && { rc=1; grep -m5 -E "Invalid|Race|Error" "$OUT/sanitize.log"; }
