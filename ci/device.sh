@@ -53,8 +53,10 @@ if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; t
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   timeout 240 "$BUILD/bench/bench_cuda_gated_delta" ${BENCH_FILTER:+--benchmark_filter=$BENCH_FILTER} \
-    --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >"$OUT/bench.log" 2>&1 || rc=1
-  say "bench rc=$? ($(grep -c manual_time "$OUT/bench.log") timings)"
+    --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >"$OUT/bench.log" 2>&1
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "bench rc=$r ($(grep -c manual_time "$OUT/bench.log") timings)"
 fi
 say "device.sh rc=$rc, $(( $(date +%s) - t0 )) s"
 exit $rc
