@@ -8,19 +8,14 @@
 
 #include "optimized/calibration.h"
 #include "optimized/model.h"
+#include "tests/gpu/cuda_ready.h"
 #include "tests/test_env.h"
 
 namespace {
 
 using namespace statecut;
 
-bool cuda_ready() {
-#ifndef STATECUT_WITH_CUDA_KERNELS
-  return false;
-#else
-  return torch::cuda::is_available();
-#endif
-}
+using statecut::test::cuda_ready;
 
 /// Per prunable layer, [H, N, d] f64 host features [Q; K] of every window, from forwards of `m` over the same
 /// mini-batches calibrate() uses (same shapes, so the same kernels and the same fp32 features).

@@ -36,6 +36,7 @@
 #include "optimized/model.h"
 #include "optimized/recurrence.h"
 #include "optimized/weight_source.h"
+#include "tests/gpu/cuda_ready.h"
 #include "tests/test_env.h"
 
 namespace statecut {
@@ -75,13 +76,7 @@ double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
   return den > 0 ? (a - b).norm().item<double>() / den : (a - b).norm().item<double>();
 }
 
-bool cuda_ready() {
-#ifndef STATECUT_WITH_CUDA_KERNELS
-  return false;
-#else
-  return torch::cuda::is_available();
-#endif
-}
+using statecut::test::cuda_ready;
 
 #define SKIP_WITHOUT_CUDA()                                                                            \
   do {                                                                                                 \
