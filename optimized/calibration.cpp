@@ -192,12 +192,11 @@ Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const Calibrati
     cal.mean_loss = loss_sum / static_cast<double>(N);
     for (size_t li = 0; li < layers.size(); ++li) {
       const auto& Lr = layers[li];
-      const int64_t rows = static_cast<int64_t>(Lr.num_key_heads) * Lr.head_k_dim;
       const torch::Tensor gq = by_name[Lr.q_weight].grad(), gk = by_name[Lr.k_weight].grad();
       if (!gq.defined() || !gk.defined())
         throw std::runtime_error("calibration: no gradient reached '" + Lr.q_weight + "' (model forward not differentiable)");
-      cal.layers[li].grad_q = gq.narrow(0, Lr.q_row_offset, rows).detach().to(torch::kCPU, torch::kFloat32).clone();
-      cal.layers[li].grad_k = gk.narrow(0, Lr.k_row_offset, rows).detach().to(torch::kCPU, torch::kFloat32).clone();
+      cal.layers[li].grad_q = q_block_rows(gq, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
+      cal.layers[li].grad_k = k_block_rows(gk, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
     }
     for (auto& p : trainable) {
       p.mutable_grad() = torch::Tensor();

@@ -192,9 +192,8 @@ class QwenHybrid final : public CausalLM {
   int64_t vocab_size() const override { return cfg_.vocab; }
 
   std::vector<PrunableLayer> prunable_layers() const override {
-    if (layout_ == QwenLinearLayout::Packed)
-      throw io::Error(type_ + ": the q/k rows of in_proj_qkvz are interleaved per key head; pruning this layout is "
-                              "not supported (convert to the qwen3_5 layout)");
+    const bool packed = layout_ == QwenLinearLayout::Packed;
+    const int64_t group = 2 * cfg_.dk + 2 * (cfg_.hv / cfg_.hk) * cfg_.dv;  // qwen3_next rows per key head
     std::vector<PrunableLayer> out;
     for (int64_t i = 0; i < cfg_.layers; ++i) {
       if (cfg_.full[i]) continue;
@@ -203,9 +202,14 @@ class QwenHybrid final : public CausalLM {
       p.layer = static_cast<int>(i);
       p.num_key_heads = static_cast<int>(cfg_.hk);
       p.head_k_dim = static_cast<int>(cfg_.dk);
-      p.q_weight = p.k_weight = a + "in_proj_qkv.weight";  // rows [q (Hk·dk) | k (Hk·dk) | v]
-      p.q_row_offset = 0;
-      p.k_row_offset = cfg_.hk * cfg_.dk;
+      if (packed) {  // in_proj_qkvz rows per key head [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
+        p.q_weight = p.k_weight = a + "in_proj_qkvz.weight";
+        p.k_row_offset = cfg_.dk;
+        p.q_row_stride = p.k_row_stride = group;
+      } else {  // in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v]
+        p.q_weight = p.k_weight = a + "in_proj_qkv.weight";
+        p.k_row_offset = cfg_.hk * cfg_.dk;
+      }
       p.q_conv = p.k_conv = a + "conv1d.weight";           // channels in the same order
       p.q_conv_offset = 0;
       p.k_conv_offset = cfg_.hk * cfg_.dk;

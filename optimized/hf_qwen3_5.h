@@ -17,8 +17,9 @@
 /// hidden_states, as transformers returns them: the embedding output, the residual stream after layers 0 … L−2, and
 /// the FINAL-NORMED output of the last layer (num_layers + 1 entries; lm_head of the last entry gives the logits).
 /// LayerBoundary of a linear layer: attn_in = input_layernorm output, q, k before the L2 norm [B,T,Hk,dk], v, β, g,
-/// final_state [B,Hv,dk,dv]. prunable_layers() (qwen3_5 only): the q rows start at 0 and the k rows at Hk·dk in
-/// in_proj_qkv, with the same channel offsets in conv1d.
+/// final_state [B,Hv,dk,dv]. prunable_layers(): qwen3_5: the q rows start at 0 and the k rows at Hk·dk in
+/// in_proj_qkv; qwen3_next: at 0 and dk in in_proj_qkvz, head h's rows a stride 2dk + 2r·dv further; conv1d's channels
+/// are [q | k | v] (offsets 0 and Hk·dk) in both.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>

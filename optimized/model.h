@@ -51,9 +51,26 @@ struct PrunableLayer {
   int head_k_dim = 0;     ///< dk (Mamba-2: state_size)
   std::string q_weight, k_weight;              ///< tensor names of the q/k projection weights (Qwen3.5/Mamba-2: the packed weight)
   int64_t q_row_offset = 0, k_row_offset = 0;  ///< first row of the q/k block inside a packed weight
+  /// Rows of key head h start at offset + h·stride: 0 means dk (the heads' rows are contiguous). Qwen3-Next packs
+  /// [q | k | v | z] per key head, so there the stride is the whole per-head group 2dk + 2r·dv.
+  int64_t q_row_stride = 0, k_row_stride = 0;
   std::string q_conv, k_conv;                  ///< conv weight names (may be equal: packed conv), with channel offsets:
   int64_t q_conv_offset = 0, k_conv_offset = 0;
 };
+
+/// The [heads·dk, in] rows of a q or k block of weight (or gradient) w: rows offset + h·stride + c (stride 0: dk).
+inline torch::Tensor head_block_rows(const torch::Tensor& w, int64_t offset, int64_t stride, int heads, int dk) {
+  if (stride == 0 || stride == dk) return w.narrow(0, offset, static_cast<int64_t>(heads) * dk);
+  auto idx = torch::arange(dk, torch::TensorOptions().dtype(torch::kInt64).device(w.device()));
+  idx = (idx.unsqueeze(0) + torch::arange(heads, idx.options()).unsqueeze(1) * stride + offset).reshape({-1});
+  return w.index_select(0, idx);
+}
+inline torch::Tensor q_block_rows(const torch::Tensor& w, const PrunableLayer& L) {
+  return head_block_rows(w, L.q_row_offset, L.q_row_stride, L.num_key_heads, L.head_k_dim);
+}
+inline torch::Tensor k_block_rows(const torch::Tensor& w, const PrunableLayer& L) {
+  return head_block_rows(w, L.k_row_offset, L.k_row_stride, L.num_key_heads, L.head_k_dim);
+}
 
 class CausalLM {
  public:

@@ -228,8 +228,8 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
         sel.rotation.push_back(from_mat(ref::pca_rotation(st.covariance(), k)));
       }
     } else {
-      const torch::Tensor wq = weights.raw(L.q_weight).narrow(0, L.q_row_offset, rows).to(torch::kFloat64);
-      const torch::Tensor wk = weights.raw(L.k_weight).narrow(0, L.k_row_offset, rows).to(torch::kFloat64);
+      const torch::Tensor wq = q_block_rows(weights.raw(L.q_weight), L).to(torch::kFloat64);
+      const torch::Tensor wk = k_block_rows(weights.raw(L.k_weight), L).to(torch::kFloat64);
       ref::LayerInputs in;
       for (int64_t h = 0; h < H; ++h) {
         ref::HeadInputs hi;

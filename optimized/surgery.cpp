@@ -37,8 +37,8 @@ struct Block {
 std::vector<Block> blocks_of(const PrunableLayer& L) {
   std::vector<Block> b;
   const int64_t dk = L.head_k_dim;
-  b.push_back({L.q_weight, L.q_row_offset, dk, false});
-  b.push_back({L.k_weight, L.k_row_offset, dk, false});
+  b.push_back({L.q_weight, L.q_row_offset, L.q_row_stride > 0 ? L.q_row_stride : dk, false});
+  b.push_back({L.k_weight, L.k_row_offset, L.k_row_stride > 0 ? L.k_row_stride : dk, false});
   if (!L.q_conv.empty()) b.push_back({L.q_conv, L.q_conv_offset, dk, true});
   if (!L.k_conv.empty()) b.push_back({L.k_conv, L.k_conv_offset, dk, true});
   return b;
@@ -144,9 +144,16 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       L.q_conv_offset = I + G * N;
       out.push_back(L);
     }
-  } else if (mt == "qwen3_5_text") {
+  } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
     const int64_t Hk = get_int(c, "linear_num_key_heads", origin);
     const int64_t dk = get_int(c, "linear_key_head_dim", origin);
+    const bool packed = mt == "qwen3_next";
+    int64_t group = 0;  // qwen3_next: rows per key head of in_proj_qkvz, [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
+    if (packed) {
+      const int64_t Hv = get_int(c, "linear_num_value_heads", origin), dv = get_int(c, "linear_value_head_dim", origin);
+      if (Hk <= 0 || Hv % Hk != 0) fail(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
+      group = 2 * dk + 2 * (Hv / Hk) * dv;
+    }
     if (!c.contains("layer_types") || !c["layer_types"].is_array() ||
         static_cast<int64_t>(c["layer_types"].size()) != n_layers)
       fail(origin + ": 'layer_types' must list num_hidden_layers entries");
@@ -154,15 +161,23 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       if (c["layer_types"][i] != "linear_attention") continue;
       PrunableLayer L = layer_shape(i, Hk, dk);
       const std::string p = "model.layers." + std::to_string(i) + ".linear_attn.";
-      // in_proj_qkv rows and conv channels: [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)].
-      L.q_weight = L.k_weight = p + "in_proj_qkv.weight";
-      L.k_row_offset = Hk * dk;
+      // qwen3_5: in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]; qwen3_next: in_proj_qkvz rows per key head
+      // [q | k | v | z]. The conv channels are [q | k | v] in both (transformers concatenates before the conv).
+      if (packed) {
+        L.q_weight = L.k_weight = p + "in_proj_qkvz.weight";
+        L.k_row_offset = dk;
+        L.q_row_stride = L.k_row_stride = group;
+      } else {
+        L.q_weight = L.k_weight = p + "in_proj_qkv.weight";
+        L.k_row_offset = Hk * dk;
+      }
       L.q_conv = L.k_conv = p + "conv1d.weight";
       L.k_conv_offset = Hk * dk;
       out.push_back(L);
     }
   } else {
-    fail(origin + ": model_type '" + mt + "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text)");
+    fail(origin + ": model_type '" + mt +
+         "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text, qwen3_next)");
   }
   if (out.empty()) fail(origin + ": no linear-attention layer to prune");
   return out;
@@ -197,7 +212,7 @@ json pruned_config(const json& config, int new_dk, const std::string& origin) {
     c["expand_v"] = e;
   } else if (mt == "mamba2") {
     c["state_size"] = new_dk;
-  } else if (mt == "qwen3_5_text") {
+  } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
     c["linear_key_head_dim"] = new_dk;
   } else {
     fail(origin + ": model_type '" + mt + "' cannot be pruned");

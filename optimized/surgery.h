@@ -7,8 +7,11 @@
 ///                                    mixer.conv1d.{weight,bias} channels, per group
 ///   HF qwen3_5_text                  the q and k row blocks of linear_attn.in_proj_qkv.weight and their
 ///                                    linear_attn.conv1d.weight channels
-/// Row (offset + h·dk + c) of a block goes to row (offset' + h·k' + j) for c = keep[h][j]; rows outside the
-/// q/k blocks keep their order. Subset surgery copies bytes, so every dtype is kept exactly.
+///   HF qwen3_next                    the q and k rows of each key head's [q | k | v | z] group of
+///                                    linear_attn.in_proj_qkvz.weight and their linear_attn.conv1d.weight channels
+/// Row (offset + h·stride + c) of a block (stride dk, or the per-head group for qwen3_next) goes to the kept rows
+/// of its head in the order keep[h]; all other rows keep their order, so a packed group [q | k | v | z] of width
+/// 2dk + 2r·dv becomes [q' | k' | v | z] of width 2k' + 2r·dv, what transformers reads with linear_key_head_dim = k'. Subset surgery copies bytes, so every dtype is kept exactly.
 /// A rotation (pca) instead writes W'_h = T_h W_h (T_h [k', dk], rows orthonormal) for the projections and
 /// w'[r] = Σ_d T_h[r,d]² w[d] for the depthwise conv filters and biases (the diagonal approximation of paper
 /// Prop. B.1), computed in f64 and rounded to the stored dtype.
@@ -16,7 +19,7 @@
 ///   delta_net       expand_k = Hk·k'/hidden_size
 ///   gated_deltanet  head_dim = k', expand_v = old_dv/k' (checked: int(k'·expand_v) == old_dv, as fla computes it)
 ///   mamba2          state_size = k'
-///   qwen3_5_text    linear_key_head_dim = k'
+///   qwen3_5_text, qwen3_next    linear_key_head_dim = k'
 /// config.json is written as transformers writes it: json.dumps(indent=2, sort_keys=True) + "\n", ASCII-escaped.
 #pragma once
 #include <nlohmann/json.hpp>

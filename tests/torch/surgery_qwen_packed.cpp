@@ -1,0 +1,200 @@
+// Pruning the packed Qwen3-Next layout, whose q/k rows sit interleaved per key head in in_proj_qkvz
+// ([q | k | v | z] per key head), checked against the separate Qwen3.5 layout the same weights repack to: pruned with
+// the same keep sets, the two checkpoints must hold bit-identical tensors after repacking and give the same logits;
+// and every selection method must prune the packed fixture end to end into a checkpoint that loads.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "optimized/io/safetensors.h"
+#include "optimized/model.h"
+#include "optimized/prune.h"
+#include "optimized/surgery.h"
+#include "optimized/weight_source.h"
+#include "tests/test_env.h"
+#include "tests/torch/pipeline_util.h"
+
+namespace fs = std::filesystem;
+using namespace statecut;
+using nlohmann::json;
+using pipeline_test::slurp;
+using pipeline_test::TempDir;
+
+namespace {
+
+#define REQUIRE_QWEN_FIXTURES()                                                                        \
+  do {                                                                                                 \
+    if (test::fixture_dir("hf_qwen3_next").empty() || test::fixture_dir("hf_qwen3_5").empty())         \
+      GTEST_SKIP() << "no hf_qwen3_next / hf_qwen3_5 fixtures (../shared/fixtures or tests/data/fixtures)"; \
+  } while (0)
+
+json config_of(const fs::path& dir) { return json::parse(slurp(dir / "config.json")); }
+
+/// The tensors of a qwen3_next checkpoint in the qwen3_5_text layout (same math, hf_qwen3_5.h): per linear layer
+/// in_proj_qkvz viewed [Hk, 2dk + 2r·dv, in] → in_proj_qkv = [q of every head | k of every head | v of every head]
+/// and in_proj_z; in_proj_ba viewed [Hk, 2r, in] → in_proj_b, in_proj_a. Everything else unchanged.
+std::map<std::string, torch::Tensor> repack_to_separate(const fs::path& dir) {
+  const json c = config_of(dir);
+  const int64_t hk = c["linear_num_key_heads"], dk = c["linear_key_head_dim"], hv = c["linear_num_value_heads"],
+                dv = c["linear_value_head_dim"], r = hv / hk;
+  const WeightSource w = WeightSource::open_dir(dir.string());
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& name : w.names()) {
+    const torch::Tensor t = w.raw(name);
+    const auto cut = name.find("in_proj_qkvz.weight");
+    const auto cut_ba = name.find("in_proj_ba.weight");
+    if (cut != std::string::npos) {
+      const std::string p = name.substr(0, cut);
+      const auto g = t.view({hk, 2 * dk + 2 * r * dv, t.size(1)});
+      out[p + "in_proj_qkv.weight"] = torch::cat({g.narrow(1, 0, dk).reshape({-1, t.size(1)}),
+                                                  g.narrow(1, dk, dk).reshape({-1, t.size(1)}),
+                                                  g.narrow(1, 2 * dk, r * dv).reshape({-1, t.size(1)})}, 0).contiguous();
+      out[p + "in_proj_z.weight"] = g.narrow(1, 2 * dk + r * dv, r * dv).reshape({-1, t.size(1)}).contiguous();
+    } else if (cut_ba != std::string::npos) {
+      const std::string p = name.substr(0, cut_ba);
+      const auto g = t.view({hk, 2 * r, t.size(1)});
+      out[p + "in_proj_b.weight"] = g.narrow(1, 0, r).reshape({-1, t.size(1)}).contiguous();
+      out[p + "in_proj_a.weight"] = g.narrow(1, r, r).reshape({-1, t.size(1)}).contiguous();
+    } else {
+      out[name] = t;
+    }
+  }
+  return out;
+}
+
+/// A qwen3_5_text checkpoint in `dir` holding `tensors` (fp32), with the qwen3_next config's shapes.
+void write_separate(const std::map<std::string, torch::Tensor>& tensors, const json& next_cfg, const fs::path& dir) {
+  io::SafetensorsWriter wr;
+  for (const auto& [name, t] : tensors) {
+    const torch::Tensor c = t.to(torch::kFloat32).contiguous();
+    wr.add(name, io::DType::F32, c.sizes().vec(), c.data_ptr(), static_cast<size_t>(c.numel()) * sizeof(float));
+  }
+  wr.write((dir / "model.safetensors").string());
+  json c = config_of(test::fixture_dir("hf_qwen3_5"));
+  for (const char* k : {"linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim",
+                        "hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "layer_types"})
+    c[k] = next_cfg[k];
+  std::ofstream(dir / "config.json") << c.dump(2) << "\n";
+}
+
+torch::Tensor logits_of(const fs::path& dir, const torch::Tensor& ids) {
+  torch::NoGradGuard ng;
+  auto m = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
+  return m->forward(ids).logits;
+}
+
+double rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a.to(torch::kFloat64) - b.to(torch::kFloat64)).norm() / b.to(torch::kFloat64).norm()).item<double>();
+}
+
+/// Keep 16 of 32 channels per head, in a scrambled order that differs by head and layer (7 is prime to 32).
+std::vector<LayerSelection> scrambled_half(const std::vector<PrunableLayer>& layers) {
+  std::vector<LayerSelection> sel;
+  for (const auto& L : layers) {
+    LayerSelection s;
+    s.layer = L.layer;
+    for (int h = 0; h < L.num_key_heads; ++h) {
+      std::vector<int64_t> keep;
+      for (int c = 0; c < L.head_k_dim / 2; ++c) keep.push_back((7 * c + 3 * h + L.layer) % L.head_k_dim);
+      s.keep.push_back(keep);
+    }
+    sel.push_back(s);
+  }
+  return sel;
+}
+
+// fp32 forwards of the same weights in the two layouts differ only in how the BLAS blocks a [256, 64] product
+// against a [192, 64] + [64, 64] pair: measured 1.9e-7 (full) and 2.0e-7 (pruned) here; 1e-5 leaves ~50x margin,
+// and a q/k row taken from the wrong group (the bug this file guards against) moves the logits by >= 1e-2.
+constexpr double kLayoutTol = 1e-5;
+
+}  // namespace
+
+TEST(Unit_SurgeryLayout, qwen3NextBlocksStrideOverEachKeyHeadsGroup) {
+  REQUIRE_QWEN_FIXTURES();
+  const fs::path dir = test::fixture_dir("hf_qwen3_next");
+  const auto from_cfg = prunable_layers_from_config(config_of(dir));
+  ASSERT_EQ(from_cfg.size(), 3u);  // layer 3 is full attention
+  // Hk 2, dk 32, Hv 4, dv 16 → r = 2, per key head [q 32 | k 32 | v 32 | z 32] = 128 rows of in_proj_qkvz.
+  EXPECT_EQ(from_cfg[0].q_weight, "model.layers.0.linear_attn.in_proj_qkvz.weight");
+  EXPECT_EQ(from_cfg[0].q_row_offset, 0);
+  EXPECT_EQ(from_cfg[0].k_row_offset, 32);
+  EXPECT_EQ(from_cfg[0].q_row_stride, 128);
+  EXPECT_EQ(from_cfg[0].k_row_stride, 128);
+  EXPECT_EQ(from_cfg[0].k_conv_offset, 64);  // conv channels [q 64 | k 64 | v 64]
+  const auto model = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
+  const auto from_model = model->prunable_layers();
+  ASSERT_EQ(from_model.size(), from_cfg.size());
+  for (size_t i = 0; i < from_cfg.size(); ++i) {
+    EXPECT_EQ(from_model[i].layer, from_cfg[i].layer);
+    EXPECT_EQ(from_model[i].q_weight, from_cfg[i].q_weight);
+    EXPECT_EQ(from_model[i].k_row_offset, from_cfg[i].k_row_offset);
+    EXPECT_EQ(from_model[i].q_row_stride, from_cfg[i].q_row_stride);
+    EXPECT_EQ(from_model[i].k_conv_offset, from_cfg[i].k_conv_offset);
+  }
+  // The gathered q rows of head 1 are rows 128..159 of in_proj_qkvz, the k rows 160..191.
+  const torch::Tensor w = WeightSource::open_dir(dir.string()).raw(from_cfg[0].q_weight);
+  EXPECT_TRUE(torch::equal(q_block_rows(w, from_cfg[0]).narrow(0, 32, 32), w.narrow(0, 128, 32)));
+  EXPECT_TRUE(torch::equal(k_block_rows(w, from_cfg[0]).narrow(0, 32, 32), w.narrow(0, 160, 32)));
+}
+
+TEST(Golden_SurgeryQwenPacked, packedPruneEqualsSeparatePruneAfterRepacking) {
+  REQUIRE_QWEN_FIXTURES();
+  const fs::path next = test::fixture_dir("hf_qwen3_next");
+  TempDir sep("qwen-separate"), pn("qwen-next-pruned"), ps("qwen-sep-pruned");
+  write_separate(repack_to_separate(next), config_of(next), sep.path);
+  torch::manual_seed(test::env_seed(20261130));
+  const torch::Tensor ids = torch::randint(0, 256, {2, 70}, torch::kInt64);
+  const double e_full = rel(logits_of(next, ids), logits_of(sep.path, ids));
+  EXPECT_LT(e_full, kLayoutTol) << "the repacked model is not the same model";
+
+  const auto sel = scrambled_half(prunable_layers_from_config(config_of(next)));
+  write_pruned_checkpoint(next.string(), sel, pn.path.string());
+  write_pruned_checkpoint(sep.path.string(), sel, ps.path.string());
+  EXPECT_EQ(config_of(pn.path)["linear_key_head_dim"], 16);
+  EXPECT_EQ(config_of(pn.path)["model_type"], "qwen3_next");
+
+  // Surgery copies rows: the packed result, repacked, must equal the separate result bit for bit.
+  const auto a = repack_to_separate(pn.path);
+  const WeightSource b = WeightSource::open_dir(ps.path.string());
+  ASSERT_EQ(a.size(), b.names().size());
+  for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.raw(name))) << name;
+
+  const torch::Tensor la = logits_of(pn.path, ids), lb = logits_of(ps.path, ids);
+  const double e_pruned = rel(la, lb);
+  std::printf("[errors] qwen3_next vs qwen3_5 layout logits: full %.2e, pruned to dk 16 %.2e (pruned vs full %.2e)\n",
+              e_full, e_pruned, rel(la, logits_of(next, ids)));
+  EXPECT_LT(e_pruned, kLayoutTol);
+  EXPECT_TRUE(torch::isfinite(la).all().item<bool>());
+}
+
+TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
+  REQUIRE_QWEN_FIXTURES();
+  const fs::path next = test::fixture_dir("hf_qwen3_next");
+  const fs::path corpus = fs::path(STATECUT_SOURCE_DIR) / "assets" / "corpora" / "pydocs_train.txt";
+  ASSERT_TRUE(fs::exists(corpus)) << corpus;
+  for (const std::string method : {"rand", "l1", "swanda", "grad", "drrqr", "pca"}) {
+    TempDir out("qwen-next-" + method);
+    fs::remove_all(out.path);
+    PruneOptions o;
+    o.checkpoint = next.string();
+    o.out = out.path.string();
+    o.method = method;
+    o.ratio = 0.5;
+    if (method_needs_calibration(method)) o.calib = {corpus.string()}, o.calib_seqs = 2, o.calib_len = 64;
+    const PruneResult r = prune_checkpoint(o);
+    ASSERT_EQ(r.selection.size(), 3u) << method;
+    EXPECT_EQ(r.selection.front().new_dim(), 16) << method;
+    EXPECT_EQ(config_of(out.path)["linear_key_head_dim"], 16) << method;
+    const auto m = load_causal_lm(out.path.string(), torch::kFloat32, torch::kCPU);
+    torch::NoGradGuard ng;
+    const auto logits = m->forward(torch::arange(40, torch::kInt64).view({1, 40})).logits;
+    EXPECT_TRUE(torch::isfinite(logits).all().item<bool>()) << method;
+    const auto rows = WeightSource::open_dir(out.path.string()).shape("model.layers.0.linear_attn.in_proj_qkvz.weight");
+    EXPECT_EQ(rows[0], 2 * (2 * 16 + 2 * 2 * 16)) << method;  // Hk · (2k' + 2r·dv)
+  }
+}
