@@ -92,12 +92,60 @@ PrunableLayer layer_shape(int64_t i, int64_t heads, int64_t dk) {
   return L;
 }
 
+/// The Gated DeltaNet layers of a Qwen3.5 / Qwen3-Next text config whose tensors live under `prefix`.
+std::vector<PrunableLayer> qwen_layers(const json& c, bool packed, const std::string& prefix, const std::string& origin) {
+  const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
+  const int64_t Hk = get_int(c, "linear_num_key_heads", origin);
+  const int64_t dk = get_int(c, "linear_key_head_dim", origin);
+  int64_t group = 0;  // qwen3_next: rows per key head of in_proj_qkvz, [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
+  if (packed) {
+    const int64_t Hv = get_int(c, "linear_num_value_heads", origin), dv = get_int(c, "linear_value_head_dim", origin);
+    if (Hk <= 0 || Hv % Hk != 0) fail(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
+    group = 2 * dk + 2 * (Hv / Hk) * dv;
+  }
+  if (!c.contains("layer_types") || !c["layer_types"].is_array() ||
+      static_cast<int64_t>(c["layer_types"].size()) != n_layers)
+    fail(origin + ": 'layer_types' must list num_hidden_layers entries");
+  std::vector<PrunableLayer> out;
+  for (int64_t i = 0; i < n_layers; ++i) {
+    if (c["layer_types"][i] != "linear_attention") continue;
+    PrunableLayer L = layer_shape(i, Hk, dk);
+    const std::string p = prefix + "layers." + std::to_string(i) + ".linear_attn.";
+    // qwen3_5: in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]; qwen3_next: in_proj_qkvz rows per key head
+    // [q | k | v | z]. The conv channels are [q | k | v] in both (transformers concatenates before the conv).
+    if (packed) {
+      L.q_weight = L.k_weight = p + "in_proj_qkvz.weight";
+      L.k_row_offset = dk;
+      L.q_row_stride = L.k_row_stride = group;
+    } else {
+      L.q_weight = L.k_weight = p + "in_proj_qkv.weight";
+      L.k_row_offset = Hk * dk;
+    }
+    L.q_conv = L.k_conv = p + "conv1d.weight";
+    L.k_conv_offset = Hk * dk;
+    out.push_back(L);
+  }
+  return out;
+}
+
+/// The text config of a nested "qwen3_5" config (the multimodal release), or fails naming the file.
+const json& qwen_text_config(const json& c, const std::string& origin) {
+  if (!c.contains("text_config") || !c["text_config"].is_object())
+    fail(origin + ": model_type 'qwen3_5' needs a \"text_config\" object");
+  return c["text_config"];
+}
+
 }  // namespace
 
 std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std::string& origin) {
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
     fail(origin + ": missing 'model_type'");
   const std::string mt = c["model_type"].get<std::string>();
+  if (mt == "qwen3_5") {  // the multimodal release: text model nested, tensors under model.language_model.
+    auto out = qwen_layers(qwen_text_config(c, origin), false, "model.language_model.", origin + " (text_config)");
+    if (out.empty()) fail(origin + ": no linear-attention layer to prune");
+    return out;
+  }
   const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
   std::vector<PrunableLayer> out;
   if (mt == "delta_net" || mt == "gated_deltanet") {
@@ -145,39 +193,10 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       out.push_back(L);
     }
   } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
-    const int64_t Hk = get_int(c, "linear_num_key_heads", origin);
-    const int64_t dk = get_int(c, "linear_key_head_dim", origin);
-    const bool packed = mt == "qwen3_next";
-    int64_t group = 0;  // qwen3_next: rows per key head of in_proj_qkvz, [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
-    if (packed) {
-      const int64_t Hv = get_int(c, "linear_num_value_heads", origin), dv = get_int(c, "linear_value_head_dim", origin);
-      if (Hk <= 0 || Hv % Hk != 0) fail(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
-      group = 2 * dk + 2 * (Hv / Hk) * dv;
-    }
-    if (!c.contains("layer_types") || !c["layer_types"].is_array() ||
-        static_cast<int64_t>(c["layer_types"].size()) != n_layers)
-      fail(origin + ": 'layer_types' must list num_hidden_layers entries");
-    for (int64_t i = 0; i < n_layers; ++i) {
-      if (c["layer_types"][i] != "linear_attention") continue;
-      PrunableLayer L = layer_shape(i, Hk, dk);
-      const std::string p = "model.layers." + std::to_string(i) + ".linear_attn.";
-      // qwen3_5: in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]; qwen3_next: in_proj_qkvz rows per key head
-      // [q | k | v | z]. The conv channels are [q | k | v] in both (transformers concatenates before the conv).
-      if (packed) {
-        L.q_weight = L.k_weight = p + "in_proj_qkvz.weight";
-        L.k_row_offset = dk;
-        L.q_row_stride = L.k_row_stride = group;
-      } else {
-        L.q_weight = L.k_weight = p + "in_proj_qkv.weight";
-        L.k_row_offset = Hk * dk;
-      }
-      L.q_conv = L.k_conv = p + "conv1d.weight";
-      L.k_conv_offset = Hk * dk;
-      out.push_back(L);
-    }
+    out = qwen_layers(c, mt == "qwen3_next", "model.", origin);
   } else {
     fail(origin + ": model_type '" + mt +
-         "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text, qwen3_next)");
+         "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text, qwen3_5, qwen3_next)");
   }
   if (out.empty()) fail(origin + ": no linear-attention layer to prune");
   return out;
@@ -214,6 +233,9 @@ json pruned_config(const json& config, int new_dk, const std::string& origin) {
     c["state_size"] = new_dk;
   } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
     c["linear_key_head_dim"] = new_dk;
+  } else if (mt == "qwen3_5") {
+    qwen_text_config(c, origin);
+    c["text_config"]["linear_key_head_dim"] = new_dk;
   } else {
     fail(origin + ": model_type '" + mt + "' cannot be pruned");
   }

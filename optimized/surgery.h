@@ -7,6 +7,7 @@
 ///                                    mixer.conv1d.{weight,bias} channels, per group
 ///   HF qwen3_5_text                  the q and k row blocks of linear_attn.in_proj_qkv.weight and their
 ///                                    linear_attn.conv1d.weight channels
+///   HF qwen3_5 (nested text_config)  the same under model.language_model.
 ///   HF qwen3_next                    the q and k rows of each key head's [q | k | v | z] group of
 ///                                    linear_attn.in_proj_qkvz.weight and their linear_attn.conv1d.weight channels
 /// Row (offset + h·stride + c) of a block (stride dk, or the per-head group for qwen3_next) goes to the kept rows
@@ -19,7 +20,7 @@
 ///   delta_net       expand_k = Hk·k'/hidden_size
 ///   gated_deltanet  head_dim = k', expand_v = old_dv/k' (checked: int(k'·expand_v) == old_dv, as fla computes it)
 ///   mamba2          state_size = k'
-///   qwen3_5_text, qwen3_next    linear_key_head_dim = k'
+///   qwen3_5_text, qwen3_next    linear_key_head_dim = k'   (qwen3_5: text_config.linear_key_head_dim = k')
 /// config.json is written as transformers writes it: json.dumps(indent=2, sort_keys=True) + "\n", ASCII-escaped.
 #pragma once
 #include <nlohmann/json.hpp>

@@ -1,7 +1,9 @@
-// Pruning the packed Qwen3-Next layout, whose q/k rows sit interleaved per key head in in_proj_qkvz
-// ([q | k | v | z] per key head), checked against the separate Qwen3.5 layout the same weights repack to: pruned with
-// the same keep sets, the two checkpoints must hold bit-identical tensors after repacking and give the same logits;
-// and every selection method must prune the packed fixture end to end into a checkpoint that loads.
+// Pruning the two Qwen layouts that are not the flat qwen3_5_text one, each checked against it on the same weights:
+// - qwen3_next (packed): the q/k rows sit interleaved per key head in in_proj_qkvz ([q | k | v | z] per key head);
+//   repacked into the separate layout and pruned with the same keep sets, the two checkpoints must hold bit-identical
+//   tensors and give the same logits; every selection method must prune the packed fixture end to end.
+// - qwen3_5 (nested, the multimodal release): config under "text_config", tensors under model.language_model.;
+//   pruned, it must hold the flat checkpoint's pruned tensors under the nested names and give the same logits.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -197,4 +199,42 @@ TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
     const auto rows = WeightSource::open_dir(out.path.string()).shape("model.layers.0.linear_attn.in_proj_qkvz.weight");
     EXPECT_EQ(rows[0], 2 * (2 * 16 + 2 * 2 * 16)) << method;  // Hk · (2k' + 2r·dv)
   }
+}
+
+TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
+  REQUIRE_QWEN_FIXTURES();
+  const fs::path flat = test::fixture_dir("hf_qwen3_5");
+  TempDir nested("qwen-nested"), pf("qwen-flat-pruned"), pn("qwen-nested-pruned");
+  // The nested copy: every "model.X" tensor as "model.language_model.X" (lm_head stays), config as text_config.
+  const WeightSource w = WeightSource::open_dir(flat.string());
+  std::map<std::string, torch::Tensor> renamed;
+  for (const auto& name : w.names())
+    renamed[name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name] = w.raw(name);
+  io::SafetensorsWriter wr;
+  for (const auto& [name, t] : renamed)
+    wr.add(name, io::DType::F32, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float));
+  wr.write((nested.path / "model.safetensors").string());
+  const json nested_cfg = {{"model_type", "qwen3_5"}, {"architectures", {"Qwen3_5ForConditionalGeneration"}},
+                           {"text_config", config_of(flat)}};
+  std::ofstream(nested.path / "config.json") << nested_cfg.dump(2) << "\n";
+
+  const auto layers = prunable_layers_from_config(nested_cfg);
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_EQ(layers[0].q_weight, "model.language_model.layers.0.linear_attn.in_proj_qkv.weight");
+  const auto sel = scrambled_half(layers);
+  write_pruned_checkpoint(flat.string(), sel, pf.path.string());
+  write_pruned_checkpoint(nested.path.string(), sel, pn.path.string());
+  const json cfg = config_of(pn.path);
+  EXPECT_EQ(cfg["model_type"], "qwen3_5");
+  EXPECT_EQ(cfg["text_config"]["linear_key_head_dim"], 16);
+  const WeightSource a = WeightSource::open_dir(pf.path.string()), b = WeightSource::open_dir(pn.path.string());
+  for (const auto& name : a.names()) {
+    const std::string nn = name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name;
+    EXPECT_TRUE(torch::equal(a.raw(name), b.raw(nn))) << name;
+  }
+  torch::manual_seed(test::env_seed(20261130));
+  const torch::Tensor ids = torch::randint(0, 256, {2, 70}, torch::kInt64);
+  const double e = rel(logits_of(pn.path, ids), logits_of(pf.path, ids));
+  std::printf("[errors] nested vs flat qwen3_5 pruned logits %.2e\n", e);
+  EXPECT_EQ(e, 0.0) << "same tensors, same code path: the logits must be identical";
 }
