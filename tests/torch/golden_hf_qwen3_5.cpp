@@ -8,7 +8,6 @@
 #include <string>
 
 #include "optimized/hf_qwen3_5.h"
-#include "optimized/io/safetensors.h"
 #include "optimized/layers_common.h"
 #include "optimized/model.h"
 #include "tests/torch/golden_hf_util.h"
@@ -95,11 +94,6 @@ TEST(Golden_HfQwen3_5Boundary, boundaryEqualsPrunableRowsThroughConv) {
     EXPECT_TRUE((bd.beta > 0).all().item<bool>() && (bd.beta < 1).all().item<bool>());
     EXPECT_TRUE((bd.g < 0).all().item<bool>());
   }
-}
-
-TEST(BadInput_HfQwen3Next, packedLayoutIsNotPrunable) {
-  auto model = load_causal_lm(fixture_dir("hf_qwen3_next"), torch::kFloat32, torch::kCPU);
-  EXPECT_THROW(model->prunable_layers(), io::Error);
 }
 
 }  // namespace
