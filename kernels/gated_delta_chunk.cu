@@ -62,29 +62,6 @@ __device__ __forceinline__ void load_scal(TokScal& s, const float* p, int r0) {
   s.decay = __ldg(p + 4 * C);
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-/// Four 8 x 8 bf16 fragments (accumulator layout: row g, columns 2t, 2t+1 in one word) stored transposed: fragment
-/// element (r, c) of matrix j goes to row c of the 8 rows whose addresses lanes 8j..8j+7 give, position r.
-__device__ __forceinline__ void stmatrix_x4_trans(void* smem, const uint32_t* r) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(s), "r"(r[0]),
-               "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
 /// x0 + x1 (x0: lower half) split into two bf16 terms, hi = bf16(x), lo = bf16(x - hi) (|x - hi - lo| <= 2^-16 |x|).
 __device__ __forceinline__ void split_bf16x2(float x0, float x1, uint32_t& hi, uint32_t& lo) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x0, x1);
