@@ -58,9 +58,13 @@ struct PrunableLayer {
   int64_t q_conv_offset = 0, k_conv_offset = 0;
 };
 
-/// The [heads·dk, in] rows of a q or k block of weight (or gradient) w: rows offset + h·stride + c (stride 0: dk).
+/// The row stride between key heads of a q/k block: the stored stride, or dk when it is 0 (heads contiguous).
+inline int64_t head_row_stride(int64_t stride, int dk) { return stride > 0 ? stride : dk; }
+
+/// The [heads·dk, in] rows of a q or k block of weight (or gradient) w: rows offset + h·stride + c.
 inline torch::Tensor head_block_rows(const torch::Tensor& w, int64_t offset, int64_t stride, int heads, int dk) {
-  if (stride == 0 || stride == dk) return w.narrow(0, offset, static_cast<int64_t>(heads) * dk);
+  stride = head_row_stride(stride, dk);
+  if (stride == dk) return w.narrow(0, offset, static_cast<int64_t>(heads) * dk);
   auto idx = torch::arange(dk, torch::TensorOptions().dtype(torch::kInt64).device(w.device()));
   idx = (idx.unsqueeze(0) + torch::arange(heads, idx.options()).unsqueeze(1) * stride + offset).reshape({-1});
   return w.index_select(0, idx);

@@ -188,7 +188,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   json diag = json::array();
   for (size_t li = 0; li < layers.size(); ++li) {
     const PrunableLayer& L = layers[li];
-    const int64_t H = L.num_key_heads, rows = H * dk;
+    const int64_t H = L.num_key_heads;
     so.stream = static_cast<uint64_t>(L.layer);
     LayerSelection sel;
     sel.layer = L.layer;

@@ -37,8 +37,8 @@ struct Block {
 std::vector<Block> blocks_of(const PrunableLayer& L) {
   std::vector<Block> b;
   const int64_t dk = L.head_k_dim;
-  b.push_back({L.q_weight, L.q_row_offset, L.q_row_stride > 0 ? L.q_row_stride : dk, false});
-  b.push_back({L.k_weight, L.k_row_offset, L.k_row_stride > 0 ? L.k_row_stride : dk, false});
+  b.push_back({L.q_weight, L.q_row_offset, head_row_stride(L.q_row_stride, L.head_k_dim), false});
+  b.push_back({L.k_weight, L.k_row_offset, head_row_stride(L.k_row_stride, L.head_k_dim), false});
   if (!L.q_conv.empty()) b.push_back({L.q_conv, L.q_conv_offset, dk, true});
   if (!L.k_conv.empty()) b.push_back({L.k_conv, L.k_conv_offset, dk, true});
   return b;
@@ -141,14 +141,13 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
     fail(origin + ": missing 'model_type'");
   const std::string mt = c["model_type"].get<std::string>();
-  if (mt == "qwen3_5") {  // the multimodal release: text model nested, tensors under model.language_model.
-    auto out = qwen_layers(qwen_text_config(c, origin), false, "model.language_model.", origin + " (text_config)");
-    if (out.empty()) fail(origin + ": no linear-attention layer to prune");
-    return out;
-  }
-  const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
   std::vector<PrunableLayer> out;
-  if (mt == "delta_net" || mt == "gated_deltanet") {
+  if (mt == "qwen3_5") {  // the multimodal release: text model nested, tensors under model.language_model.
+    out = qwen_layers(qwen_text_config(c, origin), false, "model.language_model.", origin + " (text_config)");
+  } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
+    out = qwen_layers(c, mt == "qwen3_next", "model.", origin);
+  } else if (mt == "delta_net" || mt == "gated_deltanet") {
+    const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
     const int64_t H = get_int(c, "num_heads", origin);
     int64_t dk;
@@ -176,6 +175,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       out.push_back(L);
     }
   } else if (mt == "mamba2") {
+    const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
     const int64_t I = static_cast<int64_t>(get_num(c, "expand", 2.0) * hidden);
     const int64_t G = get_int(c, "n_groups", origin);
@@ -192,8 +192,6 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
       L.q_conv_offset = I + G * N;
       out.push_back(L);
     }
-  } else if (mt == "qwen3_5_text" || mt == "qwen3_next") {
-    out = qwen_layers(c, mt == "qwen3_next", "model.", origin);
   } else {
     fail(origin + ": model_type '" + mt +
          "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text, qwen3_5, qwen3_next)");
