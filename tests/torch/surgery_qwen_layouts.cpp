@@ -68,14 +68,24 @@ std::map<std::string, torch::Tensor> repack_to_separate(const fs::path& dir) {
   return out;
 }
 
-/// A qwen3_5_text checkpoint in `dir` holding `tensors` (fp32), with the qwen3_next config's shapes.
-void write_separate(const std::map<std::string, torch::Tensor>& tensors, const json& next_cfg, const fs::path& dir) {
+/// dir/model.safetensors holding `tensors` in fp32.
+void write_f32(const std::map<std::string, torch::Tensor>& tensors, const fs::path& dir) {
   io::SafetensorsWriter wr;
   for (const auto& [name, t] : tensors) {
     const torch::Tensor c = t.to(torch::kFloat32).contiguous();
     wr.add(name, io::DType::F32, c.sizes().vec(), c.data_ptr(), static_cast<size_t>(c.numel()) * sizeof(float));
   }
   wr.write((dir / "model.safetensors").string());
+}
+
+/// The multimodal qwen3_5 release's name of a flat qwen3_5_text tensor: model.X → model.language_model.X.
+std::string nested_name(const std::string& flat) {
+  return flat.rfind("model.", 0) == 0 ? "model.language_model." + flat.substr(6) : flat;
+}
+
+/// A qwen3_5_text checkpoint in `dir` holding `tensors` (fp32), with the qwen3_next config's shapes.
+void write_separate(const std::map<std::string, torch::Tensor>& tensors, const json& next_cfg, const fs::path& dir) {
+  write_f32(tensors, dir);
   json c = config_of(test::fixture_dir("hf_qwen3_5"));
   for (const char* k : {"linear_num_key_heads", "linear_key_head_dim", "linear_num_value_heads", "linear_value_head_dim",
                         "hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size", "layer_types"})
@@ -208,12 +218,8 @@ TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
   // The nested copy: every "model.X" tensor as "model.language_model.X" (lm_head stays), config as text_config.
   const WeightSource w = WeightSource::open_dir(flat.string());
   std::map<std::string, torch::Tensor> renamed;
-  for (const auto& name : w.names())
-    renamed[name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name] = w.raw(name);
-  io::SafetensorsWriter wr;
-  for (const auto& [name, t] : renamed)
-    wr.add(name, io::DType::F32, t.sizes().vec(), t.data_ptr(), static_cast<size_t>(t.numel()) * sizeof(float));
-  wr.write((nested.path / "model.safetensors").string());
+  for (const auto& name : w.names()) renamed[nested_name(name)] = w.raw(name);
+  write_f32(renamed, nested.path);
   const json nested_cfg = {{"model_type", "qwen3_5"}, {"architectures", {"Qwen3_5ForConditionalGeneration"}},
                            {"text_config", config_of(flat)}};
   std::ofstream(nested.path / "config.json") << nested_cfg.dump(2) << "\n";
@@ -228,10 +234,7 @@ TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
   EXPECT_EQ(cfg["model_type"], "qwen3_5");
   EXPECT_EQ(cfg["text_config"]["linear_key_head_dim"], 16);
   const WeightSource a = WeightSource::open_dir(pf.path.string()), b = WeightSource::open_dir(pn.path.string());
-  for (const auto& name : a.names()) {
-    const std::string nn = name.rfind("model.", 0) == 0 ? "model.language_model." + name.substr(6) : name;
-    EXPECT_TRUE(torch::equal(a.raw(name), b.raw(nn))) << name;
-  }
+  for (const auto& name : a.names()) EXPECT_TRUE(torch::equal(a.raw(name), b.raw(nested_name(name)))) << name;
   torch::manual_seed(test::env_seed(20261130));
   const torch::Tensor ids = torch::randint(0, 256, {2, 70}, torch::kInt64);
   const double e = rel(logits_of(pn.path, ids), logits_of(pf.path, ids));
