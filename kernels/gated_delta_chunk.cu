@@ -25,7 +25,6 @@
 // g = 0 and beta = 0, so they change neither the state nor the cumulative gate.
 // Kernel 1 is in gated_delta_chunk_prep.cu, the shared primitives in gated_delta_chunk.cuh.
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/gated_delta_chunk.cuh"
@@ -37,40 +36,33 @@ namespace {
 // ---------------------------------------------------------------------------------------------------------------
 // Kernel 2: per (value tile, value head, sequence) the serial chain over chunks.
 //
-// 4 WG warps. Warp w has a row strip s (chunk rows [16 s, 16 s + 16): s = w for w < 4, 3 - (w - 4) for the second
-// warpgroup, so that the two warps of one scheduler share the triangular products' work evenly), key tiles
-// (w % 4) + 4 mi of the state, and n tiles [NT (w / 4), NT (w / 4 + 1)) of 8 value columns (NT = BV / 8 / WG).
-// The state tile lives in registers in fp32 (in the mma accumulator layout) and, for the products that read it, in
-// shared memory as two bf16 terms S = hi + lo (|S - hi - lo| <= 2^-16 |S|), stored transposed ([BV][Kp + 8], k
-// contiguous). bf16 inputs: X = Kr S and Qr S as bf16 m16n8k16 products of the exact bf16 rows with hi and lo
-// (ldmatrix fragments); fp16 inputs (not exact in bf16): TF32 m16n8k8 with B = tf32(hi + lo).
-// FAST: every product accumulates into several independent register sets (hi / lo terms, alternating k steps),
-// summed at the end: the per-chunk chain is latency bound (one warp per scheduler at small grids), and this cuts
-// the depth of each mma dependency chain by 2-4x; P V' is interleaved with the state update.
-template <int BV>
-__host__ __device__ constexpr int state_lds() {
-  return BV == 8 ? 24 : BV + 8;  // fp32 rows read as B fragments (rows k0 + t): 8 * odd words apart, conflict-free
-}
-
+// The state tile lives in registers in fp32 (warp w owns key tiles w, w+4, ... of 16 rows, in the mma accumulator
+// layout) and, for the products that read it, in shared memory as two bf16 terms S = hi + lo (|S - hi - lo| <=
+// 2^-16 |S|), stored transposed ([BV][Kp + 8], k contiguous). bf16 inputs: X = Kr S and Qr S as bf16 m16n8k16
+// products of the exact bf16 rows with hi and lo (ldmatrix fragments); fp16 inputs (not exact in bf16): TF32
+// m16n8k8 with B = tf32(hi + lo).
+// At small grids the chain is bound by the latency of its ~1,100 instructions per warp and chunk (one warp per
+// scheduler; ncu at 1x8192: 3.9 cycles per instruction, 1.6 of them fixed-latency dependencies), so every address
+// the loop needs is computed once and stepped per chunk, and no value loaded for the next chunk is copied between
+// registers before it is used (such a copy waits for the load: the chunk's decay, once 7% of the stall samples).
 template <int BV>
 __host__ __device__ inline size_t state_smem_bytes(int Kp, int elem_bytes) {
-  constexpr int lds = state_lds<BV>();
+  constexpr int lds = BV + 8;
   return sizeof(float) * 3 * C * lds + sizeof(uint16_t) * 2 * BV * static_cast<size_t>(qk_stride(Kp)) +
          static_cast<size_t>(elem_bytes) * 3 * C * qk_stride(Kp);
 }
 
 struct TokScal {
-  float b[2], bek[2], eq[2], kd[2], decay;  // rows g and g + 8 of the warp's strip
+  float b[2], bek[2], eq[2], kd[2];  // rows g and g + 8 of the warp's strip
 };
 
-__device__ __forceinline__ void load_scal(TokScal& s, const float* p, int r0) {
+/// p: the scalars of the thread's row g of one (chunk, value head) slot.
+__device__ __forceinline__ void load_scal(TokScal& s, const float* p) {
 #pragma unroll
   for (int x = 0; x < 2; ++x) {
-    const int r = r0 + 8 * x;
-    s.b[x] = __ldg(p + r), s.bek[x] = __ldg(p + C + r), s.eq[x] = __ldg(p + 2 * C + r);
-    s.kd[x] = __ldg(p + 3 * C + r);
+    s.b[x] = __ldg(p + 8 * x), s.bek[x] = __ldg(p + C + 8 * x), s.eq[x] = __ldg(p + 2 * C + 8 * x);
+    s.kd[x] = __ldg(p + 3 * C + 8 * x);
   }
-  s.decay = __ldg(p + 4 * C);
 }
 
 /// x0 + x1 (x0: lower half) split into two bf16 terms, hi = bf16(x), lo = bf16(x - hi) (|x - hi - lo| <= 2^-16 |x|).
@@ -93,100 +85,92 @@ __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w 
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 /// 16-bit B fragments of n tiles [0, NT) x k [k0, k0 + 16) from a transposed tile (row = n, k contiguous, row
-/// stride ld) by ldmatrix: b[nt][0..1]. brow: the lane's row offset (x4 layout; lanes 0-15 serve x2).
+/// stride ld) by ldmatrix x4: b[nt][0..1]. brow: the lane's row offset.
 template <int NT>
 __device__ __forceinline__ void ldsm_b(uint32_t (*b)[2], const __nv_bfloat16* tile, int ld, int brow) {
-  if constexpr (NT == 1) {
-    ldmatrix_x2(b[0], tile + brow);
-  } else {
 #pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      uint32_t r[4];
-      ldmatrix_x4(r, tile + 16 * np * ld + brow);
-      b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
-    }
+  for (int np = 0; np < NT / 2; ++np) {
+    uint32_t r[4];
+    ldmatrix_x4(r, tile + 16 * np * ld + brow);
+    b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
   }
 }
 
 /// Accumulator-layout fp32 pairs of n tiles [0, NT) (rows g, g + 8 of a 16-row tile) split into bf16 hi + lo
-/// terms and stored transposed (row = column index, k contiguous) by stmatrix.trans: row (n) base `nrow`, k base
-/// `kcol`, row stride ld. f(nt, e) gives element e of n tile nt (already scaled).
+/// terms and stored transposed (row = column index, k contiguous, row stride ld; k offset kcol) by stmatrix.trans.
+/// f(nt, e) gives element e of n tile nt.
 template <int NT, typename F>
 __device__ __forceinline__ void store_terms_t(__nv_bfloat16* hi_t, __nv_bfloat16* lo_t, int ld, int kcol, int lane,
                                               F&& f) {
   const int mj = lane >> 3, r8 = lane & 7;
-  if constexpr (NT == 1) {
-    uint32_t hi[2], lo[2];
 #pragma unroll
-    for (int j = 0; j < 2; ++j) split_bf16x2(f(0, 2 * j), f(0, 2 * j + 1), hi[j], lo[j]);
-    const int off = r8 * ld + kcol + 8 * (mj & 1);
-    stmatrix_x2_trans(hi_t + off, hi);
-    stmatrix_x2_trans(lo_t + off, lo);
-  } else {
+  for (int np = 0; np < NT / 2; ++np) {
+    uint32_t hi[4], lo[4];
 #pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      uint32_t hi[4], lo[4];
+    for (int j = 0; j < 4; ++j)
+      split_bf16x2(f(2 * np + (j >> 1), 2 * (j & 1)), f(2 * np + (j >> 1), 2 * (j & 1) + 1), hi[j], lo[j]);
+    const int off = (16 * np + 8 * (mj >> 1) + r8) * ld + kcol + 8 * (mj & 1);
+    stmatrix_x4_trans(hi_t + off, hi);
+    stmatrix_x4_trans(lo_t + off, lo);
+  }
+}
+
+/// acc += M[strip w] B for a lower block-triangular C x C matrix M held as A fragments (k tiles 0..2w+1 of the
+/// warp's 16-row strip) and B = [C][NT * 8] TF32 values in shared memory (row stride LD).
+template <int NT, int LD>
+__device__ __forceinline__ void strip_tri_mma(float (*acc)[4], const float4* frag, const float* B, int warp, int g,
+                                              int t) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        split_bf16x2(f(2 * np + (j >> 1), 2 * (j & 1)), f(2 * np + (j >> 1), 2 * (j & 1) + 1), hi[j], lo[j]);
-      const int off = (16 * np + 8 * (mj >> 1) + r8) * ld + kcol + 8 * (mj & 1);
-      stmatrix_x4_trans(hi_t + off, hi);
-      stmatrix_x4_trans(lo_t + off, lo);
+  for (int kt = 0; kt < 8; ++kt) {
+    if (kt > 2 * warp + 1) break;
+    const uint32_t af[4] = {__float_as_uint(frag[kt].x), __float_as_uint(frag[kt].y), __float_as_uint(frag[kt].z),
+                            __float_as_uint(frag[kt].w)};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint32_t b[2];
+      b[0] = __float_as_uint(B[(8 * kt + t) * LD + 8 * nt + g]);
+      b[1] = __float_as_uint(B[(8 * kt + t + 4) * LD + 8 * nt + g]);
+      mma_tf32(acc[nt], af, b);
     }
   }
 }
 
-/// acc += M[strip s, k tile kt] B[k tile kt] for the n tiles [0, NT): M held as A fragments (TF32), B = [C][NT * 8]
-/// TF32 values in shared memory (row stride LD).
-template <int NT, int LD>
-__device__ __forceinline__ void tri_step(float (*acc)[4], const float4 f, const float* B, int kt, int g, int t) {
-  const uint32_t af[4] = {__float_as_uint(f.x), __float_as_uint(f.y), __float_as_uint(f.z), __float_as_uint(f.w)};
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    uint32_t b[2];
-    b[0] = __float_as_uint(B[(8 * kt + t) * LD + 8 * nt + g]);
-    b[1] = __float_as_uint(B[(8 * kt + t + 4) * LD + 8 * nt + g]);
-    mma_tf32(acc[nt], af, b);
+/// The thread's share of the cp.async copies of one chunk's q or k rows (K % 8 == 0): 16-byte group lk of rows
+/// r0, r0 + dr, ... (lanes over the row's groups, padded to a power of two). Computed once per block; `src` of
+/// chunk ci is src0 + ci * chunk (elements).
+template <typename T, int NTHR>
+struct RowCopy {
+  int r0 = 0, dr = 0, doff = 0, dstep = 0;
+  int pass = 0;  // elements between the rows of two passes (< 2^31: dr <= 128 rows of H K elements)
+  bool on = false, kin = false;
+  __device__ void init(const GatedDeltaArgs& a, int Kp, int ldb) {
+    const int groups = Kp / 8, lg = 32 - __clz(groups - 1), lane = threadIdx.x & 31;
+    const int lr = lane >> lg, lk = lane & ((1 << lg) - 1), rp = 32 >> lg;
+    on = lk < groups, kin = lk * 8 < a.K;
+    r0 = (threadIdx.x >> 5) * rp + lr, dr = (NTHR / 32) * rp;
+    doff = r0 * ldb + lk * 8, dstep = dr * ldb;
+    pass = dr * a.H * a.K;
   }
-}
-
-/// acc[kt % NA] += M[strip s] B over the strip's k tiles 0..2s+1 (lower block-triangular C x C matrix M).
-template <int NA, int NT, int LD>
-__device__ __forceinline__ void strip_tri_mma(float (*acc)[NT][4], const float4* frag, const float* B, int s, int g,
-                                              int t) {
-#pragma unroll
-  for (int kt = 0; kt < 8; ++kt) {
-    if (kt > 2 * s + 1) break;
-    tri_step<NT, LD>(acc[kt % NA], frag[kt], B, kt, g, t);
+  /// p: the thread's first row (row r0, group lk) of the chunk; zero (size-0 copies) for rows >= Lc, groups >= K.
+  __device__ __forceinline__ void copy(T* dst, const T* p, const T* any, int Lc) const {
+    if (!on) return;
+    T* d = dst + doff;
+    for (int r = r0; r < C; r += dr, p += pass, d += dstep) {
+      const bool ok = kin && r < Lc;
+      cp_async16(d, ok ? p : any, ok);
+    }
   }
-}
+};
 
-/// acc[0] += acc[1] + ... + acc[NA - 1]
-template <int NA, int NT>
-__device__ __forceinline__ void fold(float (*acc)[NT][4]) {
-#pragma unroll
-  for (int a = 1; a < NA; ++a)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[0][nt][e] += acc[a][nt][e];
-}
-
-template <typename T, int BV, int MI, int WG, bool FAST>
-__global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
+template <typename T, int BV, int MI>
+__global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
                                                          const float* __restrict__ wsT,
                                                          const float* __restrict__ wsP,
                                                          const float* __restrict__ wsS) {
-  constexpr int NTHR = 128 * WG;
-  constexpr int NT = BV / 8 / WG;  // n tiles of one warp
-  constexpr int lds = state_lds<BV>();
+  constexpr int NT = BV / 8;
+  constexpr int lds = BV + 8;  // fp32 rows read as B fragments (rows k0 + t): conflict-free
   constexpr bool kBf16 = std::is_same<T, __nv_bfloat16>::value;
-  // independent accumulator sets: NX of Kr S / Qr S, NA of the triangular products, NU of the state update
-  constexpr int NX = FAST ? (NT == 1 ? 4 : 2) : 1;
-  constexpr int NA = FAST ? (NT == 1 ? 4 : 2) : 1;
-  constexpr int NU = FAST ? (NT * MI <= 2 ? 4 : 2) : 1;
-  static_assert(NT == 1 || NT % 2 == 0, "one n tile, or n tiles in pairs (ldmatrix x4)");
-  static_assert(NT >= 1 && BV == 8 * NT * WG, "value tile = warpgroups x n tiles");
+  static_assert(NT % 2 == 0, "n tiles in pairs (ldmatrix x4)");
   extern __shared__ __align__(16) float sm[];
   const int ldb = qk_stride(Kp);  // also the row stride of the transposed state terms
   float* Ys = sm;               // [C][lds] Y (TF32)
@@ -202,20 +186,15 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
   T* Kb0 = Qb + C * ldb;                        // [2][C][ldb] raw k, double buffered
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int wq = warp & 3, wn = warp >> 2;   // key tile slot, warpgroup
-  const int st = wn ? 3 - wq : wq;           // row strip
-  const int cw = 8 * NT * wn;                // the warp's first column in the value tile
   const int v0 = blockIdx.x * BV, hv = blockIdx.y, n = blockIdx.z;
   const int h = hv / (a.HV / a.H);
-  const int K = a.K, V = a.V, m0 = 16 * st;
+  const int K = a.K, V = a.V, m0 = 16 * warp;
   const size_t head = static_cast<size_t>(n) * a.HV + hv;
   const T* qp = static_cast<const T*>(a.q);
   const T* kp = static_cast<const T*>(a.k);
-  const T* vp = static_cast<const T*>(a.v);
-  T* op = static_cast<T*>(a.o);
 
-  // ---- state tile in registers: element e of (mi, nt) is row 16 (wq + 4 mi) + g (+8 for e >= 2), column
-  //      cw + 8 nt + 2t + (e & 1) ----
+  // ---- state tile in registers: element e of (mi, nt) is row 16 (w + 4 mi) + g (+8 for e >= 2), column
+  //      8 nt + 2t + (e & 1) ----
   float S[MI][NT][4];
   const float* s0 = static_cast<const float*>(a.initial_state);
   float* s1 = static_cast<float*>(a.final_state);
@@ -230,7 +209,7 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          f(S[mi][nt][e], 16 * (wq + 4 * mi) + g + (e >= 2 ? 8 : 0), cw + 8 * nt + 2 * t + (e & 1));
+          f(S[mi][nt][e], 16 * (warp + 4 * mi) + g + (e >= 2 ? 8 : 0), 8 * nt + 2 * t + (e & 1));
   };
   each_state([&](float& x, int kk, int c) { x = (s0 && kk < K && v0 + c < V) ? s0[state_index(kk, c)] : 0.f; });
   const int mj = lane >> 3, r8 = lane & 7;
@@ -238,10 +217,9 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
   auto store_terms = [&]() {
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
-      const int mt = wq + 4 * mi;
+      const int mt = warp + 4 * mi;
       if (16 * mt >= Kp) break;  // no such key tile
-      store_terms_t<NT>(Sh + cw * ldb, Sl + cw * ldb, ldb, 16 * mt, lane,
-                        [&](int nt, int e) { return S[mi][nt][e]; });
+      store_terms_t<NT>(Sh, Sl, ldb, 16 * mt, lane, [&](int nt, int e) { return S[mi][nt][e]; });
     }
   };
   store_terms();
@@ -249,45 +227,67 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
   long bos, eos;
   detail::seq_bounds(a, n, bos, eos);
   const int nC = static_cast<int>(min(static_cast<long>(maxC), (eos - bos + C - 1) / C));
-  const size_t slot0 = static_cast<size_t>(n) * maxC * a.HV + hv;  // slot of chunk ci: slot0 + ci * HV
 
-  // Per-chunk operands held in registers: T, P fragments of the warp's row strip (k tiles 0..2s+1), token
-  // scalars, the v pairs of the thread's output positions. Loaded one chunk ahead.
+  // Per-chunk operands held in registers: T, P fragments of the warp's row strip (k tiles 0..2w+1), token
+  // scalars, the chunk's decay, the v pairs of the thread's output positions. Loaded one chunk ahead through
+  // pointers stepped by one chunk (slot of chunk ci: (n maxC + ci) HV + hv).
   float4 Tf[8], Pf[8];
   TokScal sc;
+  float decay = 1.f;
   uint32_t vv[NT][2];
-  auto load_tp = [&](float4* dst, const float* base, int ci) {
-    const float4* p = reinterpret_cast<const float4*>(base + (slot0 + static_cast<size_t>(ci) * a.HV) * kFrag);
+  const size_t slot0 = static_cast<size_t>(n) * maxC * a.HV + hv;
+  // the thread's T / P fragments of chunk ci at wsT / wsP (as float4) + fo, its scalars at wsS + so (row g of the
+  // warp's strip; the chunk's decay at wsS + so + 4C - m0 - g)
+  size_t fo = slot0 * (kFrag / 4) + warp * (warp + 1) * 32 + lane, so = slot0 * kScal + m0 + g;
+  const int frag_step = a.HV * (kFrag / 4), scal_step = a.HV * kScal;
+  const float4* fT = reinterpret_cast<const float4*>(wsT);
+  const float4* fP = reinterpret_cast<const float4*>(wsP);
+  const int nk = 2 * warp + 2;  // k tiles of the warp's strip
+  auto load_tp = [&](float4* dst, const float4* p) {
 #pragma unroll
     for (int kt = 0; kt < 8; ++kt)
-      if (kt <= 2 * st + 1) dst[kt] = __ldg(p + (st * (st + 1) + kt) * 32 + lane);
+      if (kt < nk) dst[kt] = __ldg(p + kt * 32);
   };
-  // v and o of the thread's positions: row m0 + g (+8), columns v0 + cw + 8 nt + 2t; one 64-bit product per chunk
-  const size_t tok_stride = static_cast<size_t>(a.HV) * V, chunk_stride = C * tok_stride;
-  const size_t vo_base = (static_cast<size_t>(bos + m0 + g) * a.HV + hv) * V + v0 + cw + 2 * t;
-  auto load_v = [&](int ci) {
-    const T* p = vp + vo_base + static_cast<size_t>(ci) * chunk_stride;
-    const long rem = eos - (bos + static_cast<long>(ci) * C) - (m0 + g);  // rows left from the thread's row
+  // v and o of the thread's positions: row m0 + g (+8), columns v0 + 8 nt + 2t; pointers stepped by one chunk
+  const int tok_stride = a.HV * V, chunk_stride = C * tok_stride;  // < 2^31 (HV V <= 2^25)
+  const size_t vo_base = (static_cast<size_t>(bos + m0 + g) * a.HV + hv) * V + v0 + 2 * t;
+  const T* pv = static_cast<const T*>(a.v) + vo_base;
+  T* po = static_cast<T*>(a.o) + vo_base;
+  const int vcols = V - v0 - 2 * t;  // n tile nt of the thread is in range when 8 nt < vcols
+  auto load_v = [&](const T* p, int Lcn) {  // Lcn: rows of that chunk
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         vv[nt][x] = 0u;
-        if (8 * x < rem && v0 + cw + 8 * nt + 2 * t < V)
+        if (m0 + g + 8 * x < Lcn && 8 * nt < vcols)
           vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(p + 8 * x * tok_stride + 8 * nt));
       }
   };
+  // q/k rows: one cp.async plan, source pointers stepped by one chunk (generic loads when K % 8 != 0)
+  RowCopy<T, kThreads> rows;
+  rows.init(a, Kp, ldb);
+  const int row_chunk = C * a.H * K;
+  // the thread's first q/k row of chunk ci at qp / kp + ro
+  size_t ro = (static_cast<size_t>(bos + rows.r0) * a.H + h) * K + (rows.doff - rows.r0 * ldb);
+  const bool vec_rows = K % 8 == 0;
+  auto copy_rows = [&](T* dst, const T* src, const T* p, long c0, int Lcn) {
+    if (vec_rows) rows.copy(dst, p, src, Lcn);
+    else load_rows<T, kThreads>(dst, src, a, h, c0, Lcn, Kp, ldb);
+  };
   if (nC > 0) {
-    load_rows<T, NTHR>(Kb0, kp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
-    load_rows<T, NTHR>(Qb, qp, a, h, bos, static_cast<int>(min(static_cast<long>(C), eos - bos)), Kp, ldb);
+    const int Lc0 = static_cast<int>(min(static_cast<long>(C), eos - bos));
+    copy_rows(Kb0, kp, kp + ro, bos, Lc0);
+    copy_rows(Qb, qp, qp + ro, bos, Lc0);
     cp_async_commit();
     // Launched as a programmatic dependent of prep_kernel: everything above overlaps prep's tail; the workspace
     // is read only after prep has completed and its writes are visible (a no-op without the dependency).
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    load_tp(Tf, wsT, 0);
-    load_tp(Pf, wsP, 0);
-    load_scal(sc, wsS + slot0 * kScal, m0 + g);
-    load_v(0);
+    load_tp(Tf, fT + fo);
+    load_tp(Pf, fP + fo);
+    load_scal(sc, wsS + so);
+    decay = __ldg(wsS + so + 4 * C - m0 - g);
+    load_v(pv, Lc0);
   }
 
   for (int ci = 0; ci < nC; ++ci) {
@@ -300,105 +300,90 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
     cp_async_wait_all();
     __syncthreads();  // q, k of this chunk landed; state terms written; Y, V' buffers free
     if (more) {
-      load_rows<T, NTHR>(Kb0 + ((ci + 1) & 1) * C * ldb, kp, a, h, c1, Lc1, Kp, ldb);
+      copy_rows(Kb0 + ((ci + 1) & 1) * C * ldb, kp, kp + ro + row_chunk, c1, Lc1);
       cp_async_commit();
     }
-    // ---- phase 1: X = Kr S and Qr S on the warp's rows and columns ----
-    float X[NX][NT][4], O[NX][NT][4];
+    // ---- phase 1: X = Kr S and Qr S on the warp's rows ----
+    float X[NT][4], O[NT][4];
 #pragma unroll
-    for (int s = 0; s < NX; ++s)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) X[s][nt][e] = 0.f, O[s][nt][e] = 0.f;
-    // one k step of 16: products into sets sb (hi; fp16: first k8) and sb + (NX > 1) (lo; fp16: second k8)
-    auto xq_step = [&](int k0, auto sb_c) {
-      constexpr int s0_ = decltype(sb_c)::value, s1_ = s0_ + (NX > 1 ? 1 : 0);
-      if constexpr (kBf16) {
-        const int arow = (m0 + (lane & 15)) * ldb + (lane >> 4) * 8;
-        const int brow = (((lane >> 4) << 3) + (lane & 7)) * ldb + ((lane >> 3) & 1) * 8;
+      for (int e = 0; e < 4; ++e) X[nt][e] = 0.f, O[nt][e] = 0.f;
+    if constexpr (kBf16) {
+      const int arow = (m0 + (lane & 15)) * ldb + (lane >> 4) * 8;
+      const int brow = (((lane >> 4) << 3) + (lane & 7)) * ldb + ((lane >> 3) & 1) * 8;
+#pragma unroll 2
+      for (int k0 = 0; k0 < Kp; k0 += 16) {
         uint32_t ak[4], aq[4], bh[NT][2], bl[NT][2];
         ldmatrix_x4(ak, Kb + arow + k0);
         ldmatrix_x4(aq, Qb + arow + k0);
-        ldsm_b<NT>(bh, Sh + cw * ldb + k0, ldb, brow);
-        ldsm_b<NT>(bl, Sl + cw * ldb + k0, ldb, brow);
+        ldsm_b<NT>(bh, Sh + k0, ldb, brow);
+        ldsm_b<NT>(bl, Sl + k0, ldb, brow);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          mma_bf16(X[s1_][nt], ak, bl[nt][0], bl[nt][1]);
-          mma_bf16(O[s1_][nt], aq, bl[nt][0], bl[nt][1]);
+          mma_bf16(X[nt], ak, bl[nt][0], bl[nt][1]);
+          mma_bf16(O[nt], aq, bl[nt][0], bl[nt][1]);
         }
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          mma_bf16(X[s0_][nt], ak, bh[nt][0], bh[nt][1]);
-          mma_bf16(O[s0_][nt], aq, bh[nt][0], bh[nt][1]);
+          mma_bf16(X[nt], ak, bh[nt][0], bh[nt][1]);
+          mma_bf16(O[nt], aq, bh[nt][0], bh[nt][1]);
         }
-      } else {
-#pragma unroll
-        for (int h8 = 0; h8 < 2; ++h8) {
-          const int kk = k0 + 8 * h8;
-          uint32_t ak[4], aq[4];
-          a_frag_perm<T>(ak, Kb, ldb, m0, kk, g, t);
-          a_frag_perm<T>(aq, Qb, ldb, m0, kk, g, t);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int r = (cw + 8 * nt + g) * ldb + kk + 2 * t;
-            const uint32_t wh = *reinterpret_cast<const uint32_t*>(Sh + r);
-            const uint32_t wl = *reinterpret_cast<const uint32_t*>(Sl + r);
-            uint32_t b[2];
-            b[0] = f2tf32(bf16_lo(wh) + bf16_lo(wl));
-            b[1] = f2tf32(bf16_hi(wh) + bf16_hi(wl));
-            mma_tf32(X[h8 ? s1_ : s0_][nt], ak, b);
-            mma_tf32(O[h8 ? s1_ : s0_][nt], aq, b);
-          }
-        }
-      }
-    };
-    if constexpr (NX == 4) {  // alternate k steps over sets {0, 1} and {2, 3}
-      for (int k0 = 0; k0 < Kp; k0 += 32) {
-        xq_step(k0, std::integral_constant<int, 0>());
-        if (k0 + 16 < Kp) xq_step(k0 + 16, std::integral_constant<int, 2>());
       }
     } else {
 #pragma unroll 2
-      for (int k0 = 0; k0 < Kp; k0 += 16) xq_step(k0, std::integral_constant<int, 0>());
+      for (int k0 = 0; k0 < Kp; k0 += 8) {
+        uint32_t ak[4], aq[4];
+        a_frag_perm<T>(ak, Kb, ldb, m0, k0, g, t);
+        a_frag_perm<T>(aq, Qb, ldb, m0, k0, g, t);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint32_t wh = *reinterpret_cast<const uint32_t*>(Sh + (8 * nt + g) * ldb + k0 + 2 * t);
+          const uint32_t wl = *reinterpret_cast<const uint32_t*>(Sl + (8 * nt + g) * ldb + k0 + 2 * t);
+          uint32_t b[2];
+          b[0] = f2tf32(bf16_lo(wh) + bf16_lo(wl));
+          b[1] = f2tf32(bf16_hi(wh) + bf16_hi(wl));
+          mma_tf32(X[nt], ak, b);
+          mma_tf32(O[nt], aq, b);
+        }
+      }
     }
-    fold<NX, NT>(X);
-    fold<NX, NT>(O);
     // Y = b v - b e^G rk X (TF32) into Ys; O = e^G rq scale (Qr S) stays in registers
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         const T* ve = reinterpret_cast<const T*>(&vv[nt][x]);
-        const float y0 = sc.b[x] * to_f<T>(ve[0]) - sc.bek[x] * X[0][nt][2 * x];
-        const float y1 = sc.b[x] * to_f<T>(ve[1]) - sc.bek[x] * X[0][nt][2 * x + 1];
-        *reinterpret_cast<float2*>(Ys + (m0 + g + 8 * x) * lds + cw + 8 * nt + 2 * t) =
+        const float y0 = sc.b[x] * to_f<T>(ve[0]) - sc.bek[x] * X[nt][2 * x];
+        const float y1 = sc.b[x] * to_f<T>(ve[1]) - sc.bek[x] * X[nt][2 * x + 1];
+        *reinterpret_cast<float2*>(Ys + (m0 + g + 8 * x) * lds + 8 * nt + 2 * t) =
             make_float2(__uint_as_float(f2tf32(y0)), __uint_as_float(f2tf32(y1)));
-        O[0][nt][2 * x] *= sc.eq[x], O[0][nt][2 * x + 1] *= sc.eq[x];
+        O[nt][2 * x] *= sc.eq[x], O[nt][2 * x + 1] *= sc.eq[x];
       }
     __syncthreads();  // Y complete; q of this chunk consumed
     if (more) {
-      load_rows<T, NTHR>(Qb, qp, a, h, c1, Lc1, Kp, ldb);
+      ro += row_chunk;
+      copy_rows(Qb, qp, qp + ro, c1, Lc1);
       cp_async_commit();
-      load_v(ci + 1);
+      load_v(pv + static_cast<size_t>(ci + 1) * chunk_stride, Lc1);
     }
-    // ---- phase 2: V' = T Y (T lower triangular: k tiles 0..2s+1) ----
-    float Vr[NA][NT][4];
+    // ---- phase 2: V' = T Y (T lower triangular: k tiles 0..2w+1) ----
+    float Vr[NT][4];
 #pragma unroll
-    for (int s = 0; s < NA; ++s)
+    for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) Vr[s][nt][e] = 0.f;
-    strip_tri_mma<NA, NT, lds>(Vr, Tf, Ys + cw, st, g, t);
-    fold<NA, NT>(Vr);
-    if (more) load_tp(Tf, wsT, ci + 1);
+      for (int e = 0; e < 4; ++e) Vr[nt][e] = 0.f;
+    strip_tri_mma<NT, lds>(Vr, Tf, Ys, warp, g, t);
+    if (more) {
+      fo += frag_step;
+      load_tp(Tf, fT + fo);
+    }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
-        const int off = (m0 + g + 8 * x) * lds + cw + 8 * nt + 2 * t;
-        const float w0 = Vr[0][nt][2 * x], w1 = Vr[0][nt][2 * x + 1];
+        const int off = (m0 + g + 8 * x) * lds + 8 * nt + 2 * t;
+        const float w0 = Vr[nt][2 * x], w1 = Vr[nt][2 * x + 1];
         *reinterpret_cast<float2*>(Vp + off) =
             make_float2(__uint_as_float(f2tf32(w0)), __uint_as_float(f2tf32(w1)));
         if constexpr (!kBf16)
@@ -406,118 +391,70 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
               make_float2(__uint_as_float(f2tf32(sc.kd[x] * w0)), __uint_as_float(f2tf32(sc.kd[x] * w1)));
       }
     if constexpr (kBf16)  // V'' as bf16 hi + lo terms, transposed ([BV][ldv], tokens contiguous)
-      store_terms_t<NT>(Vh + cw * ldv, Vl + cw * ldv, ldv, m0, lane,
-                        [&](int nt, int e) { return sc.kd[e >> 1] * Vr[0][nt][e]; });
-    const float decay = sc.decay;
-    if (more) load_scal(sc, wsS + (slot0 + static_cast<size_t>(ci + 1) * a.HV) * kScal, m0 + g);
-    __syncthreads();  // V' complete; the state terms are no longer read in this chunk
-    // ---- phase 3: O += P V' and S <- e^{Gl} S + Kr^T V'' on the warp's key tiles ----
-    // one token step of 16 of the update: the hi product into set uh, the lo product (fp16: second k8) into ul
-    auto upd_step = [&](float (*U)[NT][4], int mi, int k0, int uh, int ul) {
-      const int mt = wq + 4 * mi;
-      if constexpr (kBf16) {  // bf16 m16n8k16: A = Kr^T by ldmatrix.trans (exact), B = V'' hi and lo terms
-        uint32_t af[4], bh[NT][2], bl[NT][2];
-        ldmatrix_x4_trans(af, Kb + (k0 + 8 * (mj >> 1) + r8) * ldb + 16 * mt + 8 * (mj & 1));
-        const int brow = (8 * (mj >> 1) + r8) * ldv + 8 * (mj & 1);
-        ldsm_b<NT>(bh, Vh + cw * ldv + k0, ldv, brow);
-        ldsm_b<NT>(bl, Vl + cw * ldv + k0, ldv, brow);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_bf16(U[ul][nt], af, bl[nt][0], bl[nt][1]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) mma_bf16(U[uh][nt], af, bh[nt][0], bh[nt][1]);
-      } else {  // fp16 rows: TF32 m16n8k8 on V'' (TF32)
-#pragma unroll
-        for (int h8 = 0; h8 < 2; ++h8) {
-          const int kk = k0 + 8 * h8;
-          uint32_t af[4];
-          af[0] = elem_tf32<T>(Kb[(kk + t) * ldb + 16 * mt + g]);
-          af[1] = elem_tf32<T>(Kb[(kk + t) * ldb + 16 * mt + g + 8]);
-          af[2] = elem_tf32<T>(Kb[(kk + t + 4) * ldb + 16 * mt + g]);
-          af[3] = elem_tf32<T>(Kb[(kk + t + 4) * ldb + 16 * mt + g + 8]);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            uint32_t b[2];
-            b[0] = __float_as_uint(Vq[(kk + t) * lds + cw + 8 * nt + g]);
-            b[1] = __float_as_uint(Vq[(kk + t + 4) * lds + cw + 8 * nt + g]);
-            mma_tf32(U[h8 ? ul : uh][nt], af, b);
-          }
-        }
-      }
-    };
-    if constexpr (FAST) {
-      // P V' (dk-independent) interleaved with the update (independent chains), both split over register sets
-      float Ot[NA][NT][4];
-      float U[MI][NU][NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          Ot[0][nt][e] = O[0][nt][e];
-#pragma unroll
-          for (int s = 1; s < NA; ++s) Ot[s][nt][e] = 0.f;
-#pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int s = 0; s < NU; ++s) U[mi][s][nt][e] = 0.f;
-        }
-#pragma unroll
-      for (int j = 0; j < C / 16; ++j) {
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          const int kt = 2 * j + kk;
-          if (kt <= 2 * st + 1) tri_step<NT, lds>(Ot[kt % NA], Pf[kt], Vp + cw, kt, g, t);
-        }
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-          if (16 * (wq + 4 * mi) < Kp) {
-            const int uh = NU == 4 ? 2 * (j & 1) : 0, ul = NU == 4 ? uh + 1 : NU - 1;
-            upd_step(U[mi], mi, 16 * j, uh, ul);
-          }
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        fold<NU, NT>(U[mi]);
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) S[mi][nt][e] = decay * S[mi][nt][e] + U[mi][0][nt][e];
-      }
-      store_terms();
-      fold<NA, NT>(Ot);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) O[0][nt][e] = Ot[0][nt][e];
-    } else {
-      strip_tri_mma<1, NT, lds>(O, Pf, Vp + cw, st, g, t);
+      store_terms_t<NT>(Vh, Vl, ldv, m0, lane, [&](int nt, int e) { return sc.kd[e >> 1] * Vr[nt][e]; });
+    if (more) {
+      so += scal_step;
+      load_scal(sc, wsS + so);
     }
-    if (more) load_tp(Pf, wsP, ci + 1);
+    __syncthreads();  // V' complete; the state terms are no longer read in this chunk
+    // ---- phase 3: O += P V', written out ----
+    strip_tri_mma<NT, lds>(O, Pf, Vp, warp, g, t);
+    if (more) load_tp(Pf, fP + fo);
     {
-      T* po = op + vo_base + static_cast<size_t>(ci) * chunk_stride;
+      T* pc = po + static_cast<size_t>(ci) * chunk_stride;
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
-          if (m0 + g + 8 * x < Lc && v0 + cw + 8 * nt + 2 * t < V) {
-            T out[2] = {detail::from_f<T>(O[0][nt][2 * x]), detail::from_f<T>(O[0][nt][2 * x + 1])};
-            *reinterpret_cast<unsigned*>(po + 8 * x * tok_stride + 8 * nt) = *reinterpret_cast<const unsigned*>(out);
+          if (m0 + g + 8 * x < Lc && 8 * nt < vcols) {
+            T out[2] = {detail::from_f<T>(O[nt][2 * x]), detail::from_f<T>(O[nt][2 * x + 1])};
+            *reinterpret_cast<unsigned*>(pc + 8 * x * tok_stride + 8 * nt) = *reinterpret_cast<const unsigned*>(out);
           }
         }
     }
-    if constexpr (!FAST) {
+    // ---- S <- e^{Gl} S + Kr^T V'' on the warp's key tiles, then its bf16 terms ----
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi) {
-        const int mt = wq + 4 * mi;
-        if (16 * mt >= Kp) break;
+    for (int mi = 0; mi < MI; ++mi) {
+      const int mt = warp + 4 * mi;
+      if (16 * mt >= Kp) break;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) S[mi][nt][e] *= decay;
+        for (int e = 0; e < 4; ++e) S[mi][nt][e] *= decay;
+      if constexpr (kBf16) {  // bf16 m16n8k16: A = Kr^T by ldmatrix.trans (exact), B = V'' hi and lo terms
+        const int brow = (8 * (mj >> 1) + r8) * ldv + 8 * (mj & 1);
 #pragma unroll
-        for (int k0 = 0; k0 < C; k0 += 16) upd_step(&S[mi], mi, k0, 0, 0);
+        for (int k0 = 0; k0 < C; k0 += 16) {
+          uint32_t af[4], bh[NT][2], bl[NT][2];
+          ldmatrix_x4_trans(af, Kb + (k0 + 8 * (mj >> 1) + r8) * ldb + 16 * mt + 8 * (mj & 1));
+          ldsm_b<NT>(bh, Vh + k0, ldv, brow);
+          ldsm_b<NT>(bl, Vl + k0, ldv, brow);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_bf16(S[mi][nt], af, bl[nt][0], bl[nt][1]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) mma_bf16(S[mi][nt], af, bh[nt][0], bh[nt][1]);
+        }
+      } else {  // fp16 rows: TF32 m16n8k8 on V'' (TF32)
+#pragma unroll
+        for (int k0 = 0; k0 < C; k0 += 8) {
+          uint32_t af[4];
+          af[0] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g]);
+          af[1] = elem_tf32<T>(Kb[(k0 + t) * ldb + 16 * mt + g + 8]);
+          af[2] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g]);
+          af[3] = elem_tf32<T>(Kb[(k0 + t + 4) * ldb + 16 * mt + g + 8]);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            uint32_t b[2];
+            b[0] = __float_as_uint(Vq[(k0 + t) * lds + 8 * nt + g]);
+            b[1] = __float_as_uint(Vq[(k0 + t + 4) * lds + 8 * nt + g]);
+            mma_tf32(S[mi][nt], af, b);
+          }
+        }
       }
-      store_terms();
     }
+    // the next chunk's decay, now that this one's is used (loaded straight into its register: no copy to wait on)
+    if (more) decay = __ldg(wsS + so + 4 * C - m0 - g);
+    store_terms();
   }
   if (s1 == nullptr) return;
   each_state([&](float& x, int kk, int c) {
@@ -525,18 +462,18 @@ __global__ void __launch_bounds__(128 * WG) state_kernel(const GatedDeltaArgs a,
   });
 }
 
-template <typename T, int BV, int MI, int WG, bool FAST>
+template <typename T, int BV, int MI>
 cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
                          int sms) {
   const size_t bytes = state_smem_bytes<BV>(Kp, sizeof(T));
-  auto kern = state_kernel<T, BV, MI, WG, FAST>;
+  auto kern = state_kernel<T, BV, MI>;
   cudaError_t e = set_smem(kern, bytes);
   if (e != cudaSuccess) return e;
   // Programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains. Only
   // for grids of at least two blocks per SM: blocks placed early could pile up two to an SM while others stay empty.
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((a.V + BV - 1) / BV, a.HV, a.N);
-  cfg.blockDim = dim3(128 * WG);
+  cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = bytes;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
@@ -550,34 +487,17 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
   return cudaLaunchKernelEx(&cfg, kern, a, Kp, maxC, wsT, wsP, wsS);
 }
 
-/// The state kernel for key dims up to 128 (key tiles of 16 rows over the 4 warps of a warpgroup: MI = 1 or 2).
-template <typename T, int BV, int WG, bool FAST>
-cudaError_t launch_mi12(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
+template <typename T, int BV>
+cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
                         int sms) {
-  if (Kp <= 64) return launch_state<T, BV, 1, WG, FAST>(a, Kp, maxC, ws, slots, s, sms);
-  return launch_state<T, BV, 2, WG, FAST>(a, Kp, maxC, ws, slots, s, sms);
-}
-
-/// Small grids (fewer than two 32-column blocks per SM): the experiment's variants (STATECUT_CHUNK_EXP, bf16).
-template <typename T>
-cudaError_t launch_small(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
-                         int sms) {
-  static const int exp = [] {
-    const char* e = std::getenv("STATECUT_CHUNK_EXP");
-    return e ? std::atoi(e) : 0;
-  }();
-  if (Kp > 128) return launch_state<T, 16, 4, 1, false>(a, Kp, maxC, ws, slots, s, sms);
-  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
-    switch (exp) {
-      case 1: return launch_mi12<T, 16, 1, true>(a, Kp, maxC, ws, slots, s, sms);
-      case 2: return launch_mi12<T, 16, 2, true>(a, Kp, maxC, ws, slots, s, sms);
-      case 3: return launch_mi12<T, 8, 1, true>(a, Kp, maxC, ws, slots, s, sms);
-      case 4: return launch_mi12<T, 16, 2, false>(a, Kp, maxC, ws, slots, s, sms);
-      case 5: return launch_mi12<T, 8, 1, false>(a, Kp, maxC, ws, slots, s, sms);
-      default: break;
-    }
+  const int ktiles = Kp / 16;  // key tiles of 16 rows, spread over the 4 warps
+  if (ktiles <= 4) return launch_state<T, BV, 1>(a, Kp, maxC, ws, slots, s, sms);
+  if constexpr (BV == 32) {  // taken only for Kp <= 128 (dispatch)
+    return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, sms);
+  } else {
+    if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, sms);
+    return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s, sms);
   }
-  return launch_mi12<T, 16, 1, false>(a, Kp, maxC, ws, slots, s, sms);
 }
 
 /// Keep memory freed by cudaFreeAsync in the device's default pool (once per device).
@@ -613,8 +533,8 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
   // The serial chain is latency bound: value tiles of 32 columns unless that leaves fewer than two blocks per SM.
   // Key dims above 128 take 16 columns (the register state of a thread stays at 32 floats).
   const long blocks32 = static_cast<long>(a.N) * a.HV * ((a.V + 31) / 32);
-  const cudaError_t e = blocks32 >= 2L * sms && Kp <= 128 ? launch_mi12<T, 32, 1, false>(a, Kp, maxC, ws, slots, s, sms)
-                                                          : launch_small<T>(a, Kp, maxC, ws, slots, s, sms);
+  const cudaError_t e = blocks32 >= 2L * sms && Kp <= 128 ? dispatch_mi<T, 32>(a, Kp, maxC, ws, slots, s, sms)
+                                                          : dispatch_mi<T, 16>(a, Kp, maxC, ws, slots, s, sms);
   if (ws != nullptr) {
     const cudaError_t f = cudaFreeAsync(ws, s);
     if (e == cudaSuccess && f != cudaSuccess) return f;
@@ -627,6 +547,9 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
+  // the state kernel steps its pointers by one chunk in 32-bit offsets: 64 HV V and 64 H K below 2^31
+  if (static_cast<long>(chunk::C) * a.HV * a.V > INT32_MAX || static_cast<long>(chunk::C) * a.H * a.K > INT32_MAX)
+    return cudaErrorInvalidValue;
   return a.in_type == ElemType::kBF16 ? chunk::dispatch<__nv_bfloat16>(a, stream) : chunk::dispatch<__half>(a, stream);
 }
 

@@ -16,6 +16,7 @@ namespace statecut::cuda::chunk {
 using detail::to_f;
 
 constexpr int C = 64;
+constexpr int kThreads = 128;   // state_kernel: 4 warps, warp w owns chunk rows [16w, 16w + 16)
 constexpr int kThreadsA = 256;  // prep_kernel: warps 0-3 K K^T, warps 4-7 Q K^T, row strip = warp % 4
 constexpr int ldc = C + 4;     // fp32 C x C matrices in prep_kernel (A fragment reads conflict-free)
 constexpr int kXw = 16 * 8;    // per-warp solve scratch: one 16 x 8 block
@@ -90,12 +91,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem)
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s));
-}
-/// Two 8 x 8 bf16 fragments stored transposed as stmatrix_x4_trans does (row addresses from lanes 0..15).
-__device__ __forceinline__ void stmatrix_x2_trans(void* smem, const uint32_t* r) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1,%2};\n" ::"r"(s), "r"(r[0]), "r"(r[1])
-               : "memory");
 }
 /// Four 8 x 8 bf16 fragments (accumulator layout: row g, columns 2t, 2t+1 in one word) stored transposed: fragment
 /// element (r, c) of matrix j goes to row c of the 8 rows whose addresses lanes 8j..8j+7 give, position r.
