@@ -36,27 +36,21 @@ __device__ __forceinline__ void load8(const T* p, float* out) {
 /// torch's softplus (beta 1, threshold 20), as fla's gate uses it.
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
-/// Log decay from the stored value x of g (the gate input a_t when gate_in_kernel) for value head hv.
-__device__ __forceinline__ float log_gate_from(const GatedDeltaArgs& a, float x, int hv) {
-  if (a.g == nullptr) return 0.f;
-  if (!a.gate_in_kernel) return x;
-  const float bias = a.dt_bias ? a.dt_bias[hv] : 0.f;
-  return -__expf(a.A_log[hv]) * softplus(x + bias);
-}
-
-/// beta from its stored value (its logit when beta_sigmoid); 1 without beta.
-__device__ __forceinline__ float beta_from(const GatedDeltaArgs& a, float x) {
-  if (a.beta == nullptr) return 1.f;
-  return a.beta_sigmoid ? 1.f / (1.f + __expf(-x)) : x;
-}
-
 /// Log decay g_t of token tok for value head hv (0 without a gate).
 __device__ __forceinline__ float token_log_gate(const GatedDeltaArgs& a, long tok, int hv) {
-  return a.g == nullptr ? 0.f : log_gate_from(a, a.g[tok * a.HV + hv], hv);
+  if (a.g == nullptr) return 0.f;
+  float g = a.g[tok * a.HV + hv];
+  if (a.gate_in_kernel) {
+    const float bias = a.dt_bias ? a.dt_bias[hv] : 0.f;
+    g = -__expf(a.A_log[hv]) * softplus(g + bias);
+  }
+  return g;
 }
 
 __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {
-  return a.beta == nullptr ? 1.f : beta_from(a, a.beta[tok * a.HV + hv]);
+  if (a.beta == nullptr) return 1.f;
+  const float b = a.beta[tok * a.HV + hv];
+  return a.beta_sigmoid ? 1.f / (1.f + __expf(-b)) : b;
 }
 
 /// Token range [bos, eos) of sequence n.

@@ -11,7 +11,6 @@
 
 #include "kernels/gated_delta.h"
 #include "kernels/gated_delta_common.cuh"
-#include "kernels/gated_delta_decode_stream.h"
 
 namespace statecut::cuda {
 namespace {
@@ -331,7 +330,6 @@ const char* check_args(const GatedDeltaArgs& a) {
 
 cudaError_t gated_delta_recurrent(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr) return cudaErrorInvalidValue;
-  if (detail::decode_stream_applies(a)) return detail::decode_stream(a, stream);
   return a.in_type == ElemType::kBF16 ? dispatch_state<__nv_bfloat16>(a, stream)
                                        : dispatch_state<__half>(a, stream);
 }
