@@ -267,7 +267,9 @@ cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
     // Eight elements per lane where K allows: fewer shuffle levels per byte of state.
     if (K > 128) return launch_vk<T, SS, 4, 8, 32>(a, s);
     if (K > 64) return launch_vk<T, SS, 4, 8, 16, 8>(a, s);  // 32 KiB of state per block in flight
-    if (K > 32) return launch_vk<T, SS, 4, 4, 16>(a, s);
+    // 33..64: eight lanes a row, two vectors each (one shuffle level less than 16 lanes x 4): 2-4% faster at
+    // B*H = 1024..16384, dk 64 (H200 probe, 2026-11-30 22:40 UTC: 22.7 / 72.7 / 274.7 us vs 23.8 / 75.1 / 280.8).
+    if (K > 32) return launch_vk<T, SS, 4, 8, 8, 8>(a, s);
     if (K > 16) return launch_vk<T, SS, 4, 8, 4>(a, s);
     return launch_vk<T, SS, 4, 4, 4>(a, s);
   }
