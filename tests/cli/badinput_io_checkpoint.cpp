@@ -39,10 +39,11 @@ fs::path good_checkpoint() {
 
 using test::CliRun;
 using test::slurp;
-using test::statecut;
+using test::expect_one_line_error;
+using test::run_statecut;
 
 bool has_torch_commands() {
-  return statecut("info").out.find("\"torch\": true") != std::string::npos;
+  return run_statecut("info").out.find("\"torch\": true") != std::string::npos;
 }
 
 /// Copies the good checkpoint into dir/ck and returns its path.
@@ -107,7 +108,7 @@ void expect_clean_failure(const std::string& ck, const std::vector<std::string>&
   const std::string out_dir = d / "pruned", out_file = d / "logits.safetensors";
   for (const auto& [cmd, args] : commands(d, ck, prune_method)) {
     SCOPED_TRACE(args);
-    const std::string line = expect_one_line_error(statecut(args), "statecut " + cmd + ": error: ");
+    const std::string line = expect_one_line_error(run_statecut(args), "statecut " + cmd + ": error: ");
     for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << "expected '" << n << "' in: " << line;
     EXPECT_FALSE(fs::exists(out_dir)) << "partial output directory left behind";
     EXPECT_FALSE(fs::exists(out_file)) << "partial output file left behind";
@@ -128,7 +129,7 @@ TEST_F(BadInput_CliCheckpoint, goodCheckpointPassesEveryCommand) {
   const std::string ck = copy_good(dir);
   TempDir d("cli_io_good");
   for (const auto& [cmd, args] : commands(d, ck)) {
-    const CliRun r = statecut(args);
+    const CliRun r = run_statecut(args);
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
   }
   EXPECT_TRUE(fs::exists(d / "logits.safetensors"));

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 
 using test::CliRun;
 using test::slurp;
-using test::statecut;
+using test::expect_one_line_error;
+using test::run_statecut;
 
 TEST(BadInput_CliSelectIo, goodMatrixFileIsAccepted) {
   // Guards the test below: the command line itself is valid.
@@ -28,7 +29,7 @@ TEST(BadInput_CliSelectIo, goodMatrixFileIsAccepted) {
   SafetensorsWriter w;
   w.add("m", DType::F32, {10, 4}, m.data(), m.size() * sizeof(float));
   w.write(dir / "m.safetensors");
-  const CliRun r = statecut("select --matrix " + (dir / "m.safetensors") + " --method drrqr --keep 2");
+  const CliRun r = run_statecut("select --matrix " + (dir / "m.safetensors") + " --method drrqr --keep 2");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"keep\""), std::string::npos) << r.out;
 }
@@ -40,7 +41,7 @@ TEST(BadInput_CliSelectIo, everyCorpusFileFailsWithOneLineNamingIt) {
     const std::string p = e.path().string();
     SCOPED_TRACE(p);
     ++seen;
-    expect_one_line_error(statecut("select --matrix " + p + " --method drrqr --keep 1"),
+    expect_one_line_error(run_statecut("select --matrix " + p + " --method drrqr --keep 1"),
                           "statecut select: error: " + p + ": ");
   }
   EXPECT_GE(seen, 8);

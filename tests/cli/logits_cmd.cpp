@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/cli/cli_run.h"
 #include "tests/test_env.h"
 
 namespace fs = std::filesystem;
@@ -27,34 +28,8 @@ namespace {
 
 using statecut::test::fixture_dir;
 
-struct Run {
-  int code;
-  std::string err;
-};
-
-Run run_cli(const std::string& args, const fs::path& tmp) {
-  const fs::path err = tmp / "stderr.txt";
-  const std::string cmd = std::string(STATECUT_CLI) + " logits " + args + " 2> " + err.string() + " > /dev/null";
-  const int st = std::system(cmd.c_str());
-  std::ifstream in(err);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, ss.str()};
-}
-
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    path_ = fs::temp_directory_path() / ("statecut_logits_" + tag + "_" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using statecut::test::run_statecut;
+using statecut::test::TempDir;
 
 // Writes input_ids of golden run `run` (as I64, or converted to I32) to `out`; run "" reads a golden without runs.
 void write_tokens(const std::string& golden, const std::string& run, const fs::path& out, bool as_i32) {
@@ -80,19 +55,19 @@ double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
 // Runs `statecut logits` on golden run `run` of `dir` with extra arguments; returns the exit and, on success, the
 // logits and their relative error to the golden logits.
 struct LogitsRun {
-  Run run;
+  statecut::test::CliRun run;
   std::vector<double> logits;
   double err_vs_golden = INFINITY;
 };
 
 LogitsRun cli_logits(const std::string& dir, const std::string& run, const std::string& extra, const TempDir& tmp,
                      bool as_i32 = false) {
-  const fs::path tokens = tmp.path() / "tokens.safetensors", out = tmp.path() / "logits.safetensors";
+  const fs::path tokens = tmp.path / "tokens.safetensors", out = tmp.path / "logits.safetensors";
   write_tokens(dir + "/golden.safetensors", run, tokens, as_i32);
   fs::remove(out);
   LogitsRun r;
-  r.run = run_cli("--checkpoint " + dir + " --tokens " + tokens.string() + " --out " + out.string() + " " + extra,
-                  tmp.path());
+  r.run = run_statecut("logits --checkpoint " + dir + " --tokens " + tokens.string() + " --out " + out.string() + " " +
+                       extra);
   if (r.run.code != 0) return r;
   auto f = SafetensorsFile::open(out.string());
   auto g = SafetensorsFile::open(dir + "/golden.safetensors");
@@ -205,8 +180,8 @@ TEST(Cli_Logits, cudaBf16KernelPathMatchesTheGolden) {
 
 // A bad input must give exit code 1, exactly one line on stderr that contains `needle`, and no output file.
 void expect_rejected(const std::string& args, const std::string& needle, const TempDir& tmp) {
-  const fs::path out = tmp.path() / "never.safetensors";
-  auto r = run_cli(args + " --out " + out.string(), tmp.path());
+  const fs::path out = tmp.path / "never.safetensors";
+  auto r = run_statecut("logits " + args + " --out " + out.string());
   EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in: " << r.err;
@@ -215,7 +190,7 @@ void expect_rejected(const std::string& args, const std::string& needle, const T
 }
 
 fs::path copy_fixture(const std::string& dir, const TempDir& tmp, const std::string& name) {
-  const fs::path d = tmp.path() / name;
+  const fs::path d = tmp.path / name;
   fs::create_directories(d);
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fs::path(dir) / f, d / f);
   return d;
@@ -246,26 +221,26 @@ TEST(BadInput_Logits, rejectsEveryBrokenInputWithOneLine) {
   const std::string dir = fixture_dir("fla_gated_deltanet_gva");
   if (dir.empty()) GTEST_SKIP() << "fixture fla_gated_deltanet_gva not found";
   TempDir tmp("bad");
-  const fs::path tokens = tmp.path() / "tokens.safetensors";
+  const fs::path tokens = tmp.path / "tokens.safetensors";
   write_tokens(dir + "/golden.safetensors", "run0", tokens, false);
   const std::string tok = " --tokens " + tokens.string();
 
-  expect_rejected("--checkpoint " + (tmp.path() / "missing").string() + tok, "missing", tmp);
+  expect_rejected("--checkpoint " + (tmp.path / "missing").string() + tok, "missing", tmp);
 
-  const fs::path garbage = tmp.path() / "garbage.safetensors";
+  const fs::path garbage = tmp.path / "garbage.safetensors";
   std::ofstream(garbage) << "this is not a safetensors file";
   expect_rejected("--checkpoint " + dir + " --tokens " + garbage.string(), "garbage.safetensors", tmp);
 
   const std::vector<float> ones(6, 1.0f);
-  const fs::path floats = write_one(tmp.path() / "floats.safetensors", "input_ids", DType::F32, {2, 3}, ones);
+  const fs::path floats = write_one(tmp.path / "floats.safetensors", "input_ids", DType::F32, {2, 3}, ones);
   expect_rejected("--checkpoint " + dir + " --tokens " + floats.string(), "input_ids", tmp);
 
   const std::vector<int64_t> ids(6, 1);
-  const fs::path noids = write_one(tmp.path() / "noids.safetensors", "tokens", DType::I64, {2, 3}, ids);
+  const fs::path noids = write_one(tmp.path / "noids.safetensors", "tokens", DType::I64, {2, 3}, ids);
   expect_rejected("--checkpoint " + dir + " --tokens " + noids.string(), "input_ids", tmp);
 
   const std::vector<int64_t> out_of_vocab = {1, 2, 999999};
-  const fs::path big = write_one(tmp.path() / "big.safetensors", "input_ids", DType::I64, {1, 3}, out_of_vocab);
+  const fs::path big = write_one(tmp.path / "big.safetensors", "input_ids", DType::I64, {1, 3}, out_of_vocab);
   expect_rejected("--checkpoint " + dir + " --tokens " + big.string(), "999999", tmp);
 
   const fs::path unknown = copy_fixture(dir, tmp, "unknown");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/cli/cli_run.h"
 #include "tests/torch/pipeline_util.h"
 
 namespace pipeline_cli {
@@ -28,25 +29,9 @@ inline const fs::path kFixtures = pipeline_test::fixture_root();
 using pipeline_test::slurp;
 using pipeline_test::TempDir;
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-/// Runs `<program> <args>` (args already shell-quoted where needed), capturing exit code, stdout and stderr.
-inline CliRun run_program(const std::string& program, const std::string& args) {
-  TempDir io("io");
-  const std::string cmd = program + " " + args + " > " + (io / "out") + " 2> " + (io / "err");
-  const int st = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  r.out = slurp(io / "out");
-  r.err = slurp(io / "err");
-  return r;
-}
-
-/// Runs `statecut <args>`.
-inline CliRun run_statecut(const std::string& args) { return run_program(STATECUT_CLI, args); }
+using statecut::test::CliRun;
+using statecut::test::run_program;
+using statecut::test::run_statecut;
 
 /// Non-empty lines of a text.
 inline std::vector<std::string> lines(const std::string& s) {

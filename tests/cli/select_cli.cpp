@@ -1,6 +1,7 @@
 // `statecut select` end to end: small .safetensors files written here (io writer), the binary run,
 // its JSON read back; and bad inputs: one line on stderr naming the file, exit 1, nothing on stdout.
 #include "optimized/io/safetensors.h"
+#include "tests/cli/cli_run.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -22,17 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 using statecut::io::DType;
 
-struct CliRun {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using statecut::test::CliRun;
+using statecut::test::run_statecut;
 
 class Cli_Select : public ::testing::Test {
  protected:
@@ -44,12 +36,7 @@ class Cli_Select : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir); }
 
-  CliRun run(const std::string& args) {
-    const fs::path o = dir / "stdout", e = dir / "stderr";
-    const std::string cmd = std::string(STATECUT_CLI) + " select " + args + " >" + o.string() + " 2>" + e.string();
-    const int status = std::system(cmd.c_str());
-    return CliRun{WEXITSTATUS(status), slurp(o), slurp(e)};
-  }
+  CliRun run(const std::string& args) { return run_statecut("select " + args); }
   // Writes row-major tensors {name, shape, values} as F64 (or F32) and returns the path.
   std::string write(const std::string& file,
                     const std::vector<std::tuple<std::string, std::vector<int64_t>, std::vector<double>>>& ts,
@@ -75,16 +62,16 @@ const std::vector<double> kM = {1.0, 0.7, 0.7, 0.0, 0.69, -0.68};
 TEST_F(Cli_Select, drrqrKeepsWhatTheDeterminantRatioSays) {
   const std::string f = write("m.safetensors", {{"M", {2, 3}, kM}});
   CliRun r = run("--matrix " + f + " --method drrqr --keep 2");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["keep"], nlohmann::json({0, 1}));
   EXPECT_EQ(j["mode"], "strong");
   EXPECT_TRUE(j["certified"].get<bool>());
   r = run("--matrix " + f + " --method drrqr --keep 2 --f 1.2");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["keep"], nlohmann::json({1, 2}));
   r = run("--matrix " + f + " --method drrqr --keep 2 --f 1.2 --faithful");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["keep"], nlohmann::json({1, 2}));
   EXPECT_EQ(j["mode"], "faithful");
@@ -95,7 +82,7 @@ TEST_F(Cli_Select, ratioOnF32MatrixKeepsThePaperBudget) {
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * double(i * i % 101)) + (i % 8 == 3 ? 5.0 : 0.0);
   const std::string f = write("m32.safetensors", {{"acts", {40, 8}, v}}, DType::F32);
   const CliRun r = run("--matrix " + f + " --tensor acts --method drrqr --ratio 0.5");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["keep"].size(), 4u);  // floor(8 * 0.5)
   EXPECT_TRUE(std::is_sorted(j["keep"].begin(), j["keep"].end()));
@@ -111,15 +98,15 @@ TEST_F(Cli_Select, weightMethodsReadWqWkRmsAndGradients) {
                                                 {"gq", {4, 3}, gq}, {"gk", {4, 3}, gk}});
   const std::string w = "--matrix " + f + " --wq wq --wk wk --keep 3 ";
   CliRun r = run(w + "--method l1");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["keep"], nlohmann::json({0, 1, 2}));
   r = run(w + "--method l1 --select q");
   EXPECT_EQ(nlohmann::json::parse(r.out)["keep"], nlohmann::json({0, 2, 3}));
   r = run(w + "--method swanda --rms rms");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["keep"], nlohmann::json({1, 2, 3}));
   r = run(w + "--method grad --grad-wq gq --grad-wk gk");
-  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["keep"], nlohmann::json({0, 1, 3}));
 }
 
@@ -129,11 +116,11 @@ TEST_F(Cli_Select, randIsSeededAndPcaPrintsARotation) {
   const std::string f = write("m.safetensors", {{"M", {30, 6}, v}});
   const CliRun a = run("--matrix " + f + " --method rand --keep 3 --seed 7");
   const CliRun b = run("--matrix " + f + " --method rand --keep 3 --seed 7");
-  ASSERT_EQ(a.rc, 0) << a.err;
+  ASSERT_EQ(a.code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_EQ(nlohmann::json::parse(a.out)["keep"].size(), 3u);
   const CliRun p = run("--matrix " + f + " --method pca --keep 2");
-  ASSERT_EQ(p.rc, 0) << p.err;
+  ASSERT_EQ(p.code, 0) << p.err;
   const auto j = nlohmann::json::parse(p.out);
   ASSERT_EQ(j["rotation"].size(), 2u);
   double dot = 0, n0 = 0;
@@ -150,7 +137,7 @@ class BadInput_Select : public Cli_Select {
  protected:
   void expect_error(const std::string& args, const std::string& needle) {
     const CliRun r = run(args);
-    EXPECT_EQ(r.rc, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;

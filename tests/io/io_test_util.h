@@ -14,28 +14,14 @@
 #include <vector>
 
 #include "tests/test_env.h"
+#include "tests/test_files.h"
 
 namespace statecut::io::test {
 
 /// Master seed: STATECUT_SEED if set, else a fixed default; printed so a failure can be replayed.
 inline uint64_t master_seed() { return statecut::test::env_seed(20260204ULL); }
 
-/// A fresh directory under the system temp dir, removed with its contents on destruction.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag) {
-    static int n = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("statecut_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using statecut::test::TempDir;
 
 inline std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/test_env.h"
+#include "tests/test_files.h"
 
 namespace pipeline_test {
 namespace fs = std::filesystem;
@@ -28,29 +29,7 @@ inline fs::path fixture_root() {
 /// The pipeline tests' master seed (tests/test_env.h): STATECUT_SEED, else 20260211.
 inline uint64_t master_seed() { return statecut::test::env_seed(20260211ull); }
 
-inline std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-/// A fresh empty folder under the temp dir, removed with everything in it at the end of the scope.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    static std::atomic<int> n{0};
-    path = fs::temp_directory_path() / ("statecut-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using statecut::test::slurp;
+using statecut::test::TempDir;
 
 }  // namespace pipeline_test
