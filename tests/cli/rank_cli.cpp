@@ -45,6 +45,31 @@ TEST(Cli_Rank, prunedModelIsAnalysedAtItsNewKeyDim) {
   }
 }
 
+// The packed Qwen3-Next layout (q/k rows interleaved per key head in in_proj_qkvz): rank reports the three linear-
+// attention layers (not the full-attention one), per value head (GVA: 4 value heads share 2 key heads), at dk 32,
+// and at the new dk after a prune of the same layout.
+TEST(Cli_Rank, packedQwenNextReportsItsLinearAttentionLayers) {
+  const fs::path ck = kFixtures / "hf_qwen3_next";
+  if (!fs::exists(ck / "config.json")) GTEST_SKIP() << "fixture hf_qwen3_next not found under " << kFixtures;
+  TempDir d("rankqwen");
+  ASSERT_EQ(run_statecut("prune --quiet --checkpoint " + ck.string() + " --method l1 --keep 8 --out " + (d / "p")).code, 0);
+  for (const auto& [dir, dk] : {std::pair<std::string, int>{ck.string(), 32}, {d / "p", 8}}) {
+    const CliRun r = run_statecut("rank --json --checkpoint " + dir + " --text " + (kCorpora / "fortunes.txt").string() +
+                                  " --len 100");
+    ASSERT_EQ(r.code, 0) << dir << ": " << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["layers"].size(), 3u) << dir;
+    for (int i = 0; i < 3; ++i) {
+      const auto& L = j["layers"][i];
+      EXPECT_EQ(L["layer"], i) << dir;
+      EXPECT_EQ(L["dk"], dk) << dir;
+      ASSERT_EQ(L["heads"].size(), 4u) << dir;
+      for (const auto& h : L["heads"]) EXPECT_EQ(h["spectrum"].size(), std::min<size_t>(dk, 16)) << "min(dk, dv)";
+    }
+    EXPECT_GT(j["mean_u"].get<double>(), 0.0) << dir;
+  }
+}
+
 TEST(Cli_Rank, svgFolderHoldsThreePlots) {
   TempDir d("svg");
   const CliRun r = run_statecut("rank --checkpoint " + kModel.string() + " --text " + (kCorpora / "wordnet.txt").string() +
