@@ -89,24 +89,6 @@ class FlaCausalLM final : public CausalLM {
   const std::string& model_type() const override { return cfg_.model_type; }
   int64_t vocab_size() const override { return cfg_.vocab_size; }
 
-  std::vector<PrunableLayer> prunable_layers() const override {
-    std::vector<PrunableLayer> out;
-    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
-      const std::string a = "model.layers." + std::to_string(i) + ".attn.";
-      PrunableLayer p;
-      p.layer = static_cast<int>(i);
-      p.num_key_heads = static_cast<int>(cfg_.layer.num_heads);
-      p.head_k_dim = static_cast<int>(cfg_.layer.head_k_dim);
-      p.q_weight = a + "q_proj.weight";
-      p.k_weight = a + "k_proj.weight";
-      if (cfg_.layer.use_short_conv) {
-        p.q_conv = a + "q_conv1d.weight";
-        p.k_conv = a + "k_conv1d.weight";
-      }
-      out.push_back(p);
-    }
-    return out;
-  }
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 

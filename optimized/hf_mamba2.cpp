@@ -159,26 +159,6 @@ class HfMamba2 final : public CausalLM {
   const std::string& model_type() const override { return type_; }
   int64_t vocab_size() const override { return cfg_.vocab; }
 
-  std::vector<PrunableLayer> prunable_layers() const override {
-    std::vector<PrunableLayer> out;
-    const int64_t gn = cfg_.groups * cfg_.state;
-    for (int64_t i = 0; i < cfg_.layers; ++i) {
-      const std::string x = "backbone.layers." + std::to_string(i) + ".mixer.";
-      PrunableLayer p;
-      p.layer = static_cast<int>(i);
-      p.num_key_heads = static_cast<int>(cfg_.groups);
-      p.head_k_dim = static_cast<int>(cfg_.state);
-      // in_proj rows: z (I) | x (I) | B (G·N) | C (G·N) | dt (H); conv channels: x (I) | B | C. Query = C, key = B.
-      p.q_weight = p.k_weight = x + "in_proj.weight";
-      p.k_row_offset = 2 * cfg_.inner;
-      p.q_row_offset = 2 * cfg_.inner + gn;
-      p.q_conv = p.k_conv = x + "conv1d.weight";
-      p.k_conv_offset = cfg_.inner;
-      p.q_conv_offset = cfg_.inner + gn;
-      out.push_back(p);
-    }
-    return out;
-  }
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 

@@ -191,32 +191,6 @@ class QwenHybrid final : public CausalLM {
   const std::string& model_type() const override { return type_; }
   int64_t vocab_size() const override { return cfg_.vocab; }
 
-  std::vector<PrunableLayer> prunable_layers() const override {
-    const bool packed = layout_ == QwenLinearLayout::Packed;
-    const int64_t group = 2 * cfg_.dk + 2 * (cfg_.hv / cfg_.hk) * cfg_.dv;  // qwen3_next rows per key head
-    std::vector<PrunableLayer> out;
-    for (int64_t i = 0; i < cfg_.layers; ++i) {
-      if (cfg_.full[i]) continue;
-      const std::string a = prefix_ + "layers." + std::to_string(i) + ".linear_attn.";
-      PrunableLayer p;
-      p.layer = static_cast<int>(i);
-      p.num_key_heads = static_cast<int>(cfg_.hk);
-      p.head_k_dim = static_cast<int>(cfg_.dk);
-      if (packed) {  // in_proj_qkvz rows per key head [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
-        p.q_weight = p.k_weight = a + "in_proj_qkvz.weight";
-        p.k_row_offset = cfg_.dk;
-        p.q_row_stride = p.k_row_stride = group;
-      } else {  // in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v]
-        p.q_weight = p.k_weight = a + "in_proj_qkv.weight";
-        p.k_row_offset = cfg_.hk * cfg_.dk;
-      }
-      p.q_conv = p.k_conv = a + "conv1d.weight";           // channels in the same order
-      p.q_conv_offset = 0;
-      p.k_conv_offset = cfg_.hk * cfg_.dk;
-      out.push_back(p);
-    }
-    return out;
-  }
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 

@@ -83,9 +83,15 @@ class CausalLM {
   virtual ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt = {}) = 0;
   virtual const std::string& model_type() const = 0;
   virtual int64_t vocab_size() const = 0;
-  virtual std::vector<PrunableLayer> prunable_layers() const = 0;
+  /// The layers whose key/query channels can be pruned, in block order: prunable_layers_from_config
+  /// (optimized/surgery.h) of the config the model was built from, set by build_causal_lm.
+  const std::vector<PrunableLayer>& prunable_layers() const { return prunable_; }
+  void set_prunable_layers(std::vector<PrunableLayer> layers) { prunable_ = std::move(layers); }
   /// All parameters by checkpoint name (for autograd: grad-based selection needs d loss / d Wq, Wk).
   virtual std::vector<std::pair<std::string, torch::Tensor>> named_parameters() = 0;
+
+ private:
+  std::vector<PrunableLayer> prunable_;
 };
 
 /// Loads config.json + model.safetensors (or sharded) from dir; validates shapes and values (throws io::Error with a

@@ -8,6 +8,7 @@
 
 #include "optimized/fla_delta_net.h"
 #include "optimized/fla_gated_deltanet.h"
+#include "optimized/surgery.h"
 #if __has_include("optimized/hf_mamba2.h")
 #include "optimized/hf_mamba2.h"
 #define STATECUT_HAS_HF_MAMBA2 1
@@ -87,7 +88,9 @@ std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const We
   }
   nlohmann::json cfg = config;
   if (!cfg.contains(kConfigPathKey)) cfg[kConfigPathKey] = config_origin;
-  return (*f)(cfg, w, dtype, device);
+  auto model = (*f)(cfg, w, dtype, device);  // validates the config first
+  model->set_prunable_layers(prunable_layers_from_config(config, config_origin, /*allow_none=*/true));
+  return model;
 }
 
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {

@@ -22,6 +22,10 @@ int64_t get_int(const json& c, const char* key, const std::string& origin) {
   if (!c.contains(key) || !c[key].is_number()) fail(origin + ": missing or non-numeric '" + key + "'");
   return c[key].get<int64_t>();
 }
+/// An optional integer with the default the model family applies when loading (fla: num_heads; HF Mamba-2: n_groups).
+int64_t get_int_or(const json& c, const char* key, int64_t dflt, const std::string& origin) {
+  return c.contains(key) ? get_int(c, key, origin) : dflt;
+}
 double get_num(const json& c, const char* key, double dflt) {
   return c.contains(key) && c[key].is_number() ? c[key].get<double>() : dflt;
 }
@@ -103,12 +107,21 @@ std::vector<PrunableLayer> qwen_layers(const json& c, bool packed, const std::st
     if (Hk <= 0 || Hv % Hk != 0) fail(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
     group = 2 * dk + 2 * (Hv / Hk) * dv;
   }
-  if (!c.contains("layer_types") || !c["layer_types"].is_array() ||
-      static_cast<int64_t>(c["layer_types"].size()) != n_layers)
-    fail(origin + ": 'layer_types' must list num_hidden_layers entries");
+  // Which layers are linear attention: 'layer_types', or (older configs, as the model loads them) every
+  // full_attention_interval-th layer (default 4) is softmax attention.
+  std::vector<bool> linear(static_cast<size_t>(std::max<int64_t>(n_layers, 0)));
+  if (c.contains("layer_types")) {
+    if (!c["layer_types"].is_array() || static_cast<int64_t>(c["layer_types"].size()) != n_layers)
+      fail(origin + ": 'layer_types' must list num_hidden_layers entries");
+    for (int64_t i = 0; i < n_layers; ++i) linear[i] = c["layer_types"][i] == "linear_attention";
+  } else {
+    const int64_t every = get_int_or(c, "full_attention_interval", 4, origin);
+    if (every <= 0) fail(origin + ": 'full_attention_interval' must be positive");
+    for (int64_t i = 0; i < n_layers; ++i) linear[i] = (i + 1) % every != 0;
+  }
   std::vector<PrunableLayer> out;
   for (int64_t i = 0; i < n_layers; ++i) {
-    if (c["layer_types"][i] != "linear_attention") continue;
+    if (!linear[i]) continue;
     PrunableLayer L = layer_shape(i, Hk, dk);
     const std::string p = prefix + "layers." + std::to_string(i) + ".linear_attn.";
     // qwen3_5: in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]; qwen3_next: in_proj_qkvz rows per key head
@@ -137,7 +150,7 @@ const json& qwen_text_config(const json& c, const std::string& origin) {
 
 }  // namespace
 
-std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std::string& origin) {
+std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std::string& origin, bool allow_none) {
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
     fail(origin + ": missing 'model_type'");
   const std::string mt = c["model_type"].get<std::string>();
@@ -149,7 +162,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
   } else if (mt == "delta_net" || mt == "gated_deltanet") {
     const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
-    const int64_t H = get_int(c, "num_heads", origin);
+    const int64_t H = get_int_or(c, "num_heads", mt == "delta_net" ? 16 : 6, origin);  // fla's defaults
     int64_t dk;
     if (mt == "delta_net") {
       const int64_t key_dim = static_cast<int64_t>(hidden * get_num(c, "expand_k", 1.0));
@@ -178,7 +191,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
     const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
     const int64_t I = static_cast<int64_t>(get_num(c, "expand", 2.0) * hidden);
-    const int64_t G = get_int(c, "n_groups", origin);
+    const int64_t G = get_int_or(c, "n_groups", 1, origin);
     const int64_t N = get_int(c, "state_size", origin);
     for (int64_t i = 0; i < n_layers; ++i) {
       PrunableLayer L = layer_shape(i, G, N);
@@ -196,7 +209,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
     fail(origin + ": model_type '" + mt +
          "' cannot be pruned (supported: delta_net, gated_deltanet, mamba2, qwen3_5_text, qwen3_5, qwen3_next)");
   }
-  if (out.empty()) fail(origin + ": no linear-attention layer to prune");
+  if (out.empty() && !allow_none) fail(origin + ": no linear-attention layer to prune");
   return out;
 }
 

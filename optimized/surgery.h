@@ -34,10 +34,14 @@
 
 namespace statecut {
 
-/// The prunable layers of a checkpoint, read from its config.json alone (no weights needed).
-/// Throws std::runtime_error "<origin>: ..." for unknown model types or inconsistent geometry.
+/// The prunable layers of a checkpoint, read from its config.json alone (no weights needed), with the defaults the
+/// model families apply when loading. The one source of this geometry: a loaded model's prunable_layers() is this
+/// list (build_causal_lm sets it), so calibration, rank and surgery agree by construction.
+/// Throws std::runtime_error "<origin>: ..." for unknown model types, inconsistent geometry, or (unless allow_none)
+/// a model without linear-attention layers.
 std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& config,
-                                                       const std::string& origin = "config.json");
+                                                       const std::string& origin = "config.json",
+                                                       bool allow_none = false);
 
 /// k' = max(1, floor(dk·(1 − ratio))); ratio must lie in (0, 1).
 int budget_for_ratio(int dk, double ratio);

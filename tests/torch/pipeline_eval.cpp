@@ -20,7 +20,6 @@ class FakeLM : public CausalLM {
   }
   const std::string& model_type() const override { return type_; }
   int64_t vocab_size() const override { return 256; }
-  std::vector<PrunableLayer> prunable_layers() const override { return {}; }
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return {}; }
   int calls_ = 0;
 

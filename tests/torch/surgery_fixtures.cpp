@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "optimized/model_registry.h"
 #include "optimized/surgery.h"
 #include "optimized/weight_source.h"
 #include "tests/torch/pipeline_util.h"
@@ -124,6 +125,42 @@ TEST(Unit_SurgeryLayout, mamba2AndQwenBlocksSitWhereTheLibrariesPutThem) {
   EXPECT_EQ(q[2].layer, 2);
   EXPECT_EQ(q[0].q_row_offset, 0);
   EXPECT_EQ(q[0].k_row_offset, 64);
+}
+
+// The config-side geometry is the one source of a model's prunable_layers() (build_causal_lm sets it), so it must
+// read a config the way the model families load it, defaults included: a key the family lets default gives the
+// same layers as the fixture's explicit value, and the loaded model reports exactly the config-side list.
+TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
+  REQUIRE_FIXTURES();
+  struct Case {
+    const char* fixture;
+    const char* key;  // explicit in the fixture, equal to the family's default
+  };
+  for (const Case& c : {Case{"hf_mamba2", "n_groups"}, Case{"hf_qwen3_5", "layer_types"},
+                        Case{"hf_qwen3_next", "layer_types"}}) {
+    const nlohmann::json full = nlohmann::json::parse(slurp(kFixtures / c.fixture / "config.json"));
+    nlohmann::json dropped = full;
+    dropped.erase(c.key);
+    const auto want = prunable_layers_from_config(full), got = prunable_layers_from_config(dropped);
+    ASSERT_EQ(got.size(), want.size()) << c.fixture << " without " << c.key;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].layer, want[i].layer) << c.fixture;
+      EXPECT_EQ(got[i].num_key_heads, want[i].num_key_heads) << c.fixture;
+      EXPECT_EQ(got[i].k_row_offset, want[i].k_row_offset) << c.fixture;
+      EXPECT_EQ(got[i].q_row_offset, want[i].q_row_offset) << c.fixture;
+    }
+    const auto model = build_causal_lm(dropped, WeightSource::open_dir((kFixtures / c.fixture).string()),
+                                       torch::kFloat32, torch::kCPU, std::string(c.fixture) + " without " + c.key);
+    ASSERT_EQ(model->prunable_layers().size(), want.size()) << c.fixture;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(model->prunable_layers()[i].q_weight, want[i].q_weight);
+  }
+  // fla's num_heads defaults (16 for delta_net, 6 for gated_deltanet) apply to prune exactly as to loading.
+  nlohmann::json dn = nlohmann::json::parse(slurp(kFixtures / "fla_delta_net" / "config.json"));
+  dn.erase("num_heads");
+  EXPECT_EQ(prunable_layers_from_config(dn).front().num_key_heads, 16);
+  nlohmann::json gdn = nlohmann::json::parse(slurp(kFixtures / "fla_gated_deltanet" / "config.json"));
+  gdn.erase("num_heads");
+  EXPECT_EQ(prunable_layers_from_config(gdn).front().num_key_heads, 6);
 }
 
 TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
