@@ -199,7 +199,7 @@ void register_fla_delta_net() {
     FlaModelConfig m = parse_fla_decoder_config(c, origin);
     auto& L = m.layer;
     L.gated = false;
-    L.num_heads = L.num_v_heads = cfg_int(c, "num_heads", 16, origin);
+    L.num_heads = L.num_v_heads = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
     const double expand_k = cfg_double(c, "expand_k", 1.0, origin), expand_v = cfg_double(c, "expand_v", 1.0, origin);
     const auto key_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_k);    // python int()
     const auto value_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_v);

@@ -48,6 +48,9 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& config, const std:
 std::unique_ptr<CausalLM> make_fla_causal_lm(const FlaModelConfig& cfg, const WeightSource& w, torch::Dtype dtype,
                                              torch::Device device);
 
+/// fla's DeltaNetConfig default of num_heads (also read by prunable_layers_from_config and pruned_config).
+inline constexpr int64_t kFlaDeltaNetDefaultHeads = 16;
+
 /// Registers `delta_net`.
 void register_fla_delta_net();
 

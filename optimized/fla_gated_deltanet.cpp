@@ -17,9 +17,9 @@ void register_fla_gated_deltanet() {
     auto& L = m.layer;
     L.gated = true;
     L.use_beta = true;
-    L.num_heads = cfg_int(c, "num_heads", 6, origin);
+    L.num_heads = cfg_int(c, "num_heads", kFlaGatedDeltaNetDefaultHeads, origin);
     L.num_v_heads = cfg_int(c, "num_v_heads", L.num_heads, origin);
-    L.head_k_dim = cfg_int(c, "head_dim", 256, origin);
+    L.head_k_dim = cfg_int(c, "head_dim", kFlaGatedDeltaNetDefaultHeadDim, origin);
     const double expand_v = cfg_double(c, "expand_v", 2.0, origin);
     const double hv = static_cast<double>(L.head_k_dim) * expand_v;  // fla requires an integer head_v_dim
     L.head_v_dim = static_cast<int64_t>(std::llround(hv));

@@ -58,7 +58,7 @@ Mamba2Config parse_config(const nlohmann::json& c, const std::string& origin) {
   m.heads = cfg_int(c, "num_heads", origin);
   m.head_dim = cfg_int(c, "head_dim", origin);
   m.state = cfg_int(c, "state_size", origin);
-  m.groups = cfg_int(c, "n_groups", 1, origin);
+  m.groups = cfg_int(c, "n_groups", kMamba2DefaultGroups, origin);
   m.conv = cfg_int(c, "conv_kernel", 4, origin);
   m.eps = cfg_double(c, "layer_norm_epsilon", 1e-5, origin);
   m.use_bias = cfg_bool(c, "use_bias", false, origin);

@@ -52,22 +52,7 @@ QwenConfig parse_config(const nlohmann::json& c, const std::string& origin, Qwen
   if (m.hv % m.hk != 0) bad_config(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
   if (m.heads % m.kv_heads != 0) bad_config(origin, "num_attention_heads must be a multiple of num_key_value_heads");
 
-  if (c.contains("layer_types") && c.at("layer_types").is_array()) {
-    const auto& lt = c.at("layer_types");
-    if (static_cast<int64_t>(lt.size()) != m.layers)
-      bad_config(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
-                             std::to_string(m.layers) + " layers");
-    for (const auto& t : lt) {
-      const std::string s = t.is_string() ? t.get<std::string>() : "";
-      if (s != "linear_attention" && s != "full_attention")
-        bad_config(origin, "'layer_types': unknown layer type '" + s + "'");
-      m.full.push_back(s == "full_attention");
-    }
-  } else {  // older configs: every full_attention_interval-th layer is softmax attention
-    const int64_t every = cfg_int(c, "full_attention_interval", 4, origin);
-    if (every <= 0) bad_config(origin, "'full_attention_interval' must be positive");
-    for (int64_t i = 0; i < m.layers; ++i) m.full.push_back((i + 1) % every == 0);
-  }
+  m.full = qwen_full_attention_layers(c, m.layers, origin);
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
     const int64_t experts = cfg_int(c, "num_experts", 0, origin);
     const int64_t step = cfg_int(c, "decoder_sparse_step", 1, origin);
@@ -252,6 +237,27 @@ class QwenHybrid final : public CausalLM {
 std::string origin_of(const nlohmann::json& c) { return c.value(kConfigPathKey, std::string("config.json")); }
 
 }  // namespace
+
+std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t num_layers, const std::string& origin) {
+  std::vector<bool> full;
+  if (c.contains("layer_types") && c.at("layer_types").is_array()) {
+    const auto& lt = c.at("layer_types");
+    if (static_cast<int64_t>(lt.size()) != num_layers)
+      bad_config(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
+                             std::to_string(num_layers) + " layers");
+    for (const auto& t : lt) {
+      const std::string s = t.is_string() ? t.get<std::string>() : "";
+      if (s != "linear_attention" && s != "full_attention")
+        bad_config(origin, "'layer_types': unknown layer type '" + s + "'");
+      full.push_back(s == "full_attention");
+    }
+  } else {  // older configs: every full_attention_interval-th layer is softmax attention
+    const int64_t every = cfg_int(c, "full_attention_interval", 4, origin);
+    if (every <= 0) bad_config(origin, "'full_attention_interval' must be positive");
+    for (int64_t i = 0; i < num_layers; ++i) full.push_back((i + 1) % every == 0);
+  }
+  return full;
+}
 
 std::unique_ptr<CausalLM> make_qwen_hybrid(const nlohmann::json& text_config, const WeightSource& w,
                                            torch::Dtype dtype, torch::Device device, QwenLinearLayout layout,

@@ -42,6 +42,12 @@ std::unique_ptr<CausalLM> make_qwen_hybrid(const nlohmann::json& text_config, co
                                            torch::Dtype dtype, torch::Device device, QwenLinearLayout layout,
                                            const std::string& model_type, const std::string& prefix);
 
+/// Per layer of a (text) config: is it softmax attention? From 'layer_types' ("linear_attention" / "full_attention")
+/// or, in older configs without it, every full_attention_interval-th layer (default 4). Throws io::Error naming
+/// `origin` for a list of the wrong length or an unknown type. Shared by the loader and prunable_layers_from_config.
+std::vector<bool> qwen_full_attention_layers(const nlohmann::json& text_config, int64_t num_layers,
+                                             const std::string& origin);
+
 /// Registers "qwen3_5_text" (flat config, tensors under model.) and "qwen3_5" (nested text_config, tensors under
 /// model.language_model.).
 void register_hf_qwen3_5();

@@ -7,7 +7,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "optimized/fla_delta_net.h"
+#include "optimized/fla_gated_deltanet.h"
+#include "optimized/hf_mamba2.h"
+#include "optimized/hf_qwen3_5.h"
 #include "optimized/io/safetensors.h"
+#include "optimized/layers_common.h"
 #include "optimized/weight_source.h"
 
 namespace statecut {
@@ -21,10 +26,6 @@ namespace {
 int64_t get_int(const json& c, const char* key, const std::string& origin) {
   if (!c.contains(key) || !c[key].is_number()) fail(origin + ": missing or non-numeric '" + key + "'");
   return c[key].get<int64_t>();
-}
-/// An optional integer with the default the model family applies when loading (fla: num_heads; HF Mamba-2: n_groups).
-int64_t get_int_or(const json& c, const char* key, int64_t dflt, const std::string& origin) {
-  return c.contains(key) ? get_int(c, key, origin) : dflt;
 }
 double get_num(const json& c, const char* key, double dflt) {
   return c.contains(key) && c[key].is_number() ? c[key].get<double>() : dflt;
@@ -107,21 +108,10 @@ std::vector<PrunableLayer> qwen_layers(const json& c, bool packed, const std::st
     if (Hk <= 0 || Hv % Hk != 0) fail(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
     group = 2 * dk + 2 * (Hv / Hk) * dv;
   }
-  // Which layers are linear attention: 'layer_types', or (older configs, as the model loads them) every
-  // full_attention_interval-th layer (default 4) is softmax attention.
-  std::vector<bool> linear(static_cast<size_t>(std::max<int64_t>(n_layers, 0)));
-  if (c.contains("layer_types")) {
-    if (!c["layer_types"].is_array() || static_cast<int64_t>(c["layer_types"].size()) != n_layers)
-      fail(origin + ": 'layer_types' must list num_hidden_layers entries");
-    for (int64_t i = 0; i < n_layers; ++i) linear[i] = c["layer_types"][i] == "linear_attention";
-  } else {
-    const int64_t every = get_int_or(c, "full_attention_interval", 4, origin);
-    if (every <= 0) fail(origin + ": 'full_attention_interval' must be positive");
-    for (int64_t i = 0; i < n_layers; ++i) linear[i] = (i + 1) % every != 0;
-  }
+  const std::vector<bool> full = qwen_full_attention_layers(c, n_layers, origin);
   std::vector<PrunableLayer> out;
   for (int64_t i = 0; i < n_layers; ++i) {
-    if (!linear[i]) continue;
+    if (full[i]) continue;
     PrunableLayer L = layer_shape(i, Hk, dk);
     const std::string p = prefix + "layers." + std::to_string(i) + ".linear_attn.";
     // qwen3_5: in_proj_qkv rows [q (Hk·dk) | k (Hk·dk) | v (Hv·dv)]; qwen3_next: in_proj_qkvz rows per key head
@@ -162,14 +152,15 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
   } else if (mt == "delta_net" || mt == "gated_deltanet") {
     const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
-    const int64_t H = get_int_or(c, "num_heads", mt == "delta_net" ? 16 : 6, origin);  // fla's defaults
+    const int64_t H =
+        cfg_int(c, "num_heads", mt == "delta_net" ? kFlaDeltaNetDefaultHeads : kFlaGatedDeltaNetDefaultHeads, origin);
     int64_t dk;
     if (mt == "delta_net") {
       const int64_t key_dim = static_cast<int64_t>(hidden * get_num(c, "expand_k", 1.0));
       if (H <= 0 || key_dim % H != 0) fail(origin + ": key_dim " + std::to_string(key_dim) + " not divisible by num_heads");
       dk = key_dim / H;
     } else {
-      dk = c.contains("head_dim") && c["head_dim"].is_number() ? c["head_dim"].get<int64_t>() : 256;
+      dk = cfg_int(c, "head_dim", kFlaGatedDeltaNetDefaultHeadDim, origin);
     }
     std::set<int64_t> attn_layers;  // fla hybrids: config "attn": {"layers": [...]} are softmax attention
     if (c.contains("attn") && c["attn"].is_object() && c["attn"].contains("layers"))
@@ -191,7 +182,7 @@ std::vector<PrunableLayer> prunable_layers_from_config(const json& c, const std:
     const int64_t n_layers = get_int(c, "num_hidden_layers", origin);
     const int64_t hidden = get_int(c, "hidden_size", origin);
     const int64_t I = static_cast<int64_t>(get_num(c, "expand", 2.0) * hidden);
-    const int64_t G = get_int_or(c, "n_groups", 1, origin);
+    const int64_t G = cfg_int(c, "n_groups", kMamba2DefaultGroups, origin);
     const int64_t N = get_int(c, "state_size", origin);
     for (int64_t i = 0; i < n_layers; ++i) {
       PrunableLayer L = layer_shape(i, G, N);
@@ -227,12 +218,13 @@ json pruned_config(const json& config, int new_dk, const std::string& origin) {
   json c = config;
   const std::string mt = c.value("model_type", "");
   if (mt == "delta_net") {
-    const int64_t hidden = get_int(c, "hidden_size", origin), H = get_int(c, "num_heads", origin);
+    const int64_t hidden = get_int(c, "hidden_size", origin);
+    const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
     const double e = static_cast<double>(H * new_dk) / static_cast<double>(hidden);
     if (static_cast<int64_t>(hidden * e) != H * new_dk) fail(origin + ": expand_k cannot express key_dim " + std::to_string(H * new_dk));
     c["expand_k"] = e;
   } else if (mt == "gated_deltanet") {
-    const int64_t hd = c.contains("head_dim") && c["head_dim"].is_number() ? c["head_dim"].get<int64_t>() : 256;
+    const int64_t hd = cfg_int(c, "head_dim", kFlaGatedDeltaNetDefaultHeadDim, origin);
     const int64_t dv = static_cast<int64_t>(hd * get_num(c, "expand_v", 2.0));
     double e = static_cast<double>(dv) / new_dk;
     // fla: head_v_dim = int(head_dim * expand_v); step up by ulps until the product truncates to dv again.

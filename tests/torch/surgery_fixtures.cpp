@@ -158,6 +158,12 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
   nlohmann::json dn = nlohmann::json::parse(slurp(kFixtures / "fla_delta_net" / "config.json"));
   dn.erase("num_heads");
   EXPECT_EQ(prunable_layers_from_config(dn).front().num_key_heads, 16);
+  // ... and to the pruned config: expand_k = 16 heads x 8 kept channels / hidden_size.
+  EXPECT_DOUBLE_EQ(pruned_config(dn, 8)["expand_k"].get<double>(), 16.0 * 8 / dn["hidden_size"].get<double>());
+  // A null layer_types reads as absent, as the loader reads it.
+  nlohmann::json qn = nlohmann::json::parse(slurp(kFixtures / "hf_qwen3_5" / "config.json"));
+  qn["layer_types"] = nullptr;
+  EXPECT_EQ(prunable_layers_from_config(qn).size(), 3u);
   nlohmann::json gdn = nlohmann::json::parse(slurp(kFixtures / "fla_gated_deltanet" / "config.json"));
   gdn.erase("num_heads");
   EXPECT_EQ(prunable_layers_from_config(gdn).front().num_key_heads, 6);
