@@ -1,0 +1,483 @@
+/// Byte-level BPE from tokenizer.json; bpe_tokenizer.h gives the steps and what is supported.
+#include "optimized/text/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+#include "optimized/text/bpe_tables.h"
+#include "optimized/text/split_regex.h"
+#include "optimized/text/unicode_nfc.h"
+#include "optimized/text/utf8.h"
+
+namespace statecut {
+namespace {
+
+using json = nlohmann::json;
+using bpe::MergeEntry;
+using bpe::MergeTable;
+using bpe::WordCache;
+
+[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+  std::string msg = path + ": " + problem;
+  std::replace_if(msg.begin(), msg.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  throw std::runtime_error(msg);
+}
+
+/// GPT-2's bytes_to_unicode: printable bytes ('!'..'~', 0xA1..0xAC, 0xAE..0xFF) are their own character, the other
+/// 68 bytes become U+0100, U+0101, ... in byte order.
+std::array<std::string, 256> byte_chars() {
+  std::array<std::string, 256> out;
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    utf8::append(out[b], printable ? static_cast<char32_t>(b) : next++);
+  }
+  return out;
+}
+
+struct AddedToken {
+  std::string pattern;  // content, NFC'd when normalized and the normalizer is NFC
+  int32_t id;
+  bool lstrip, rstrip;
+};
+
+/// Added tokens matched leftmost-longest; candidates indexed by first byte, longest first.
+struct AddedSet {
+  std::vector<AddedToken> tokens;
+  std::array<std::vector<int32_t>, 256> by_first{};
+
+  void finish() {
+    for (size_t i = 0; i < tokens.size(); ++i)
+      by_first[static_cast<unsigned char>(tokens[i].pattern[0])].push_back(static_cast<int32_t>(i));
+    for (auto& v : by_first)
+      std::stable_sort(v.begin(), v.end(),
+                       [&](int32_t a, int32_t b) { return tokens[a].pattern.size() > tokens[b].pattern.size(); });
+  }
+
+  /// Calls text(piece) for the text between tokens and token(id) for each token, in order (HF's find_matches).
+  template <class Text, class Token>
+  void split(std::string_view s, Text&& text, Token&& token) const {
+    size_t done = 0, pos = 0;
+    while (pos < s.size()) {
+      const AddedToken* hit = nullptr;
+      for (int32_t i : by_first[static_cast<unsigned char>(s[pos])]) {
+        if (s.compare(pos, tokens[i].pattern.size(), tokens[i].pattern) == 0) {
+          hit = &tokens[i];
+          break;
+        }
+      }
+      if (!hit) {
+        ++pos;
+        continue;
+      }
+      size_t start = pos, stop = pos + hit->pattern.size(), bad = 0;
+      while (hit->lstrip && start > done) {  // take in the White_Space before, not past the previous token
+        size_t k = start - 1;
+        while (k > done && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+        size_t j = k;
+        if (!utf8::white_space(utf8::next(s, j))) break;
+        start = k;
+      }
+      while (hit->rstrip && stop < s.size()) {
+        size_t j = stop;
+        if (!utf8::white_space(utf8::next(s, j))) break;
+        stop += utf8::valid_seq(s, stop, bad);
+      }
+      if (start > done) text(s.substr(done, start - done));
+      token(hit->id);
+      done = pos = stop;
+    }
+    if (done < s.size()) text(s.substr(done));
+  }
+};
+
+struct Symbol {  // a BPE symbol in a word's linked list
+  int32_t id, prev, next;
+  bool gone;
+};
+
+struct Candidate {  // a merge that may apply at `pos`
+  int32_t rank, pos, new_id;
+  bool operator<(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }  // min-heap
+};
+
+uint64_t next_instance() {
+  static std::atomic<uint64_t> counter{0};
+  return ++counter;
+}
+
+}  // namespace
+
+struct BpeTokenizer::Impl {
+  const uint64_t instance = next_instance();  // names this tokenizer's thread-local word caches
+  std::string path;
+  std::array<std::string, 256> byte_char = byte_chars();
+  std::unordered_map<std::string, int32_t> vocab;
+  MergeTable merges;
+  std::array<int32_t, 256> byte_id{};  // vocab id of each byte's character, -1 when absent
+  int32_t unk_id = -1;
+  bool fuse_unk = false, ignore_merges = false, nfc = false;
+  AddedSet raw_added, normalized_added;
+  std::vector<SplitRegex> splits;  // pre-tokenizer Split steps, before ByteLevel
+  bool add_prefix_space = false;
+  std::unique_ptr<SplitRegex> byte_level_regex;  // ByteLevel use_regex
+  std::vector<std::string> decoded;              // id -> bytes the ByteLevel decoder gives for the token
+  std::vector<std::string> raw_bytes;            // id -> token_bytes()
+  std::vector<uint8_t> known;                    // id -> is a token
+
+  /// BPE of one pre-token given by its raw bytes (bpe_tokenizer.h step 4); appends its ids to `out`.
+  void bpe(std::string_view word, std::vector<int32_t>& out, std::vector<int64_t>* fired) const {
+    if (ignore_merges) {
+      std::string mapped;
+      for (unsigned char b : word) mapped += byte_char[b];
+      if (auto it = vocab.find(mapped); it != vocab.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    thread_local std::vector<Symbol> sym;  // reused: no allocation per word
+    sym.clear();
+    int32_t pending_unk = -1;  // an unknown run not pushed yet (fuse_unk makes a run one token)
+    auto push = [&](int32_t id) {
+      const auto n = static_cast<int32_t>(sym.size());
+      sym.push_back({id, n - 1, n + 1, false});
+    };
+    for (unsigned char b : word) {
+      if (byte_id[b] >= 0) {
+        if (pending_unk >= 0) push(pending_unk), pending_unk = -1;
+        push(byte_id[b]);
+      } else if (unk_id >= 0) {
+        if (pending_unk >= 0 && !fuse_unk) push(pending_unk);
+        pending_unk = unk_id;
+      }  // else HF drops the character
+    }
+    if (pending_unk >= 0) push(pending_unk);
+    if (sym.empty()) return;
+    sym.back().next = -1;
+
+    thread_local std::vector<Candidate> queue;  // a heap whose top is the lowest (rank, pos)
+    queue.clear();
+    auto consider = [&](int32_t pos) {
+      const int32_t next = sym[pos].next;
+      if (next < 0) return;
+      if (const MergeEntry* m = merges.find(sym[pos].id, sym[next].id)) {
+        queue.push_back({m->rank, pos, m->new_id});
+        std::push_heap(queue.begin(), queue.end());
+      }
+    };
+    for (int32_t i = 0; i + 1 < static_cast<int32_t>(sym.size()); ++i) consider(i);
+    while (!queue.empty()) {
+      std::pop_heap(queue.begin(), queue.end());
+      const Candidate top = queue.back();
+      queue.pop_back();
+      Symbol& left = sym[top.pos];
+      if (left.gone || left.next < 0) continue;
+      // A stale entry: the pair at `pos` changed since it was queued (HF compares the merged id, as here).
+      const MergeEntry* m = merges.find(left.id, sym[left.next].id);
+      if (!m || m->new_id != top.new_id) continue;
+      if (fired) fired->push_back(m->rank);
+      Symbol& right = sym[left.next];
+      right.gone = true;
+      left.id = top.new_id;
+      left.next = right.next;
+      if (right.next >= 0) sym[right.next].prev = top.pos;
+      if (left.prev >= 0) consider(left.prev);
+      consider(top.pos);
+    }
+    for (const Symbol& s : sym)
+      if (!s.gone) out.push_back(s.id);
+  }
+
+  struct EncodeState {
+    std::vector<int64_t> ids;
+    WordCache& cache;
+    std::vector<std::vector<std::string_view>> levels;  // pieces per pre-tokenizer step
+    std::vector<int64_t>* fired = nullptr;
+  };
+
+  void word(std::string_view w, EncodeState& st) const {
+    if (w.size() == 1 && byte_id[static_cast<unsigned char>(w[0])] >= 0) {
+      st.ids.push_back(byte_id[static_cast<unsigned char>(w[0])]);
+    } else if (st.fired) {
+      std::vector<int32_t> ids;
+      bpe(w, ids, st.fired);
+      st.ids.insert(st.ids.end(), ids.begin(), ids.end());
+    } else {
+      st.cache.get(w, st.ids, [&](std::vector<int32_t>& out) { bpe(w, out, nullptr); });
+    }
+  }
+
+  /// Steps 3-4 on one piece of normalized text between added tokens.
+  void pretokenize(size_t step, std::string_view piece, EncodeState& st) const {
+    if (step < splits.size()) {
+      if (st.levels.size() <= step) st.levels.resize(step + 1);
+      std::vector<std::string_view>& pieces = st.levels[step];
+      pieces.clear();
+      splits[step].split(piece, pieces);
+      for (size_t i = 0; i < pieces.size(); ++i) pretokenize(step + 1, st.levels[step][i], st);
+      return;
+    }
+    std::string prefixed;
+    if (add_prefix_space && piece[0] != ' ') {
+      prefixed = " ";
+      prefixed += piece;
+      piece = prefixed;
+    }
+    if (!byte_level_regex) return word(piece, st);
+    std::vector<std::string_view> pieces;
+    byte_level_regex->split(piece, pieces);
+    for (std::string_view p : pieces) word(p, st);
+  }
+
+  std::vector<int64_t> encode(const std::string& input, std::vector<int64_t>* fired) const {
+    std::string repaired;
+    const std::string_view text = utf8::lossy(input, repaired) ? std::string_view(repaired) : std::string_view(input);
+    // One cache per thread, as HF keeps one (no lock); it is emptied when the thread encodes with another tokenizer.
+    thread_local uint64_t cache_owner = 0;
+    thread_local WordCache cache;
+    if (cache_owner != instance) cache = WordCache(), cache_owner = instance;
+    EncodeState st{{}, cache, {}, fired};
+    st.ids.reserve(text.size() / 3);
+    auto token = [&](int32_t id) { st.ids.push_back(id); };
+    auto normalized_piece = [&](std::string_view n) {
+      normalized_added.split(n, [&](std::string_view p) { pretokenize(0, p, st); }, token);
+    };
+    raw_added.split(
+        text,
+        [&](std::string_view piece) {
+          if (nfc && !nfc_quick_check(piece)) {
+            const std::string n = statecut::nfc(piece);
+            normalized_piece(n);
+          } else {
+            normalized_piece(piece);
+          }
+        },
+        token);
+    return std::move(st.ids);
+  }
+
+  void load(const json& j);
+  void load_model(const json& m);
+  void load_pre_tokenizer(const json& p);
+};
+
+void BpeTokenizer::Impl::load_model(const json& m) {
+  if (!m.is_object()) fail(path, "no \"model\" object");
+  const std::string type = m.value("type", std::string("(none)"));
+  if (type != "BPE") fail(path, "unsupported model type '" + type + "' (only BPE)");
+  auto str_or_empty = [&](const char* key) {
+    return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : std::string();
+  };
+  if (!str_or_empty("continuing_subword_prefix").empty()) fail(path, "unsupported BPE continuing_subword_prefix");
+  if (!str_or_empty("end_of_word_suffix").empty()) fail(path, "unsupported BPE end_of_word_suffix");
+  if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() != 0.0)
+    fail(path, "unsupported BPE dropout (encode would be random)");
+  if (m.value("byte_fallback", false)) fail(path, "unsupported BPE byte_fallback true");
+  fuse_unk = m.value("fuse_unk", false);
+  ignore_merges = m.value("ignore_merges", false);
+  if (!m.contains("vocab") || !m["vocab"].is_object()) fail(path, "model has no \"vocab\" object");
+  if (!m.contains("merges") || !m["merges"].is_array()) fail(path, "model has no \"merges\" list");
+  vocab.reserve(m["vocab"].size());
+  for (const auto& [tok, id] : m["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      fail(path, "vocab id of '" + tok + "' is not a non-negative 32-bit integer");
+    vocab[tok] = id.get<int32_t>();
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = vocab.find(byte_char[b]);
+    byte_id[b] = it == vocab.end() ? -1 : it->second;
+  }
+  if (const std::string unk = str_or_empty("unk_token"); !unk.empty()) {
+    auto it = vocab.find(unk);
+    if (it == vocab.end()) fail(path, "unk_token '" + unk + "' is not in the vocab");
+    unk_id = it->second;
+  }
+  auto id_of = [&](const std::string& t, size_t rank) {
+    auto it = vocab.find(t);
+    if (it == vocab.end()) fail(path, "merge " + std::to_string(rank) + ": '" + t + "' is not in the vocab");
+    return it->second;
+  };
+  merges.reserve(m["merges"].size());
+  size_t rank = 0;
+  for (const auto& e : m["merges"]) {
+    std::string a, b;
+    if (e.is_string()) {  // legacy "a b"; HF skips "#version" lines
+      const std::string s = e.get<std::string>();
+      if (s.rfind("#version", 0) == 0) continue;
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        fail(path, "merge " + std::to_string(rank) + " is not \"a b\"");
+      a = s.substr(0, sp), b = s.substr(sp + 1);
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      a = e[0].get<std::string>(), b = e[1].get<std::string>();
+    } else {
+      fail(path, "merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    const int32_t a_id = id_of(a, rank), b_id = id_of(b, rank), new_id = id_of(a + b, rank);  // HF's order
+    merges.put(a_id, b_id, {static_cast<int32_t>(rank), new_id});
+    ++rank;
+  }
+}
+
+void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
+  std::vector<json> steps;
+  const std::string type = p.is_object() ? p.value("type", std::string("(none)")) : std::string("null");
+  if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array())
+    steps.assign(p["pretokenizers"].begin(), p["pretokenizers"].end());
+  else
+    steps.push_back(p);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = steps[i];
+    const std::string t = s.is_object() ? s.value("type", std::string("(none)")) : std::string("null");
+    if (t == "ByteLevel") {
+      if (i + 1 != steps.size()) fail(path, "unsupported pre_tokenizer: ByteLevel before another pre-tokenizer");
+      add_prefix_space = s.value("add_prefix_space", false);
+      if (s.value("use_regex", true)) byte_level_regex = std::make_unique<SplitRegex>(kGpt2Pattern, path);
+    } else if (t == "Split") {
+      const std::string behavior = s.value("behavior", std::string("(none)"));
+      if (behavior != "Isolated") fail(path, "unsupported pre_tokenizer Split behavior '" + behavior + "'");
+      if (s.value("invert", false)) fail(path, "unsupported pre_tokenizer Split invert true");
+      const json pat = s.value("pattern", json::object());
+      if (pat.contains("Regex") && pat["Regex"].is_string())
+        splits.emplace_back(pat["Regex"].get<std::string>(), path);
+      else if (pat.contains("String") && pat["String"].is_string())
+        splits.emplace_back(regex_escape(pat["String"].get<std::string>()), path);
+      else
+        fail(path, "pre_tokenizer Split has no Regex or String pattern");
+    } else {
+      fail(path, "unsupported pre_tokenizer '" + t + "' (only Split and ByteLevel)");
+    }
+  }
+  if (steps.empty() || steps.back().value("type", std::string()) != "ByteLevel")
+    fail(path, "unsupported pre_tokenizer: no ByteLevel (this tokenizer is byte-level BPE only)");
+}
+
+void BpeTokenizer::Impl::load(const json& j) {
+  if (!j.is_object()) fail(path, "not a JSON object");
+  load_model(j.contains("model") ? j["model"] : json());
+
+  const json norm = j.value("normalizer", json());
+  std::vector<json> norms;
+  if (norm.is_object() && norm.value("type", std::string()) == "Sequence" && norm.contains("normalizers"))
+    norms.assign(norm["normalizers"].begin(), norm["normalizers"].end());
+  else if (!norm.is_null())
+    norms.push_back(norm);
+  for (const json& n : norms) {
+    const std::string t = n.is_object() ? n.value("type", std::string("(none)")) : std::string("null");
+    if (t != "NFC") fail(path, "unsupported normalizer '" + t + "' (only null and NFC)");
+    nfc = true;
+  }
+
+  load_pre_tokenizer(j.value("pre_tokenizer", json()));
+
+  const json dec = j.value("decoder", json());
+  const std::string dec_type = dec.is_object() ? dec.value("type", std::string("(none)")) : std::string("null");
+  if (dec_type != "ByteLevel") fail(path, "unsupported decoder '" + dec_type + "' (only ByteLevel)");
+
+  int64_t max_id = -1;
+  for (const auto& [tok, id] : vocab) max_id = std::max<int64_t>(max_id, id);
+  const json added = j.value("added_tokens", json::array());
+  if (!added.is_array()) fail(path, "\"added_tokens\" is not a list");
+  for (const json& a : added) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+        !a["content"].is_string() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
+      fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
+    if (a.value("single_word", false)) fail(path, "unsupported added token option single_word true");
+    max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
+  }
+
+  // id -> token: vocab first, then added tokens (which take precedence in decode, as in HF).
+  if (max_id >= (int64_t{1} << 24)) fail(path, "token id " + std::to_string(max_id) + " is too large (max 2^24 - 1)");
+  const size_t n = static_cast<size_t>(max_id + 1);
+  decoded.assign(n, std::string());
+  raw_bytes.assign(n, std::string());
+  known.assign(n, 0);
+  std::unordered_map<std::string, uint8_t> char_byte;
+  for (int b = 0; b < 256; ++b) char_byte[byte_char[b]] = static_cast<uint8_t>(b);
+  auto decoder_bytes = [&](const std::string& tok) {  // HF's ByteLevel decoder on one token
+    std::string out;
+    for (size_t i = 0; i < tok.size();) {
+      size_t bad = 0, len = utf8::valid_seq(tok, i, bad);
+      if (len == 0) return tok;
+      auto it = char_byte.find(tok.substr(i, len));
+      if (it == char_byte.end()) return tok;
+      out += static_cast<char>(it->second);
+      i += len;
+    }
+    return out;
+  };
+  for (const auto& [tok, id] : vocab) {
+    decoded[id] = raw_bytes[id] = decoder_bytes(tok);
+    known[id] = 1;
+  }
+  for (const json& a : added) {
+    const std::string content = a["content"].get<std::string>();
+    if (content.empty()) continue;  // HF ignores empty added tokens
+    const auto id = a["id"].get<int32_t>();
+    const bool normalized = a.value("normalized", false);
+    const std::string form = normalized && nfc ? statecut::nfc(content) : content;
+    decoded[id] = decoder_bytes(form);
+    raw_bytes[id] = content;
+    known[id] = 1;
+    AddedSet& set = normalized ? normalized_added : raw_added;
+    set.tokens.push_back({form, id, a.value("lstrip", false), a.value("rstrip", false)});
+  }
+  raw_added.finish();
+  normalized_added.finish();
+}
+
+BpeTokenizer::BpeTokenizer() : impl_(std::make_unique<Impl>()) {}
+BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
+BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
+BpeTokenizer::~BpeTokenizer() = default;
+
+BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
+  BpeTokenizer t;
+  t.impl_->path = tokenizer_json_path;
+  std::ifstream in(tokenizer_json_path, std::ios::binary);
+  if (!in) fail(tokenizer_json_path, "cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(tokenizer_json_path, std::string("malformed JSON: ") + e.what());
+  }
+  try {
+    t.impl_->load(j);
+  } catch (const json::exception& e) {  // a field of an unexpected JSON type
+    fail(tokenizer_json_path, std::string("unexpected content: ") + e.what());
+  }
+  return t;
+}
+
+std::vector<int64_t> BpeTokenizer::encode(const std::string& utf8) const { return impl_->encode(utf8, nullptr); }
+
+std::vector<int64_t> BpeTokenizer::merges_fired(const std::string& utf8) const {
+  std::vector<int64_t> fired;
+  impl_->encode(utf8, &fired);
+  std::sort(fired.begin(), fired.end());
+  fired.erase(std::unique(fired.begin(), fired.end()), fired.end());
+  return fired;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  std::string bytes;
+  for (int64_t id : ids)
+    if (id >= 0 && id < vocab_size() && impl_->known[id]) bytes += impl_->decoded[id];
+  std::string out;
+  return utf8::lossy(bytes, out) ? out : bytes;
+}
+
+std::string BpeTokenizer::token_bytes(int64_t id) const {
+  return id >= 0 && id < vocab_size() ? impl_->raw_bytes[id] : std::string();
+}
+
+int64_t BpeTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->known.size()); }
+
+}  // namespace statecut

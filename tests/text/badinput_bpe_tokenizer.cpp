@@ -1,0 +1,168 @@
+/// BpeTokenizer::from_file on files it must refuse: each gives one std::runtime_error line that starts with the
+/// file's path and names what is wrong (or unsupported). The files are a tiny valid byte-level BPE tokenizer.json
+/// (the 256 byte symbols, merges a+b and ab+c) with one part broken; the valid one is checked to load and encode.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+
+#include "optimized/text/bpe_tokenizer.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using statecut::BpeTokenizer;
+
+namespace {
+
+/// GPT-2's byte -> character map, written out independently of the code under test.
+std::string byte_symbol(int b) {
+  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  int cp = b;
+  if (!printable) {
+    cp = 0x100;
+    for (int k = 0; k < b; ++k)
+      if (!((k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF))) ++cp;
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+json tiny_tokenizer() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+  vocab["ab"] = 256;
+  vocab["abc"] = 257;
+  return {{"version", "1.0"},
+          {"added_tokens", json::array({{{"id", 258}, {"content", "<eos>"}, {"special", true}, {"normalized", false}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+          {"post_processor", nullptr},
+          {"decoder", {{"type", "ByteLevel"}}},
+          {"model",
+           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), "ab c"})}}}};
+}
+
+/// Writes `text` to a fresh file in the temp folder and returns its path (the caller removes it).
+std::string write_temp(const std::string& text) {
+  static std::atomic<int> counter{0};
+  const fs::path p = fs::temp_directory_path() / ("statecut_bpe_badinput_" + std::to_string(::getpid()) + "_" +
+                                                  std::to_string(counter++) + ".json");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+/// Loads `text` from a file; expects one error line starting with the path and containing `needle`.
+void expect_refused(const std::string& text, const std::string& needle) {
+  const std::string path = write_temp(text);
+  try {
+    BpeTokenizer::from_file(path);
+    ADD_FAILURE() << "loaded, expected an error containing '" << needle << "'";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(path + ": ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  }
+  fs::remove(path);
+}
+
+void expect_refused(const std::function<void(json&)>& breakit, const std::string& needle) {
+  json j = tiny_tokenizer();
+  breakit(j);
+  expect_refused(j.dump(), needle);
+}
+
+}  // namespace
+
+TEST(BadInput_BpeTokenizer, theTinyTokenizerLoadsAndMergesByRank) {
+  const std::string path = write_temp(tiny_tokenizer().dump());
+  const auto tok = BpeTokenizer::from_file(path);
+  fs::remove(path);
+  // "abc" merges a+b then ab+c; " ab" is one pre-token (byte symbols: id = byte, so " " is 32).
+  EXPECT_EQ(tok.encode("abc ab<eos>"), (std::vector<int64_t>{257, 32, 256, 258}));
+  EXPECT_EQ(tok.decode({257, 32, 256, 258}), "abc ab<eos>");
+  EXPECT_EQ(tok.vocab_size(), 259);
+}
+
+TEST(BadInput_BpeTokenizer, missingFileIsOneLineErrorNamingIt) {
+  const std::string path = (fs::temp_directory_path() / "statecut_no_such_dir" / "tokenizer.json").string();
+  try {
+    BpeTokenizer::from_file(path);
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": cannot open");
+  }
+}
+
+TEST(BadInput_BpeTokenizer, malformedJsonIsOneLineError) {
+  expect_refused("{\"model\": {\"type\": \"BPE\",\n\n", "malformed JSON");
+  expect_refused("", "malformed JSON");
+  expect_refused("[1, 2]", "not a JSON object");
+}
+
+TEST(BadInput_BpeTokenizer, unsupportedModelIsOneLineError) {
+  expect_refused([](json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type 'WordPiece'");
+  expect_refused([](json& j) { j["model"]["type"] = "Unigram"; }, "unsupported model type 'Unigram'");
+  expect_refused([](json& j) { j.erase("model"); }, "no \"model\"");
+  expect_refused([](json& j) { j["model"]["byte_fallback"] = true; }, "byte_fallback");
+  expect_refused([](json& j) { j["model"]["dropout"] = 0.1; }, "dropout");
+  expect_refused([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix");
+}
+
+TEST(BadInput_BpeTokenizer, brokenMergesNameTheMerge) {
+  expect_refused([](json& j) { j["model"]["merges"].push_back(json::array({"x", "qq"})); }, "merge 2: 'qq'");
+  expect_refused([](json& j) { j["model"]["merges"].push_back("a b c"); }, "merge 2 is not");
+  expect_refused([](json& j) { j["model"]["merges"].push_back(7); }, "merge 2 is neither");
+  expect_refused([](json& j) { j["model"]["vocab"]["ab"] = "x"; }, "vocab id of 'ab'");
+  expect_refused([](json& j) { j["model"]["vocab"]["zz"] = 2000000000; }, "token id 2000000000 is too large");
+}
+
+TEST(BadInput_BpeTokenizer, unsupportedNormalizerIsOneLineError) {
+  expect_refused([](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "unsupported normalizer 'NFKC'");
+  expect_refused([](json& j) { j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "Lowercase"}}}}}; },
+                 "unsupported normalizer 'Lowercase'");
+}
+
+TEST(BadInput_BpeTokenizer, unsupportedPreTokenizerIsOneLineError) {
+  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "unsupported pre_tokenizer 'Metaspace'");
+  expect_refused([](json& j) { j["pre_tokenizer"] = nullptr; }, "unsupported pre_tokenizer 'null'");
+  expect_refused(
+      [](json& j) {
+        j["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+      },
+      "ByteLevel before another pre-tokenizer");
+  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Removed"}, {"invert", false}};
+  expect_refused(
+      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, {{"type", "ByteLevel"}}}}}; },
+      "Split behavior 'Removed'");
+  json bad_regex = split;
+  bad_regex["behavior"] = "Isolated";
+  bad_regex["pattern"]["Regex"] = "(unclosed";
+  expect_refused(
+      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {bad_regex, {{"type", "ByteLevel"}}}}}; },
+      "regex does not compile");
+}
+
+TEST(BadInput_BpeTokenizer, unsupportedDecoderIsOneLineError) {
+  expect_refused([](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, "unsupported decoder 'Metaspace'");
+  expect_refused([](json& j) { j["decoder"] = nullptr; }, "unsupported decoder 'null'");
+}
+
+TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {
+  expect_refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added token");
+  expect_refused([](json& j) { j["added_tokens"][0]["single_word"] = true; }, "single_word");
+  expect_refused([](json& j) { j["added_tokens"] = 3; }, "\"added_tokens\" is not a list");
+}
