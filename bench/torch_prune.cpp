@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "optimized/prune.h"
+#include "optimized/prune/prune.h"
 #include "optimized/io/safetensors.h"
 
 namespace fs = std::filesystem;

@@ -165,6 +165,7 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
   auto* keep = app.add_option("--keep", a->keep, "channels to keep (1..dk)");
   auto* ratio = app.add_option("--ratio", a->ratio, "pruning ratio in (0,1): keep max(1, floor(dk(1-R)))");
   keep->excludes(ratio);
+  app.add_flag("--json", "accepted for symmetry: the output is one JSON object already");
   app.add_flag("--faithful", a->faithful, "drrqr: reproduce the published code (5000 rows, <= 20 swaps)");
   app.add_option("--f", a->f, "strong-RRQR parameter f > 1 (default 1.5)");
   app.add_option("--seed", a->seed, "seed for rand and the faithful row subsample (default 42)");

@@ -1,11 +1,12 @@
-// `statecut eval`: bits per byte and token perplexity over windows (DESIGN.md §2). Library: optimized/evaluation.h.
+// `statecut eval`: bits per byte and token perplexity over windows (DESIGN.md §2). Library: optimized/analysis/evaluation.h.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 
 #include "cli/command_registry.h"
-#include "optimized/evaluation.h"
-#include "optimized/prune_progress.h"
+#include "cli/tokenizer_option.h"
+#include "optimized/analysis/evaluation.h"
+#include "cli/progress_bar.h"
 
 namespace {
 
@@ -14,6 +15,7 @@ struct Args {
   std::vector<std::string> text;
   statecut::EvalOptions opt;
   bool json = false, quiet = false;
+  statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
 };
 
 statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
@@ -26,13 +28,14 @@ statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
   app.add_option("--batch", a->opt.batch, "windows per forward (0 = automatic)");
   app.add_option("--max-tokens", a->opt.max_tokens, "score only the first N tokens of each file (0 = all)");
   app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
+  statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print {\"results\": [...]} on stdout");
   app.add_flag("--quiet", a->quiet, "no progress bar");
   return [a]() {
     try {
       torch::Device dev(a->device);
       if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
-      const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint);
+      const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
       auto model = statecut::load_causal_lm(a->checkpoint, torch::kFloat32, dev);
       std::vector<statecut::TokenStream> streams;  // read all first: a bad file fails before any compute
       for (const auto& f : a->text) streams.push_back(statecut::read_tokens(f, tok, model->vocab_size()));

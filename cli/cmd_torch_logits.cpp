@@ -1,30 +1,28 @@
 // `statecut logits`: run a checkpoint on pre-tokenised input and write its logits.
-//   --checkpoint DIR --tokens IN.safetensors (key input_ids [B,T], int64 or int32) --out OUT.safetensors (key logits
-//   [B,T,V] F32); --dtype f32|bf16|f64, --device cpu|cuda, --mode recurrent|chunk.
+//   --checkpoint DIR --tokens IN (io::read_tokens: .safetensors input_ids [B,T], any integer dtype, or .bin) --out
+//   OUT.safetensors (key logits [B,T,V] F32); --dtype f32|bf16|f64, --device cpu|cuda, --mode recurrent|chunk.
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <string>
 
 #include "cli/command_registry.h"
-#include "optimized/model.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/model.h"
+#include "optimized/io/checkpoint.h"
+#include "optimized/models/weight_source.h"
 
 namespace {
 
 struct LogitsArgs {
   std::string checkpoint, tokens, out;
   std::string dtype = "f32", device = "cpu", mode = "chunk";
+  bool json = false;
 };
 
+/// --tokens through the one token reader (io::read_tokens): input_ids [B,T] (or [T], or the file's only tensor).
 torch::Tensor read_input_ids(const std::string& path) {
-  auto f = statecut::io::SafetensorsFile::open(path);
-  const auto& view = f.tensor("input_ids");
-  if (view.dtype != statecut::io::DType::I64 && view.dtype != statecut::io::DType::I32)
-    throw statecut::io::Error(path + ": input_ids: dtype " + statecut::io::dtype_name(view.dtype) +
-                              ", expected I64 or I32");
-  if (view.shape.size() != 2 || view.shape[0] < 1 || view.shape[1] < 1)
-    throw statecut::io::Error(path + ": input_ids: expected shape [B,T] with B,T >= 1");
-  return statecut::tensor_from_view(view).to(torch::kInt64);
+  statecut::io::Tokens t = statecut::io::read_tokens(path);
+  return torch::from_blob(t.ids.data(), {t.batch, t.length}, torch::kInt64).clone();
 }
 
 int run(const LogitsArgs& a) {
@@ -46,6 +44,11 @@ int run(const LogitsArgs& a) {
   w.add("logits", statecut::io::DType::F32, logits.sizes().vec(), logits.data_ptr(),
         static_cast<std::size_t>(logits.nbytes()));
   w.write(a.out);
+  if (a.json) {
+    const auto shape = logits.sizes().vec();
+    std::printf("{\"out\": \"%s\", \"tensor\": \"logits\", \"shape\": [%lld, %lld, %lld]}\n", a.out.c_str(),
+                static_cast<long long>(shape[0]), static_cast<long long>(shape[1]), static_cast<long long>(shape[2]));
+  }
   return 0;
 }
 
@@ -58,15 +61,8 @@ statecut::cli::Command logits_cmd("logits", [](CLI::App& app) {
   app.add_option("--dtype", a->dtype, "model dtype")->check(CLI::IsMember({"f32", "bf16", "f64"}));
   app.add_option("--device", a->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--mode", a->mode, "recurrence form")->check(CLI::IsMember({"recurrent", "chunk"}));
-  return [a]() {
-    try {
-      return run(*a);
-    } catch (const c10::Error& e) {  // LibTorch messages carry a backtrace: keep the first line
-      std::string msg = e.what_without_backtrace();
-      msg = msg.substr(0, msg.find('\n'));
-      throw std::runtime_error(msg);
-    }
-  };
+  app.add_flag("--json", a->json, "print {\"out\", \"tensor\", \"shape\"} on stdout");
+  return [a]() { return run(*a); };  // main trims LibTorch's messages to their first line
 });
 
 }  // namespace

@@ -1,12 +1,13 @@
 // `statecut prune`: select k' key/query channels per head with one of six methods and write the pruned
-// checkpoint atomically (DESIGN.md §2, §4). Library: optimized/prune.h.
+// checkpoint atomically (DESIGN.md §2, §4). Library: optimized/prune/prune.h.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 
 #include "cli/command_registry.h"
-#include "optimized/prune.h"
-#include "optimized/prune_progress.h"
+#include "cli/tokenizer_option.h"
+#include "optimized/prune/prune.h"
+#include "cli/progress_bar.h"
 
 namespace {
 
@@ -22,7 +23,8 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--checkpoint", a->opt.checkpoint, "model folder (config.json + model.safetensors)")->required();
   app.add_option("--method", a->opt.method, "rand | l1 | swanda | grad | drrqr | pca");
   app.add_option("--keep-from", a->opt.keep_from, "apply the keep sets of a keep.json or statecut.json instead");
-  app.add_option("--ratio", a->opt.ratio, "pruning ratio in (0,1): keep max(1, floor(dk (1 - R))) channels per head");
+  auto* ratio = app.add_option("--ratio", a->opt.ratio,
+                                "pruning ratio in (0,1): keep max(1, floor(dk (1 - R))) channels per head");
   app.add_option("--keep", a->opt.keep, "keep exactly K channels per head (1 <= K <= dk)");
   app.add_option("--calib", a->opt.calib, "calibration text or token files (swanda, grad, drrqr, pca)");
   app.add_option("--calib-seqs", a->opt.calib_seqs, "calibration sequences N")->capture_default_str();
@@ -34,9 +36,13 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--f", a->opt.f, "strong-RRQR parameter f > 1")->capture_default_str();
   app.add_option("--device", a->opt.device, "cpu | cuda")->capture_default_str();
   app.add_option("--out", a->opt.out, "output folder (must not exist; written atomically)")->required();
+  statecut::cli::add_tokenizer_option(app, a->opt.tokenizer);
   app.add_flag("--json", a->json, "print the statecut.json record and timings as one JSON object on stdout");
   app.add_flag("--quiet", a->quiet, "no progress bar");
-  return [a]() {
+  return [a, ratio]() {
+    // The library reads ratio 0 as "not given"; a ratio the user gave is checked here, by its own name.
+    if (ratio->count() && !(a->opt.ratio > 0 && a->opt.ratio < 1))
+      throw std::runtime_error("--ratio must lie in the open interval (0, 1), got " + ratio->as<std::string>());
     statecut::ProgressBar bar("calibrate", !a->quiet);
     statecut::PruneResult r;
     try {

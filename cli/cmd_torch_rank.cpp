@@ -1,14 +1,15 @@
 // `statecut rank`: rank utilization u(t) of the recurrent state per layer and head (paper §2.2, Table 5),
-// with JSON and SVG reports. Library: optimized/rank_analysis.h, optimized/svg.h.
+// with JSON and SVG reports. Library: optimized/analysis/rank_analysis.h, optimized/analysis/svg.h.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
 
 #include "cli/command_registry.h"
-#include "optimized/rank_analysis.h"
-#include "optimized/svg.h"
-#include "optimized/text.h"
-#include "optimized/tokenizer.h"
+#include "cli/tokenizer_option.h"
+#include "optimized/analysis/rank_analysis.h"
+#include "optimized/analysis/svg.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/text/tokenizer.h"
 
 namespace {
 
@@ -16,12 +17,13 @@ struct Args {
   std::string checkpoint, text, svg, baseline, device = "cpu";
   int64_t len = 2048, offset = 0;
   bool gated = false, json = false, curves = false;
+  statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
 };
 
 statecut::RankReport run(const std::string& ckpt, const Args& a) {
   torch::Device dev(a.device);
   if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
-  const auto tok = statecut::Tokenizer::for_checkpoint(ckpt);
+  const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
   auto model = statecut::load_causal_lm(ckpt, torch::kFloat32, dev);
   const auto s = statecut::read_tokens(a.text, tok, model->vocab_size());
   const int64_t n = static_cast<int64_t>(s.ids.size());
@@ -61,6 +63,7 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   app.add_option("--len", a->len, "tokens in the sequence")->capture_default_str();
   app.add_option("--offset", a->offset, "first token")->capture_default_str();
   app.add_flag("--gated", a->gated, "the true (gated) state instead of the paper's ungated delta state");
+  statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "one JSON object on stdout");
   app.add_flag("--curves", a->curves, "include every head's u(t) in the JSON");
   app.add_option("--svg", a->svg, "write u_curves.svg, heatmap.svg, spectra.svg into this new folder");

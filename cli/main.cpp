@@ -1,36 +1,79 @@
 // statecut: shrink the recurrent state of linear-attention models, and prove every step right.
-#include "cli/command_registry.h"
-
+//
+// One convention for every subcommand (README "The command line"):
+//   exit 0 ok, 1 failure (bad input included: one line "statecut <cmd>: error: <file>: <problem>"), 2 usage
+//   (unknown command or flag, missing required option, a value that does not parse: one line, with a suggestion);
+//   every subcommand accepts --json (one object on stdout).
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
+#include <vector>
+
+#include "cli/command_registry.h"
+#include "cli/usage.h"
+
+#ifdef STATECUT_WITH_TORCH
+#include <c10/util/Exception.h>
+#endif
 
 int main(int argc, char** argv) {
   using namespace statecut::cli;
   CLI::App app{"statecut: prune key/query channels of linear-attention models, verified against a double reference"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", "statecut 0.1.0");
+  app.set_version_flag("--version", "statecut " STATECUT_VERSION);
+  app.footer("Exit codes: 0 ok, 1 failure (bad input included), 2 usage error.\n"
+             "'statecut <command> --help' lists a command's options.");
   auto& reg = command_registry();
   std::sort(reg.begin(), reg.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   std::map<CLI::App*, std::function<int()>> actions;
+  std::vector<std::string> names;
   for (auto& spec : reg) {
     CLI::App* sub = app.add_subcommand(spec.name);
     actions[sub] = spec.setup(*sub);
+    names.push_back(spec.name);
   }
+  // The subcommand comes first; anything else there is an unknown command (CLI11 would call it an extra argument).
+  if (argc < 2) {
+    std::fprintf(stderr, "%s", app.help().c_str());
+    return kExitUsage;
+  }
+  const std::string first = argv[1];
+  if (!first.empty() && first[0] != '-' && std::find(names.begin(), names.end(), first) == names.end()) {
+    std::fprintf(stderr, "statecut: unknown command '%s'%s (commands: %s)\n", first.c_str(),
+                 did_you_mean(first, names).c_str(), join(names, ", ").c_str());
+    return kExitUsage;
+  }
+  app.require_subcommand(1);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    const CLI::App* sub = nullptr;
+    for (const auto& [s, _] : actions)
+      if (s->parsed()) sub = s;
+    std::fprintf(stderr, "%s\n", usage_message(app, sub, e, argc, argv).c_str());
+    return kExitUsage;
   }
   for (auto& [sub, action] : actions) {
     if (!sub->parsed()) continue;
     try {
       return action();
+#ifdef STATECUT_WITH_TORCH
+    } catch (const c10::Error& e) {  // LibTorch's messages carry a C++ backtrace: keep the first line
+      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(),
+                   first_line(e.what_without_backtrace()).c_str());
+      return kExitFailure;
+#endif
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(), e.what());
-      return 1;
+      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(), first_line(e.what()).c_str());
+      return kExitFailure;
     }
   }
-  return 1;
+  return kExitUsage;
 }

@@ -15,6 +15,10 @@ function(statecut_add_test)
   target_compile_definitions(${T_NAME} PRIVATE
     STATECUT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     STATECUT_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  # Tests of the LibTorch path share one precompiled header (tests/CMakeLists.txt makes statecut_test_pch).
+  if(TARGET statecut_test_pch AND "statecut_opt" IN_LIST T_LIBS)
+    target_precompile_headers(${T_NAME} REUSE_FROM statecut_test_pch)
+  endif()
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
     DISCOVERY_TIMEOUT 120)

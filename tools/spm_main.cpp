@@ -5,7 +5,7 @@
 // libprotobuf.so.32 (3.21.12). In one process the dynamic linker binds every google::protobuf symbol to whichever
 // library comes first, so code built against one protobuf runs the other's functions on its own data layouts:
 // statecut crashed in static initialisers before main. This program links SentencePiece only (no LibTorch, no
-// system protobuf); optimized/tokenizer.cpp runs it and reads its output.
+// system protobuf); optimized/text/tokenizer.cpp runs it and reads its output.
 //
 // Usage (one line of error on stderr and exit 1 on any failure):
 //   statecut-spm MODEL info     → "vocab N" then N lines "<id> <bytes> <kind>" (kind: normal|byte|control|unknown|unused)

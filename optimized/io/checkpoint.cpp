@@ -117,54 +117,70 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-Tokens read_tokens(const std::string& path, int bin_bytes) {
+Tokens read_tokens(const std::string& path, int64_t vocab_size, int bin_bytes) {
   Tokens t;
   if (ends_with(path, ".safetensors")) {
     const auto f = SafetensorsFile::open(path);
-    const TensorView& v = f.tensor("input_ids");
+    std::string name = "input_ids";
+    if (!f.has(name)) {
+      if (f.names().size() != 1)
+        throw Error(path + ": missing tensor 'input_ids' (a token file holds input_ids, or exactly one tensor)");
+      name = f.names().front();
+    }
+    const TensorView& v = f.tensor(name);
     switch (v.dtype) {
       case DType::U8: case DType::I8: case DType::U16: case DType::I16: case DType::U32: case DType::I32:
       case DType::U64: case DType::I64: break;
-      default: throw Error(path + ": input_ids: dtype " + std::string(dtype_name(v.dtype)) + " is not an integer type");
+      default: throw Error(path + ": " + name + ": dtype " + std::string(dtype_name(v.dtype)) + " is not an integer type");
     }
     if (v.shape.size() == 1) t.batch = 1, t.length = v.shape[0];
     else if (v.shape.size() == 2) t.batch = v.shape[0], t.length = v.shape[1];
-    else throw Error(path + ": input_ids: expected shape [B,T] or [T], got rank " + std::to_string(v.shape.size()));
-    if (t.batch * t.length == 0) throw Error(path + ": input_ids: no tokens");
+    else throw Error(path + ": " + name + ": expected shape [B,T] or [T], got rank " + std::to_string(v.shape.size()));
+    if (t.batch * t.length == 0) throw Error(path + ": " + name + ": no tokens");
     const std::vector<double> d = to_double(v);
     t.ids.resize(d.size());
     for (std::size_t i = 0; i < d.size(); ++i) {
       // U64/I64 beyond 2^53 would not survive the double; no vocabulary comes near that, so reject it.
       if (d[i] < 0 || d[i] > 9007199254740992.0)
-        throw Error(path + ": input_ids: token " + std::to_string(i) + " is out of range");
+        throw Error(path + ": " + name + ": token " + std::to_string(i) + " is out of range");
       t.ids[i] = static_cast<int64_t>(d[i]);
     }
-    return t;
-  }
-  if (!ends_with(path, ".bin")) throw Error(path + ": unknown token file type (expected .safetensors or .bin)");
-  const int w = bin_bytes ? bin_bytes : (ends_with(path, ".u32.bin") ? 4 : 2);
-  if (w != 2 && w != 4) throw Error(path + ": token width must be 2 or 4 bytes");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open");
-  const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (b.empty()) throw Error(path + ": no tokens");
-  if (b.size() % static_cast<std::size_t>(w) != 0)
-    throw Error(path + ": size " + std::to_string(b.size()) + " is not a multiple of the token width " +
-                std::to_string(w));
-  t.batch = 1;
-  t.length = static_cast<int64_t>(b.size() / static_cast<std::size_t>(w));
-  t.ids.resize(static_cast<std::size_t>(t.length));
-  for (std::size_t i = 0; i < t.ids.size(); ++i) {
-    if (w == 2) {
-      uint16_t x;
-      std::memcpy(&x, b.data() + 2 * i, 2);
-      t.ids[i] = x;
-    } else {
-      uint32_t x;
-      std::memcpy(&x, b.data() + 4 * i, 4);
-      t.ids[i] = x;
+  } else if (ends_with(path, ".bin")) {
+    const int w = bin_bytes                       ? bin_bytes
+                  : ends_with(path, ".u32.bin")   ? 4
+                  : ends_with(path, ".u16.bin")   ? 2
+                  : vocab_size > 65536            ? 4
+                                                  : 2;
+    if (w != 2 && w != 4) throw Error(path + ": token width must be 2 or 4 bytes");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open");
+    const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (b.empty()) throw Error(path + ": no tokens");
+    if (b.size() % static_cast<std::size_t>(w) != 0)
+      throw Error(path + ": size " + std::to_string(b.size()) + " is not a multiple of the token width " +
+                  std::to_string(w) + " (uint" + std::to_string(8 * w) + " ids)");
+    t.batch = 1;
+    t.length = static_cast<int64_t>(b.size() / static_cast<std::size_t>(w));
+    t.ids.resize(static_cast<std::size_t>(t.length));
+    for (std::size_t i = 0; i < t.ids.size(); ++i) {
+      if (w == 2) {
+        uint16_t x;
+        std::memcpy(&x, b.data() + 2 * i, 2);
+        t.ids[i] = x;
+      } else {
+        uint32_t x;
+        std::memcpy(&x, b.data() + 4 * i, 4);
+        t.ids[i] = x;
+      }
     }
+  } else {
+    throw Error(path + ": unknown token file type (expected .safetensors or .bin)");
   }
+  if (vocab_size > 0)
+    for (std::size_t i = 0; i < t.ids.size(); ++i)
+      if (t.ids[i] >= vocab_size)
+        throw Error(path + ": token " + std::to_string(i) + " = " + std::to_string(t.ids[i]) +
+                    " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
   return t;
 }
 

@@ -49,9 +49,14 @@ struct Tokens {
   std::vector<int64_t> ids;
 };
 
-/// Reads a token file: .safetensors with an integer tensor `input_ids` of shape [B,T] (or [T] → B = 1), or a raw
-/// little-endian .bin of uint16 (uint32 when the name ends in ".u32.bin" or `bin_bytes` = 4) as one sequence.
-/// Throws on an empty file, a size not a multiple of the width, a float dtype or negative ids.
-Tokens read_tokens(const std::string& path, int bin_bytes = 0);
+/// The one token-file reader of statecut (prune/eval/rank calibration text, `logits --tokens`, verify):
+///   *.safetensors  an integer tensor `input_ids` (or the file's only tensor) of shape [B,T], or [T] → B = 1;
+///   *.bin          raw little-endian ids, one sequence: uint32 when the name ends in ".u32.bin", uint16 when it
+///                  ends in ".u16.bin", else uint16 when vocab_size <= 65536 and uint32 above (`bin_bytes` 2 or 4
+///                  overrides).
+/// Every id must lie in [0, vocab_size) when vocab_size > 0. Throws io::Error "<path>: <problem>" on another
+/// extension, an empty file, a size not a multiple of the width, a float dtype, a rank other than 1 or 2, or an id
+/// out of range.
+Tokens read_tokens(const std::string& path, int64_t vocab_size = 0, int bin_bytes = 0);
 
 }  // namespace statecut::io

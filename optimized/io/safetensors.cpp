@@ -318,10 +318,11 @@ void SafetensorsFile::Impl::parse() {
   if (size < 8) fail(f, "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   const uint64_t n = load<uint64_t>(base);
   if (n > kMaxHeader)
-    fail(f, "header length " + std::to_string(n) + " exceeds the " + std::to_string(kMaxHeader >> 20) + " MiB limit");
+    fail(f, "not a safetensors file: header length " + std::to_string(n) + " exceeds the " +
+                std::to_string(kMaxHeader >> 20) + " MiB limit");
   if (n > size - 8)
-    fail(f, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) +
-                " bytes)");
+    fail(f, "not a safetensors file: header length " + std::to_string(n) + " runs past the end of the file (" +
+                std::to_string(size) + " bytes)");
   if (n == 0 || static_cast<char>(base[8]) != '{') fail(f, "header does not start with '{'");
   const char* hb = reinterpret_cast<const char*>(base + 8);
 

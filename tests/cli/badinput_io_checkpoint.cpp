@@ -225,7 +225,7 @@ TEST_F(BadInput_CliCheckpoint, indexNamesAMissingShard) {
   expect_clean_failure(ck, {"model-00002-of-00002.safetensors"});
 }
 
-// Known gap (reported, optimized/prune.cpp belongs to the pipeline): the data-free methods (l1, rand) read only the
+// Known gap (reported, optimized/prune/prune.cpp belongs to the pipeline): the data-free methods (l1, rand) read only the
 // q/k projections, so `prune --method l1` on a checkpoint with a NaN, a missing tensor or a config that disagrees with
 // the weights exits 0 and writes a pruned copy of the broken checkpoint. Enable once prune validates the whole
 // checkpoint for every method.

@@ -235,8 +235,15 @@ TEST(BadInput_Logits, rejectsEveryBrokenInputWithOneLine) {
   const fs::path floats = write_one(tmp.path / "floats.safetensors", "input_ids", DType::F32, {2, 3}, ones);
   expect_rejected("--checkpoint " + dir + " --tokens " + floats.string(), "input_ids", tmp);
 
+  // No input_ids and more than one tensor (a file with one tensor of any name is read as the ids, io::read_tokens).
   const std::vector<int64_t> ids(6, 1);
-  const fs::path noids = write_one(tmp.path / "noids.safetensors", "tokens", DType::I64, {2, 3}, ids);
+  const fs::path noids = tmp.path / "noids.safetensors";
+  {
+    SafetensorsWriter w;
+    w.add("tokens", DType::I64, {2, 3}, ids.data(), ids.size() * sizeof(int64_t));
+    w.add("mask", DType::I64, {2, 3}, ids.data(), ids.size() * sizeof(int64_t));
+    w.write(noids.string());
+  }
   expect_rejected("--checkpoint " + dir + " --tokens " + noids.string(), "input_ids", tmp);
 
   const std::vector<int64_t> out_of_vocab = {1, 2, 999999};

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "optimized/calibration.h"
-#include "optimized/model.h"
+#include "optimized/prune/calibration.h"
+#include "optimized/models/model.h"
 #include "tests/gpu/cuda_ready.h"
 #include "tests/test_env.h"
 

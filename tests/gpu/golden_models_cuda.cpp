@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
-#include "optimized/layers_common.h"
-#include "optimized/model.h"
-#include "optimized/recurrence.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/models/model.h"
+#include "optimized/models/recurrence.h"
+#include "optimized/models/weight_source.h"
 #include "tests/gpu/cuda_ready.h"
 #include "tests/test_env.h"
 

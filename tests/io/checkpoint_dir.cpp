@@ -135,7 +135,13 @@ TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   const uint32_t u32[2] = {70000, 3};
   test::write_bytes(dir / "t.u32.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
   EXPECT_EQ(read_tokens(dir / "t.u32.bin").ids, (std::vector<int64_t>{70000, 3}));
-  expect_error([&] { read_tokens(dir / "t.bin", 4); }, "size 6 is not a multiple of the token width 4");
+  expect_error([&] { read_tokens(dir / "t.bin", 0, 4); }, "size 6 is not a multiple of the token width 4");
+  // Width from the vocabulary when the name does not say: uint32 above 65536 ids.
+  EXPECT_EQ(read_tokens(dir / "t.u32.bin", 0).ids, (std::vector<int64_t>{70000, 3}));
+  test::write_bytes(dir / "v.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
+  EXPECT_EQ(read_tokens(dir / "v.bin", 151936).ids, (std::vector<int64_t>{70000, 3}));
+  EXPECT_EQ(read_tokens(dir / "v.bin", 256).ids.size(), 4u) << "uint16 for a small vocabulary";
+  expect_error([&] { read_tokens(dir / "t.safetensors", 32000); }, "token 3 = 31999 outside the vocabulary [0, 32000)");
 }
 
 TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {

@@ -1,4 +1,4 @@
-// Streaming calibration (optimized/calibration.h) against the same statistics formed from ONE forward over
+// Streaming calibration (optimized/prune/calibration.h) against the same statistics formed from ONE forward over
 // all windows at once: the tall-skinny R factor, the faithful row subsample, PCA moments, RMS, and the
 // gradient (checked against a central finite difference in f64, so autograd must flow through the model).
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "optimized/calibration.h"
+#include "optimized/prune/calibration.h"
 #include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Equivalence: the LibTorch fla forward (optimized/fla_delta_net.cpp) on small random configs, in f64, against the
+// Equivalence: the LibTorch fla forward (optimized/models/families/fla_delta_net.cpp) on small random configs, in f64, against the
 // same model written with the double reference statecut::ref (primitives + recurrences) — one block, end to end:
 // embedding → attn_norm → q/k/v projections, causal conv (+bias) + SiLU, L2 norm, β (×2 neg-eigval), GDN gate,
 // grouped values, (gated) delta rule, per-head (gated) RMSNorm, o_proj, fused add+norm, GatedMLP, final norm, lm_head.
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <map>
 
-#include "optimized/model_registry.h"
+#include "optimized/models/model_registry.h"
 #include "reference/delta_rule.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/primitives.h"

@@ -1,17 +1,24 @@
-// Equivalence: the batched LibTorch recurrences (optimized/recurrence.h), recurrent and chunked WY form, against the
+// Equivalence: the batched LibTorch recurrences (optimized/models/recurrence.h), recurrent and chunked WY form, against the
 // double-precision reference statecut::ref per (batch row, value head), incl. grouped values (GVA), an initial state,
 // T = 1, 63, 64, 65, 127 (chunk edges) and dk = 89 (not a power of two).
 //
 // Thresholds: f64 on both sides with L2-normalised keys and β ∈ (0, 2): the products are contractions and the
 // triangular solve is well conditioned, so only rounding remains (max measured 1.6e-15) → 1e-12.
+// fp32 with strong and mixed decay (g = −20; 32 steps of −20 then −1e−3; log-uniform g in [−20, −1e−4]): the chunked
+// form, the default of calibrate/eval/rank, is held to ≤ 2× the error of the plain fp32 recurrent loop on the same
+// inputs (DESIGN.md §5), both against the f64 reference. Its in-chunk decays must be segment sums of g: differences
+// of cumulative sums after a strong-decay stretch lose |G|·eps of the exponent (7.5e-4 relative in D here).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
+#include <vector>
 
-#include "optimized/recurrence.h"
+#include "optimized/models/recurrence.h"
 #include "reference/delta_rule.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/linear_attention.h"
@@ -74,12 +81,43 @@ Inputs make_inputs(const Shape& s, torch::Dtype dt, uint64_t salt) {
 
 enum class Rule { Delta, GatedDelta, Linear, GatedLinear };
 
+// Log-gate patterns of the fp32 decay tests (the f64 test keeps make_inputs' g ∈ (−0.3, 0]).
+enum class Gate { Default, Strong, Mixed, LogUniform };
+const char* gate_name(Gate g) {
+  const char* n[] = {"default", "strong", "mixed", "loguniform"};
+  return n[static_cast<int>(g)];
+}
+
+// g [B,T,Hv] of a pattern, drawn after the other inputs (so q, k, v, β, S0 do not depend on the pattern):
+//   Strong      g = −20 everywhere (the state keeps e^-20 of itself per step);
+//   Mixed       per 64 steps (one chunk): 32 steps of −20, then 32 of −1e−3 — the weak steps sit at |G| ≈ 640;
+//   LogUniform  |g| log-uniform in [1e−4, 20] (uniform g would almost never draw a weak step).
+torch::Tensor gate_pattern(Gate gate, const Shape& s, torch::Dtype dt) {
+  auto o = torch::TensorOptions().dtype(torch::kFloat64);
+  switch (gate) {
+    case Gate::Strong: return torch::full({s.B, s.T, s.Hv}, -20.0, o).to(dt);
+    case Gate::Mixed: {
+      auto t = torch::arange(s.T, o.dtype(torch::kLong)).remainder(kRecurrenceChunk).lt(32).to(torch::kFloat64);
+      return (t * -20.0 + (1 - t) * -1e-3).view({1, s.T, 1}).expand({s.B, s.T, s.Hv}).contiguous().to(dt);
+    }
+    case Gate::LogUniform: {
+      const double lo = std::log(1e-4), hi = std::log(20.0);
+      return (-torch::exp(lo + (hi - lo) * torch::rand({s.B, s.T, s.Hv}, o))).to(dt);
+    }
+    case Gate::Default: break;
+  }
+  return {};
+}
+
 // Runs the LibTorch op and the reference head by head; returns the worst relative error of o and of the final state.
-std::pair<double, double> compare(Rule rule, const Shape& s, torch::Dtype dt, RecurrenceMode mode) {
-  const auto in = make_inputs(s, dt, static_cast<uint64_t>(rule) * 1000 + s.T);
+std::pair<double, double> compare(Rule rule, const Shape& s, torch::Dtype dt, RecurrenceMode mode,
+                                  Gate gate = Gate::Default) {
+  auto in = make_inputs(s, dt, static_cast<uint64_t>(rule) * 1000 + s.T);
+  if (gate != Gate::Default) in.g = gate_pattern(gate, s, dt);
   const double scale = rule == Rule::GatedLinear ? 1.0 : 1.0 / std::sqrt(static_cast<double>(s.dk));
-  // Gated linear attention is checked through Mamba-2 SSD, whose dt must be > 0: keep g ≤ −0.01 there.
-  const torch::Tensor gg = rule == Rule::GatedLinear ? in.g - 0.01 : in.g;
+  // Gated linear attention is checked through Mamba-2 SSD, whose dt must be > 0: keep g ≤ −0.01 there (the
+  // patterns are ≤ −1e−4 < 0 already).
+  const torch::Tensor gg = rule == Rule::GatedLinear && gate == Gate::Default ? in.g - 0.01 : in.g;
   torch::Tensor S, o;
   switch (rule) {
     case Rule::Delta: o = gated_delta_rule(in.q, in.k, in.v, in.beta, {}, scale, in.S0, mode, &S); break;
@@ -142,6 +180,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Equiv_Recurrence,
                                          Shape{2, 64, 2, 4, 32, 16, false}, Shape{2, 65, 2, 4, 89, 24, true},
                                          Shape{1, 127, 1, 3, 20, 9, true}),
                          shape_name);
+
+// ---- fp32, strong and mixed decay: chunked within 2× the recurrent loop ----
+
+struct DecayCase {
+  Shape shape;
+  Gate gate;
+};
+
+void PrintTo(const DecayCase& c, std::ostream* os) {  // gtest prints the case, not its bytes
+  *os << shape_name({c.shape, 0}) << "_" << gate_name(c.gate);
+}
+
+class Equiv_RecurrenceFp32Decay : public testing::TestWithParam<DecayCase> {};
+
+TEST_P(Equiv_RecurrenceFp32Decay, chunkedFp32WithinTwiceRecurrentFp32Error) {
+  const auto& [s, gate] = GetParam();
+  master_seed();  // prints STATECUT_SEED
+  // fp32 unit roundoff: the absolute floor below is a few of these.
+  constexpr double kU32 = 5.9604644775390625e-8;
+  for (auto rule : {Rule::GatedDelta, Rule::GatedLinear}) {
+    const char* name = rule == Rule::GatedDelta ? "gated_delta" : "gated_linear";
+    const auto [ro, rs] = compare(rule, s, torch::kFloat32, RecurrenceMode::Recurrent, gate);
+    const auto [co, cs] = compare(rule, s, torch::kFloat32, RecurrenceMode::Chunk, gate);
+    std::printf("  %-12s g=%-10s  o: recurrent %.2e chunk %.2e | state: recurrent %.2e chunk %.2e\n", name,
+                gate_name(gate), ro, co, rs, cs);
+    ASSERT_TRUE(std::isfinite(co) && std::isfinite(cs)) << name;
+    // 8 u: when the loop's error is itself a few fp32 units, summing in another order alone can double it.
+    EXPECT_LE(co, 2 * ro + 8 * kU32) << name << " o, g=" << gate_name(gate);
+    EXPECT_LE(cs, 2 * rs + 8 * kU32) << name << " state, g=" << gate_name(gate);
+  }
+}
+
+std::string decay_name(const testing::TestParamInfo<DecayCase>& i) {
+  return shape_name({i.param.shape, i.index}) + "_" + gate_name(i.param.gate);
+}
+
+std::vector<DecayCase> decay_cases() {
+  std::vector<DecayCase> cs;
+  // T = 1, 63, 65, 127 around the chunk edges, dk = 89; an initial state where a later chunk carries it.
+  for (const Shape& s : {Shape{1, 1, 1, 2, 89, 16, false}, Shape{1, 63, 1, 2, 89, 16, true},
+                         Shape{2, 65, 1, 2, 89, 16, false}, Shape{1, 127, 1, 2, 89, 16, true}})
+    for (Gate g : {Gate::Strong, Gate::Mixed, Gate::LogUniform}) cs.push_back({s, g});
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Equiv_RecurrenceFp32Decay, testing::ValuesIn(decay_cases()), decay_name);
 
 }  // namespace
 }  // namespace statecut

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "optimized/io/safetensors.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/weight_source.h"
 #include "tests/test_env.h"
 
 namespace statecut::golden {

@@ -19,8 +19,8 @@
 #include <filesystem>
 #include <string>
 
-#include "optimized/model.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/model.h"
+#include "optimized/models/weight_source.h"
 #include "tests/torch/golden_fla_common.h"
 
 namespace statecut {

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "optimized/model.h"
+#include "optimized/models/model.h"
 #include "tests/torch/golden_hf_util.h"
 
 namespace {

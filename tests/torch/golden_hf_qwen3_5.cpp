@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <string>
 
-#include "optimized/hf_qwen3_5.h"
-#include "optimized/layers_common.h"
-#include "optimized/model.h"
+#include "optimized/models/families/hf_qwen3_5.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/models/model.h"
 #include "tests/torch/golden_hf_util.h"
 
 namespace {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "optimized/layers_common.h"
-#include "optimized/model.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/models/model.h"
+#include "optimized/models/weight_source.h"
 #include "tests/test_env.h"
 
 namespace statecut::golden_hf {

@@ -1,9 +1,9 @@
-// Evaluation windows (optimized/evaluation.h) on models whose answers are known in closed form.
+// Evaluation windows (optimized/analysis/evaluation.h) on models whose answers are known in closed form.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "optimized/evaluation.h"
+#include "optimized/analysis/evaluation.h"
 
 using namespace statecut;
 

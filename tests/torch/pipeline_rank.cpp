@@ -1,11 +1,11 @@
-// Rank analysis (optimized/rank_analysis.h): the per-head recurrence equals the model's own state and the f64
+// Rank analysis (optimized/analysis/rank_analysis.h): the per-head recurrence equals the model's own state and the f64
 // reference recurrence, u(t) equals ref::rank_utilization of the state after t tokens, u(0) = 0.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "optimized/rank_analysis.h"
+#include "optimized/analysis/rank_analysis.h"
 #include "reference/delta_rule.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/metrics.h"

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "optimized/text.h"
-#include "optimized/tokenizer.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/text/tokenizer.h"
 #include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
@@ -110,4 +110,67 @@ TEST(Unit_Tokenizer, folderWithoutTokenizerModelIsByteLevel) {
   EXPECT_TRUE(tok.byte_level());
   EXPECT_EQ(tok.encode("\xE2\x80\x93" "a"), (std::vector<int64_t>{0xE2, 0x80, 0x93, 'a'}));
   EXPECT_EQ(tok.bytes_of(0x93), 1);
+}
+
+// The rule of tokenizer.h: byte-level only when the checkpoint says so (vocab 256, or --tokenizer bytes).
+TEST(Unit_Tokenizer, otherVocabularyWithoutTokenizerIsRefusedNotReadAsBytes) {
+  TempDir d("vocab");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 32000})";
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  EXPECT_FALSE(tok.available());
+  EXPECT_FALSE(tok.byte_level());
+  const std::string msg = error_of([&] { tok.encode("hello"); });
+  EXPECT_EQ(msg.rfind(d.path.string() + ": no tokenizer.model or tokenizer.json, and vocab_size 32000", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  std::ofstream(d.path / "calib.txt") << "some text";
+  EXPECT_EQ(error_of([&] { statecut::read_tokens((d.path / "calib.txt").string(), tok, 32000); }), msg);
+}
+
+TEST(Unit_Tokenizer, tokenFilesStillWorkWithoutATokenizer) {
+  TempDir d("vocab");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 32000})";
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  const std::vector<uint16_t> ids = {31999, 7, 1234};
+  std::ofstream(d.path / "ids.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * 2));
+  const auto s = statecut::read_tokens((d.path / "ids.bin").string(), tok, 32000);
+  EXPECT_EQ(s.ids, (std::vector<int64_t>{31999, 7, 1234}));
+  EXPECT_EQ(s.bytes, -1) << "bytes are unknown without a tokenizer";
+}
+
+TEST(Unit_Tokenizer, forcedBytesAndNestedByteVocabularyAreByteLevel) {
+  TempDir d("vocab");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 32000})";
+  EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string(), statecut::TokenizerChoice::Bytes).byte_level());
+  std::ofstream(d.path / "config.json") << R"({"model_type": "qwen3_5", "text_config": {"vocab_size": 256}})";
+  EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string()).byte_level());
+}
+
+TEST(Unit_Tokenizer, brokenTokenizerJsonIsOneLineNamingItNeverBytes) {
+  TempDir d("tokjson");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 256})";
+  std::ofstream(d.path / "tokenizer.json") << "{ not json";
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()).encode("x"); });
+  EXPECT_EQ(msg.rfind((d.path / "tokenizer.json").string() + ": ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+// A checkpoint folder with tokenizer.json and no tokenizer.model (every Qwen3.5 / Qwen3-Next release) is read with
+// its byte-level BPE, never as raw bytes. Golden: HF tokenizers' ids (tests/data/tokenizer_bpe/golden.jsonl).
+TEST(Unit_Tokenizer, tokenizerJsonCheckpointUsesItsBpe) {
+#ifndef STATECUT_HAVE_BPE_TOKENIZER
+  GTEST_SKIP() << "built without PCRE2: no tokenizer.json support";
+#else
+  TempDir d("bpe");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "qwen3_5_text", "vocab_size": 151936})";
+  fs::copy_file(kRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", d.path / "tokenizer.json");
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  EXPECT_FALSE(tok.byte_level());
+  EXPECT_EQ(tok.describe(), "bpe:" + (d.path / "tokenizer.json").string());
+  EXPECT_EQ(tok.encode("Hello, world!"), (std::vector<int64_t>{9707, 11, 1879, 0}));
+  // bytes_of sums to the text's UTF-8 length (bits per byte divide by it).
+  int64_t bytes = 0;
+  for (int64_t id : tok.encode("Hello, world!")) bytes += tok.bytes_of(id);
+  EXPECT_EQ(bytes, 13);
+#endif
 }

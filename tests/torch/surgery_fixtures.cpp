@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "optimized/model_registry.h"
-#include "optimized/surgery.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/model_registry.h"
+#include "optimized/prune/surgery.h"
+#include "optimized/models/weight_source.h"
 #include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;

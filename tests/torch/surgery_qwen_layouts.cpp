@@ -13,10 +13,10 @@
 #include <string>
 
 #include "optimized/io/safetensors.h"
-#include "optimized/model.h"
-#include "optimized/prune.h"
-#include "optimized/surgery.h"
-#include "optimized/weight_source.h"
+#include "optimized/models/model.h"
+#include "optimized/prune/prune.h"
+#include "optimized/prune/surgery.h"
+#include "optimized/models/weight_source.h"
 #include "tests/test_env.h"
 #include "tests/torch/pipeline_util.h"
 

@@ -1,0 +1,77 @@
+// `statecut tokenize`: a text file → the checkpoint's token ids (optimized/text/tokenizer.h picks the tokenizer:
+// tokenizer.model, tokenizer.json, or bytes for a byte-level vocabulary), optionally written as a token file
+// (input_ids [1, N], I32) that prune/eval/rank/logits read directly, so a big corpus is tokenised once.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "cli/tokenizer_option.h"
+#include "optimized/io/safetensors.h"
+#include "optimized/text/tokenizer.h"
+
+namespace {
+
+struct Args {
+  std::string checkpoint, text, out;
+  statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
+  bool json = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(path + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  app.description("tokenise a text file with a checkpoint's tokenizer (and write the ids as a token file)");
+  app.add_option("--checkpoint", a->checkpoint, "model folder (tokenizer.model, tokenizer.json or a byte vocabulary)")
+      ->required();
+  app.add_option("--text", a->text, "UTF-8 text file")->required();
+  app.add_option("--out", a->out, "write input_ids [1, N] (I32) to this .safetensors file");
+  statecut::cli::add_tokenizer_option(app, a->tokenizer);
+  app.add_flag("--json", a->json, "print {tokens, bytes, tokenizer, seconds} on stdout");
+  return [a]() {
+    if (!a->out.empty() && (a->out.size() < 12 || a->out.compare(a->out.size() - 12, 12, ".safetensors") != 0))
+      throw std::runtime_error(a->out + ": --out must be a .safetensors file");
+    const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
+    const std::string text = read_text(a->text);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<int64_t> ids = tok.encode(text);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!a->out.empty()) {
+      std::vector<int32_t> i32(ids.begin(), ids.end());
+      statecut::io::SafetensorsWriter w;
+      w.add("input_ids", statecut::io::DType::I32, {1, static_cast<int64_t>(i32.size())}, i32.data(),
+            i32.size() * sizeof(int32_t));
+      w.write(a->out);
+    }
+    const double mb_s = secs > 0 ? static_cast<double>(text.size()) / secs / 1e6 : 0.0;
+    if (a->json) {
+      std::printf("%s\n", nlohmann::json{{"file", a->text},
+                                         {"tokenizer", tok.describe()},
+                                         {"bytes", text.size()},
+                                         {"tokens", ids.size()},
+                                         {"seconds", secs},
+                                         {"out", a->out.empty() ? nlohmann::json(nullptr) : nlohmann::json(a->out)}}
+                                  .dump()
+                                  .c_str());
+    } else {
+      std::printf("%s: %zu bytes -> %zu tokens (%.3f bytes/token) with %s in %.2f s (%.1f MB/s)\n", a->text.c_str(),
+                  text.size(), ids.size(), ids.empty() ? 0.0 : static_cast<double>(text.size()) / ids.size(),
+                  tok.describe().c_str(), secs, mb_s);
+      if (!a->out.empty()) std::printf("wrote %s\n", a->out.c_str());
+    }
+    return 0;
+  };
+});
+
+}  // namespace

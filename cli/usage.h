@@ -1,0 +1,86 @@
+// Usage errors of the statecut executable: exit codes, one-line messages, "did you mean" suggestions.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace statecut::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  ///< a failure, bad input included
+inline constexpr int kExitUsage = 2;    ///< unknown command/option, missing required option, unparsable value
+
+inline std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+inline std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions), for suggestions only.
+inline std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// " (did you mean X?)" for the closest candidate within a third of the word's length (at least 2 edits), else "".
+inline std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best.empty() ? "" : " (did you mean " + best + "?)";
+}
+
+/// "--name" for every long option and "-x" for every short one of `app`.
+inline std::vector<std::string> option_names(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const auto& n : o->get_lnames()) out.push_back("--" + n);
+    for (const auto& n : o->get_snames()) out.push_back("-" + n);
+  }
+  return out;
+}
+
+/// The one-line message of a usage error. An unknown option is named first (whatever CLI11 complained about:
+/// a required option missing because its name was misspelt is the misspelling's fault), with a suggestion.
+inline std::string usage_message(const CLI::App& app, const CLI::App* sub, const CLI::ParseError& e, int argc,
+                                 char** argv) {
+  const std::string who = sub ? "statecut " + sub->get_name() : std::string("statecut");
+  if (sub) {
+    const auto known = option_names(*sub);
+    for (int i = 2; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.size() < 2 || a[0] != '-' || (a[1] != '-' && !std::isalpha(static_cast<unsigned char>(a[1])))) continue;
+      a = a.substr(0, a.find('='));
+      if (std::find(known.begin(), known.end(), a) == known.end())
+        return who + ": usage: unknown option '" + a + "'" + did_you_mean(a, known) + "; see '" + who + " --help'";
+    }
+  }
+  std::string what = first_line(e.what());
+  if (dynamic_cast<const CLI::RequiredError*>(&e) && sub == nullptr)
+    what = "a command is required (commands: " + [&] {
+      std::vector<std::string> n;
+      for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) n.push_back(s->get_name());
+      return join(n, ", ");
+    }() + ")";
+  return who + ": usage: " + what + "; see '" + who + " --help'";
+}
+
+}  // namespace statecut::cli

@@ -1,0 +1,41 @@
+/// `statecut eval`: bits per byte and token perplexity of a causal LM on a token stream, over windows.
+///
+/// Windows of W tokens start every S tokens (S = stride, default W: disjoint windows). Window j feeds
+/// ids[s_j, s_j + W) and scores each next-token target ids[p] (p = s_j+1 .. s_j+W) that no earlier window
+/// scored, so with S = W every token after the first is scored exactly once, with 0..W−1 tokens of context;
+/// with S < W each scored token sees at least W − S tokens of context (HF's sliding-window perplexity).
+///   NLL = Σ_p −ln softmax(logits_{p−1})[ids_p]          (nats, accumulated in f64)
+///   token perplexity = exp(NLL / #scored),   bits/byte = NLL / (ln 2 · Σ_p bytes(ids_p))
+/// bytes(id) is 1 for byte-level models and the UTF-8 length of the piece for SentencePiece (tokenizer.h).
+#pragma once
+#include <string>
+
+#include "optimized/prune/calibration.h"
+#include "optimized/models/model.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/text/tokenizer.h"
+
+namespace statecut {
+
+struct EvalOptions {
+  int64_t window = 2048;
+  int64_t stride = 0;      ///< 0 = window (disjoint windows)
+  int64_t batch = 0;       ///< windows per forward (0 = automatic)
+  int64_t max_tokens = 0;  ///< evaluate only the first max_tokens of the stream (0 = all)
+};
+
+struct EvalResult {
+  std::string file;
+  double bits_per_byte = 0;
+  double token_perplexity = 0;
+  int64_t tokens = 0;  ///< scored tokens
+  int64_t bytes = 0;   ///< bytes of the scored tokens
+  double nll = 0;      ///< nats
+  double seconds = 0;
+};
+
+/// Throws std::runtime_error "<file>: ..." when the stream has fewer than 2 tokens or options are bad.
+EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenizer& tok, const EvalOptions& opt,
+                           const Progress& progress = {});
+
+}  // namespace statecut

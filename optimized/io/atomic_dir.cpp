@@ -1,0 +1,111 @@
+#include "optimized/io/atomic_dir.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+namespace statecut {
+namespace fs = std::filesystem;
+
+namespace {
+// The temporary being written, removed if SIGINT/SIGTERM arrives (SIGKILL leaves only the hidden temporary,
+// never the target). One at a time is enough for the CLI.
+char g_pending[4096] = {0};
+
+void on_signal(int sig) {
+  if (g_pending[0] != 0) {
+    std::error_code ec;
+    fs::remove_all(g_pending, ec);  // not async-signal-safe in theory; the process is about to die anyway
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void set_pending(const std::string& p) {
+  if (p.size() < sizeof g_pending) {
+    std::strcpy(g_pending, p.c_str());
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+  }
+}
+
+void clear_pending() { g_pending[0] = 0; }
+
+/// The pid of a temporary sibling's name ".<name>.tmp-<pid>-<n>", or 0 when the name is not one.
+pid_t temporary_owner(const std::string& name) {
+  const std::size_t at = name.rfind(".tmp-");
+  if (name.empty() || name[0] != '.' || at == std::string::npos || at == 0) return 0;
+  const std::string rest = name.substr(at + 5);  // "<pid>-<n>"
+  const std::size_t dash = rest.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == rest.size()) return 0;
+  for (std::size_t i = 0; i < rest.size(); ++i)
+    if (i != dash && !std::isdigit(static_cast<unsigned char>(rest[i]))) return 0;
+  if (dash > 9) return 0;
+  return static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+}
+}  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& parent) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    const pid_t pid = temporary_owner(it->path().filename().string());
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask about): leave it
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (!rm) {
+      removed.push_back(it->path().string());
+      std::fprintf(stderr, "statecut: removed %s, the temporary output of process %d, which is gone\n",
+                   it->path().string().c_str(), static_cast<int>(pid));
+    }
+  }
+  return removed;
+}
+
+AtomicDir::AtomicDir(const std::string& target) : target_(target) {
+  if (target.empty()) throw std::runtime_error("output directory: empty path");
+  fs::path t = fs::path(target);
+  if (!t.has_filename()) t = t.parent_path();  // "out/" → "out"
+  target_ = t.string();
+  std::error_code ec;
+  if (fs::exists(t, ec)) throw std::runtime_error(target_ + ": output already exists (remove it or choose another --out)");
+  const fs::path parent = t.has_parent_path() ? t.parent_path() : fs::path(".");
+  if (!fs::is_directory(parent, ec)) throw std::runtime_error(target_ + ": parent directory " + parent.string() + " does not exist");
+  remove_stale_temporaries(parent.string());  // left by a run killed with SIGKILL
+  static std::atomic<int> counter{0};
+  const fs::path tmp = parent / ("." + t.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
+                                 std::to_string(counter++));
+  if (!fs::create_directory(tmp, ec) || ec)
+    throw std::runtime_error(target_ + ": cannot create output directory: " +
+                             (ec ? ec.message() : std::string("temporary already exists")));
+  tmp_ = tmp.string();
+  set_pending(tmp_);
+}
+
+AtomicDir::~AtomicDir() {
+  clear_pending();
+  if (committed_) return;
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+void AtomicDir::commit() {
+  std::error_code ec;
+  fs::rename(tmp_, target_, ec);
+  if (ec) throw std::runtime_error(target_ + ": cannot move the finished output into place: " + ec.message());
+  committed_ = true;
+  clear_pending();
+}
+
+}  // namespace statecut

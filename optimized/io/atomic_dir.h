@@ -1,0 +1,34 @@
+/// An output directory that appears all at once or not at all (DESIGN.md §2, §6).
+///
+/// The constructor creates a fresh temporary sibling `.<name>.tmp-<pid>-<n>` next to `target` (so the final
+/// rename stays on one file system); commit() renames it to `target`. If commit() is never reached (an
+/// exception, an error return), the destructor removes the temporary: a failing run leaves nothing.
+/// SIGINT/SIGTERM while a temporary exists remove it too. `target` must not exist yet; its parent must exist and be writable. Errors are one line naming `target`.
+/// SIGKILL leaves the hidden temporary behind: the next AtomicDir in the same parent removes every
+/// `.<name>.tmp-<pid>-<n>` whose process is gone, and says so on stderr (remove_stale_temporaries).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace statecut {
+
+/// Removes the temporaries of dead processes in `parent`; returns their paths (each also reported on stderr).
+std::vector<std::string> remove_stale_temporaries(const std::string& parent);
+
+class AtomicDir {
+ public:
+  explicit AtomicDir(const std::string& target);
+  AtomicDir(const AtomicDir&) = delete;
+  AtomicDir& operator=(const AtomicDir&) = delete;
+  ~AtomicDir();
+  /// Where to write the contents before commit().
+  const std::string& path() const { return tmp_; }
+  const std::string& target() const { return target_; }
+  void commit();
+
+ private:
+  std::string target_, tmp_;
+  bool committed_ = false;
+};
+
+}  // namespace statecut

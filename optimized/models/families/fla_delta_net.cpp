@@ -1,0 +1,308 @@
+// fla DeltaNet / Gated DeltaNet decoder (math in fla_delta_net.h).
+#include "optimized/models/families/fla_delta_net.h"
+
+#include <set>
+
+#include <cmath>
+
+#include "optimized/models/decode_cache.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/models/model_registry.h"
+#include "optimized/models/recurrence.h"
+#include "optimized/models/recurrence_cached.h"
+
+namespace statecut {
+namespace {
+
+struct FlaLayerWeights {
+  torch::Tensor attn_norm, q_proj, k_proj, v_proj, b_proj, a_proj, A_log, dt_bias;
+  torch::Tensor q_conv, k_conv, v_conv, q_conv_b, k_conv_b, v_conv_b;
+  torch::Tensor g_proj, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
+};
+
+class FlaCausalLM final : public CausalLM {
+ public:
+  FlaCausalLM(FlaModelConfig cfg, const WeightSource& w, torch::Dtype dtype, torch::Device device)
+      : cfg_(std::move(cfg)), dtype_(dtype), device_(device) {
+    const auto& L = cfg_.layer;
+    const int64_t H = cfg_.hidden_size, key_dim = L.num_heads * L.head_k_dim, value_dim = L.num_v_heads * L.head_v_dim;
+    const auto cd = compute_dtype(dtype);
+    auto get = [&](const std::string& name, std::vector<int64_t> shape, torch::Dtype dt) {
+      auto t = w.get(name, shape, dt, device);
+      params_.emplace_back(name, t);
+      return t;
+    };
+    embeddings_ = get("model.embeddings.weight", {cfg_.vocab_size, H}, dtype);
+    for (int64_t i = 0; i < cfg_.num_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      const std::string a = p + "attn.";
+      FlaLayerWeights lw;
+      lw.attn_norm = get(p + "attn_norm.weight", {H}, dtype);
+      lw.q_proj = get(a + "q_proj.weight", {key_dim, H}, dtype);
+      lw.k_proj = get(a + "k_proj.weight", {key_dim, H}, dtype);
+      lw.v_proj = get(a + "v_proj.weight", {value_dim, H}, dtype);
+      if (L.gated || L.use_beta) lw.b_proj = get(a + "b_proj.weight", {L.num_v_heads, H}, dtype);
+      if (L.gated) {
+        lw.a_proj = get(a + "a_proj.weight", {L.num_v_heads, H}, dtype);
+        lw.A_log = get(a + "A_log", {L.num_v_heads}, cd);
+        lw.dt_bias = get(a + "dt_bias", {L.num_v_heads}, cd);
+      }
+      if (L.use_short_conv) {
+        lw.q_conv = get(a + "q_conv1d.weight", {key_dim, 1, L.conv_size}, dtype);
+        lw.k_conv = get(a + "k_conv1d.weight", {key_dim, 1, L.conv_size}, dtype);
+        lw.v_conv = get(a + "v_conv1d.weight", {value_dim, 1, L.conv_size}, dtype);
+        if (L.conv_bias) {
+          lw.q_conv_b = get(a + "q_conv1d.bias", {key_dim}, dtype);
+          lw.k_conv_b = get(a + "k_conv1d.bias", {key_dim}, dtype);
+          lw.v_conv_b = get(a + "v_conv1d.bias", {value_dim}, dtype);
+        }
+      }
+      if (L.use_gate) lw.g_proj = get(a + "g_proj.weight", {value_dim, H}, dtype);
+      lw.o_norm = get(a + "o_norm.weight", {L.head_v_dim}, dtype);
+      lw.o_proj = get(a + "o_proj.weight", {H, value_dim}, dtype);
+      lw.mlp_norm = get(p + "mlp_norm.weight", {H}, dtype);
+      lw.gate_proj = get(p + "mlp.gate_proj.weight", {cfg_.intermediate_size, H}, dtype);
+      lw.up_proj = get(p + "mlp.up_proj.weight", {cfg_.intermediate_size, H}, dtype);
+      lw.down_proj = get(p + "mlp.down_proj.weight", {H, cfg_.intermediate_size}, dtype);
+      layers_.push_back(std::move(lw));
+    }
+    norm_ = get("model.norm.weight", {H}, dtype);
+    lm_head_ = cfg_.tie_word_embeddings ? embeddings_ : get("lm_head.weight", {cfg_.vocab_size, H}, dtype);
+  }
+
+  ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
+    ForwardResult res;
+    auto h = embed_tokens(input_ids, embeddings_);
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    if (opt.capture_boundary) res.boundary.resize(layers_.size());
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const auto& lw = layers_[i];
+      auto x = rms_norm(h, lw.attn_norm, cfg_.norm_eps);
+      LayerBoundary* b = opt.capture_boundary ? &res.boundary[i] : nullptr;
+      if (b) b->attn_in = x;
+      auto r = h + attention(lw, x, opt.mode, b, nullptr);
+      h = r + gated_mlp(rms_norm(r, lw.mlp_norm, cfg_.norm_eps), lw.gate_proj, lw.up_proj, lw.down_proj);
+      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
+    }
+    h = rms_norm(h, norm_, cfg_.norm_eps);
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    res.logits = statecut::linear(h, lm_head_).to(torch::kFloat32);
+    return res;
+  }
+
+  /// The same blocks as forward(), each linear-attention layer continuing from its cached conv windows and state.
+  ForwardResult forward_cached(const torch::Tensor& input_ids, DecodeCache& cache, const ForwardOptions& opt) override {
+    begin_cached_forward(cache, input_ids, layers_.size());
+    ForwardResult res;
+    auto h = embed_tokens_cached(input_ids, embeddings_, cache);
+    for (std::size_t i = 0; i < layers_.size(); ++i) {
+      const auto& lw = layers_[i];
+      auto r = h + attention(lw, rms_norm(h, lw.attn_norm, cfg_.norm_eps), opt.mode, nullptr, &cache.layers[i]);
+      h = r + gated_mlp(rms_norm(r, lw.mlp_norm, cfg_.norm_eps), lw.gate_proj, lw.up_proj, lw.down_proj);
+    }
+    res.logits = statecut::linear(rms_norm(h, norm_, cfg_.norm_eps), lm_head_).to(torch::kFloat32);
+    cache.position += input_ids.size(1);
+    return res;
+  }
+
+  const std::string& model_type() const override { return cfg_.model_type; }
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
+
+
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
+
+ private:
+  /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
+  torch::Tensor attention(const FlaLayerWeights& lw, const torch::Tensor& x, RecurrenceMode mode, LayerBoundary* b,
+                          LayerDecodeState* cache) {
+    const auto& L = cfg_.layer;
+    const int64_t B = x.size(0), T = x.size(1);
+    const auto cd = compute_dtype(dtype_);
+    const bool qk_silu = L.qk_activation == "silu";
+    torch::Tensor q = statecut::linear(x, lw.q_proj), k = statecut::linear(x, lw.k_proj), v = statecut::linear(x, lw.v_proj);
+    if (L.use_short_conv && cache) {
+      cache->conv.resize(3);
+      q = causal_conv1d_step(q, lw.q_conv, lw.q_conv_b, qk_silu, cache->conv[0]);
+      k = causal_conv1d_step(k, lw.k_conv, lw.k_conv_b, qk_silu, cache->conv[1]);
+      v = causal_conv1d_step(v, lw.v_conv, lw.v_conv_b, true, cache->conv[2]);
+    } else if (L.use_short_conv) {
+      q = causal_conv1d(q, lw.q_conv, lw.q_conv_b, qk_silu);
+      k = causal_conv1d(k, lw.k_conv, lw.k_conv_b, qk_silu);
+      v = causal_conv1d(v, lw.v_conv, lw.v_conv_b, true);
+    } else {
+      if (qk_silu) q = torch::silu(q), k = torch::silu(k);
+      v = torch::silu(v);
+    }
+    q = q.reshape({B, T, L.num_heads, L.head_k_dim});
+    k = k.reshape({B, T, L.num_heads, L.head_k_dim});
+    v = v.reshape({B, T, L.num_v_heads, L.head_v_dim});
+    if (L.qk_activation == "relu") {
+      q = torch::relu(q), k = torch::relu(k);
+    } else if (L.qk_activation == "elu") {
+      q = torch::elu(q) + 1.0, k = torch::elu(k) + 1.0;
+    }
+    if (L.qk_norm == "sum") q = q / q.sum(-1, true), k = k / k.sum(-1, true);
+
+    torch::Tensor beta;
+    if (lw.b_proj.defined()) {
+      beta = torch::sigmoid(statecut::linear(x, lw.b_proj).to(cd));
+      if (!L.gated) beta = beta.to(dtype_).to(cd);  // DeltaNet sigmoids in the model dtype, outside the kernel
+    } else {
+      beta = torch::ones({B, T, L.num_v_heads}, x.options().dtype(cd));
+    }
+    if (L.allow_neg_eigval) beta = beta * 2.0;
+    torch::Tensor g;
+    if (L.gated) g = -torch::exp(lw.A_log) * torch::softplus(statecut::linear(x, lw.a_proj).to(cd) + lw.dt_bias);
+
+    torch::Tensor S;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
+    auto o = cache ? delta_rule_cached(q, k, v, beta, g, scale, /*l2norm_qk=*/L.qk_norm == "l2", mode, cache->state)
+                   : delta_rule_forward(q, k, v, beta, g, scale, /*l2norm_qk=*/L.qk_norm == "l2", mode, b ? &S : nullptr);
+    if (b) {
+      b->q = q, b->k = k, b->v = v, b->beta = beta, b->g = g;
+      b->final_state = S;
+    }
+    o = o.to(dtype_);
+    if (L.use_gate) {
+      auto z = statecut::linear(x, lw.g_proj).reshape({B, T, L.num_v_heads, L.head_v_dim});
+      o = gated_rms_norm(o, z, lw.o_norm, L.norm_eps);
+    } else {
+      o = rms_norm(o, lw.o_norm, L.norm_eps);
+    }
+    return statecut::linear(o.reshape({B, T, L.num_v_heads * L.head_v_dim}), lw.o_proj);
+  }
+
+  FlaModelConfig cfg_;
+  torch::Dtype dtype_;
+  torch::Device device_;
+  torch::Tensor embeddings_, norm_, lm_head_;
+  std::vector<FlaLayerWeights> layers_;
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+};
+
+[[noreturn]] void bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
+
+}  // namespace
+
+FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::string& origin) {
+  FlaModelConfig m;
+  m.model_type = cfg_string(c, "model_type", "", origin);
+  m.vocab_size = cfg_int(c, "vocab_size", origin);
+  m.hidden_size = cfg_int(c, "hidden_size", origin);
+  m.num_layers = cfg_int(c, "num_hidden_layers", origin);
+  m.norm_eps = cfg_double(c, "norm_eps", 1e-6, origin);
+  m.tie_word_embeddings = cfg_bool(c, "tie_word_embeddings", false, origin);
+  if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_layers <= 0)
+    bad_config(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
+  if (c.contains("attn") && !c["attn"].is_null())
+    bad_config(origin, "'attn': hybrid softmax-attention layers are not supported");
+  const auto act = cfg_string(c, "hidden_act", "swish", origin);
+  if (act != "swish" && act != "silu") bad_config(origin, "'hidden_act': only swish is supported, got '" + act + "'");
+  if (c.contains("intermediate_size") && !c["intermediate_size"].is_null()) {
+    m.intermediate_size = cfg_int(c, "intermediate_size", origin);
+  } else {  // fla GatedMLP: int(hidden · ratio · 2/3) rounded up to a multiple of 256
+    const double ratio = cfg_double(c, "hidden_ratio", 4.0, origin);
+    const auto raw = static_cast<int64_t>(static_cast<double>(m.hidden_size) * ratio * 2.0 / 3.0);
+    m.intermediate_size = 256 * ((raw + 255) / 256);
+  }
+  m.layer.norm_eps = m.norm_eps;
+  m.layer.conv_size = cfg_int(c, "conv_size", 4, origin);
+  m.layer.use_short_conv = cfg_bool(c, "use_short_conv", true, origin);
+  m.layer.conv_bias = cfg_bool(c, "conv_bias", false, origin);
+  m.layer.allow_neg_eigval = cfg_bool(c, "allow_neg_eigval", false, origin);
+  if (m.layer.conv_size <= 0) bad_config(origin, "'conv_size' must be positive");
+  return m;
+}
+
+std::unique_ptr<CausalLM> make_fla_causal_lm(const FlaModelConfig& cfg, const WeightSource& w, torch::Dtype dtype,
+                                             torch::Device device) {
+  return std::make_unique<FlaCausalLM>(cfg, w, dtype, device);
+}
+
+std::vector<PrunableLayer> fla_prunable_layers(const nlohmann::json& c, int64_t heads, int64_t dk,
+                                               const std::string& origin) {
+  const int64_t n_layers = cfg_int(c, "num_hidden_layers", origin);
+  std::set<int64_t> attn_layers;  // fla hybrids: config "attn": {"layers": [...]} are softmax attention
+  if (c.contains("attn") && c["attn"].is_object() && c["attn"].contains("layers") && c["attn"]["layers"].is_array())
+    for (const auto& l : c["attn"]["layers"])
+      if (l.is_number_integer()) attn_layers.insert(l.get<int64_t>());
+  const bool conv = cfg_bool(c, "use_short_conv", true, origin);
+  std::vector<PrunableLayer> out;
+  for (int64_t i = 0; i < n_layers; ++i) {
+    if (attn_layers.count(i)) continue;
+    PrunableLayer L = prunable_layer_shape(i, heads, dk);
+    const std::string p = "model.layers." + std::to_string(i) + ".attn.";
+    L.q_weight = p + "q_proj.weight";
+    L.k_weight = p + "k_proj.weight";
+    if (conv) {
+      L.q_conv = p + "q_conv1d.weight";
+      L.k_conv = p + "k_conv1d.weight";
+    }
+    out.push_back(L);
+  }
+  return out;
+}
+
+namespace {
+
+/// delta_net's key geometry: H = num_heads, dk = int(hidden_size·expand_k) / H.
+std::pair<int64_t, int64_t> delta_net_heads_and_dk(const nlohmann::json& c, const std::string& origin) {
+  const int64_t hidden = cfg_int(c, "hidden_size", origin);
+  const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
+  const auto key_dim = static_cast<int64_t>(static_cast<double>(hidden) * cfg_double(c, "expand_k", 1.0, origin));
+  if (H <= 0 || key_dim <= 0 || key_dim % H != 0)
+    bad_config(origin, "key_dim " + std::to_string(key_dim) + " not a positive multiple of num_heads");
+  return {H, key_dim / H};
+}
+
+std::unique_ptr<CausalLM> build_delta_net(const nlohmann::json& c, const WeightSource& w, torch::Dtype dtype,
+                                          torch::Device device) {
+  const std::string origin = cfg_string(c, kConfigPathKey, "config.json", "config.json");
+  FlaModelConfig m = parse_fla_decoder_config(c, origin);
+  auto& L = m.layer;
+  L.gated = false;
+  L.num_heads = L.num_v_heads = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
+  const double expand_k = cfg_double(c, "expand_k", 1.0, origin), expand_v = cfg_double(c, "expand_v", 1.0, origin);
+  const auto key_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_k);    // python int()
+  const auto value_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_v);
+  if (L.num_heads <= 0 || key_dim <= 0 || value_dim <= 0 || key_dim % L.num_heads || value_dim % L.num_heads)
+    bad_config(origin, "hidden_size·expand_k and hidden_size·expand_v must be positive multiples of num_heads");
+  L.head_k_dim = key_dim / L.num_heads;
+  L.head_v_dim = value_dim / L.num_heads;
+  L.use_beta = cfg_bool(c, "use_beta", true, origin);
+  L.use_gate = cfg_bool(c, "use_gate", false, origin);
+  L.qk_activation = cfg_string(c, "qk_activation", "silu", origin);
+  L.qk_norm = cfg_string(c, "qk_norm", "l2", origin);
+  if (L.qk_activation != "silu" && L.qk_activation != "relu" && L.qk_activation != "elu" &&
+      L.qk_activation != "identity")
+    bad_config(origin, "'qk_activation': unknown '" + L.qk_activation + "'");
+  if (L.qk_norm != "l2" && L.qk_norm != "sum") bad_config(origin, "'qk_norm': unknown '" + L.qk_norm + "'");
+  return make_fla_causal_lm(m, w, dtype, device);
+}
+
+}  // namespace
+
+void register_fla_delta_net() {
+  FamilySpec spec;
+  spec.model_type = "delta_net";
+  spec.build = build_delta_net;
+  spec.prunable_layers = [](const nlohmann::json& c, const std::string& origin) {
+    const auto [H, dk] = delta_net_heads_and_dk(c, origin);
+    return fla_prunable_layers(c, H, dk, origin);
+  };
+  // expand_k = H·k'/hidden_size, checked to give back key_dim H·k' through fla's int(hidden·expand_k).
+  spec.pruned_config = [](const nlohmann::json& config, int new_dk, const std::string& origin) {
+    nlohmann::json c = config;
+    const int64_t hidden = cfg_int(c, "hidden_size", origin);
+    const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
+    const double e = static_cast<double>(H * new_dk) / static_cast<double>(hidden);
+    if (static_cast<int64_t>(hidden * e) != H * new_dk)
+      bad_config(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
+    c["expand_k"] = e;
+    return c;
+  };
+  spec.caps = {/*delta_rule=*/true, /*gated=*/false};
+  register_family(std::move(spec));
+}
+
+}  // namespace statecut

@@ -1,0 +1,52 @@
+/// Gated softmax attention of the Qwen3-Next / Qwen3.5 hybrid models (their "full_attention" layers), as transformers'
+/// Qwen3NextAttention / Qwen3_5Attention compute it:
+///   x W_qᵀ viewed [B, T, H, 2·hd]: per head the first hd channels are q, the next hd the output gate
+///   q ← RMSNorm₁₊(q; w_q),  k ← RMSNorm₁₊(x W_kᵀ; w_k)   (per head over hd; zero-centred weight, see below)
+///   v = x W_vᵀ                                            (Hkv heads; query head h reads kv head ⌊h / (H/Hkv)⌋)
+///   q, k ← RoPE on the first rotary_dim channels (rotary.h)
+///   o_h = softmax(q_h K_hᵀ · hd^{−1/2} + causal mask) V_h          (softmax in fp32)
+///   y = (o ⊙ sigmoid(gate)) W_oᵀ                                    (gate omitted when output_gate is false)
+/// Zero-centred RMSNorm (Gemma style, the model norms and q/k norms of these families):
+///   RMSNorm₁₊(x; w) = x · rsqrt(mean(x²) + eps) · (1 + w), computed in fp32 (f64 for f64) and cast to x's dtype.
+/// Shapes: x [B, T, hidden]; W_q [H·hd·(2 if gated), hidden], W_k, W_v [Hkv·hd, hidden], W_o [hidden, H·hd],
+/// w_q, w_k [hd]; optional biases (attention_bias). Output [B, T, hidden] in x's dtype.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "optimized/models/rotary.h"
+
+namespace statecut {
+
+/// x · rsqrt(mean(x²) + eps) · (1 + w) over the last dim; fp32 (f64 for f64), result in x's dtype.
+torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+struct FullAttentionConfig {
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  double eps = 1e-6;         ///< q/k norm epsilon (rms_norm_eps)
+  bool output_gate = true;   ///< q_proj carries a sigmoid output gate per head (attn_output_gate)
+};
+
+struct FullAttentionWeights {
+  torch::Tensor q_proj, k_proj, v_proj, o_proj;  ///< [out, in]
+  torch::Tensor q_norm, k_norm;                  ///< [head_dim]
+  torch::Tensor q_bias, k_bias, v_bias, o_bias;  ///< undefined unless attention_bias
+};
+
+/// Causal gated attention over the whole sequence (positions 0 … T−1); cos/sin from rotary.cos_sin(T, 0, …).
+torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
+                             const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin);
+
+/// Incremental decoding: x's T positions are offset … offset+T−1 (cos/sin from rotary.cos_sin(T, offset, …)) and attend
+/// to the cached keys/values of positions 0 … offset−1 plus themselves (causally). key, value: the KV cache
+/// [B, Hkv, offset, hd] (k after q/k norm and RoPE, v as projected; undefined when offset = 0), which receives the T new
+/// positions. With an empty cache this is full_attention.
+torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
+                                    const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
+                                    const torch::Tensor& cos, const torch::Tensor& sin, torch::Tensor& key,
+                                    torch::Tensor& value);
+
+}  // namespace statecut

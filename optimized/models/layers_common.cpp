@@ -1,0 +1,112 @@
+// Shared model building blocks (see layers_common.h for the math).
+#include "optimized/models/layers_common.h"
+
+#include <cmath>
+
+#include "optimized/io/safetensors.h"
+
+namespace statecut {
+
+torch::Dtype compute_dtype(torch::Dtype d) { return d == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const auto cd = compute_dtype(x.scalar_type());
+  auto xf = x.to(cd);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight.to(cd);
+  return y.to(x.scalar_type());
+}
+
+torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
+                             double eps) {
+  const auto cd = compute_dtype(x.scalar_type());
+  auto xf = x.to(cd);
+  auto z = gate.to(cd);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight.to(cd);
+  return (y * z * torch::sigmoid(z)).to(x.scalar_type());
+}
+
+torch::Tensor l2_normalize(const torch::Tensor& x, double eps) {
+  auto xf = x.to(compute_dtype(x.scalar_type()));
+  return xf * torch::rsqrt(xf.pow(2).sum(-1, /*keepdim=*/true) + eps);
+}
+
+torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool silu) {
+  TORCH_CHECK(x.dim() == 3 && weight.dim() == 3 && weight.size(1) == 1 && weight.size(0) == x.size(2),
+              "causal_conv1d: x [B,T,C] and weight [C,1,W] expected");
+  const auto cd = compute_dtype(x.scalar_type());
+  const int64_t T = x.size(1), C = x.size(2), W = weight.size(2);
+  auto xt = x.to(cd).transpose(1, 2);  // [B,C,T]
+  torch::Tensor b = bias.defined() ? bias.to(cd) : torch::Tensor();
+  auto y = torch::conv1d(xt, weight.to(cd), b, /*stride=*/1, /*padding=*/W - 1, /*dilation=*/1, /*groups=*/C);
+  y = y.narrow(2, 0, T).transpose(1, 2);
+  if (silu) y = torch::silu(y);
+  return y.to(x.scalar_type()).contiguous();
+}
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) { return torch::matmul(x, w.t()); }
+
+torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
+                        const torch::Tensor& down_w) {
+  return statecut::linear(torch::silu(statecut::linear(x, gate_w)) * statecut::linear(x, up_w), down_w);
+}
+
+torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings) {
+  TORCH_CHECK(input_ids.dim() == 2, "input_ids must be [B,T], got ", input_ids.sizes());
+  const int64_t vocab = embeddings.size(0);
+  auto ids = input_ids.to(embeddings.device(), torch::kInt64);
+  if (ids.numel() > 0) {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    TORCH_CHECK(lo >= 0 && hi < vocab, "token id ", (lo < 0 ? lo : hi), " outside [0, ", vocab, ")");
+  }
+  return embeddings.index_select(0, ids.reshape({-1})).reshape({ids.size(0), ids.size(1), embeddings.size(1)});
+}
+
+namespace {
+const nlohmann::json* field(const nlohmann::json& c, const std::string& key) {
+  auto it = c.find(key);
+  if (it == c.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+[[noreturn]] void bad(const std::string& origin, const std::string& key, const std::string& problem) {
+  throw io::Error(origin + ": '" + key + "': " + problem);
+}
+}  // namespace
+
+int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin) {
+  const auto* f = field(c, key);
+  if (!f) bad(origin, key, "missing required field");
+  if (f->is_number_integer()) return f->get<int64_t>();
+  if (f->is_number_float()) {
+    const double d = f->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  bad(origin, key, "expected an integer, got " + f->dump());
+}
+
+int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin) {
+  return field(c, key) ? cfg_int(c, key, origin) : dflt;
+}
+
+double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin) {
+  const auto* f = field(c, key);
+  if (!f) return dflt;
+  if (!f->is_number()) bad(origin, key, "expected a number, got " + f->dump());
+  return f->get<double>();
+}
+
+bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const std::string& origin) {
+  const auto* f = field(c, key);
+  if (!f) return dflt;
+  if (!f->is_boolean()) bad(origin, key, "expected true or false, got " + f->dump());
+  return f->get<bool>();
+}
+
+std::string cfg_string(const nlohmann::json& c, const std::string& key, const std::string& dflt,
+                       const std::string& origin) {
+  const auto* f = field(c, key);
+  if (!f) return dflt;
+  if (!f->is_string()) bad(origin, key, "expected a string, got " + f->dump());
+  return f->get<std::string>();
+}
+
+}  // namespace statecut

@@ -1,0 +1,133 @@
+// Model-family registry and load_causal_lm (config.json dispatch on "model_type").
+#include "optimized/models/model_registry.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#include "optimized/models/families/fla_delta_net.h"
+#include "optimized/models/families/fla_gated_deltanet.h"
+#include "optimized/models/families/hf_mamba2.h"
+#include "optimized/models/families/hf_qwen3_5.h"
+#include "optimized/models/families/hf_qwen3_next.h"
+
+namespace statecut {
+namespace {
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, FamilySpec>& registry() {
+  static std::map<std::string, FamilySpec> r;
+  return r;
+}
+
+}  // namespace
+
+void register_family(FamilySpec spec) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::string type = spec.model_type;
+  registry()[type] = std::move(spec);
+}
+
+void register_builtin_families() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_fla_delta_net();
+    register_fla_gated_deltanet();
+    register_hf_mamba2();
+    register_hf_qwen3_5();
+    register_hf_qwen3_next();
+  });
+}
+
+const FamilySpec* find_family(const std::string& model_type) {
+  register_builtin_families();
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(model_type);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> registered_model_families() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  std::vector<std::string> out;
+  for (const auto& [k, _] : registry()) out.push_back(k);
+  return out;
+}
+
+namespace {
+/// The spec of a config's model_type that can be pruned, or fails naming `origin`.
+const FamilySpec& prunable_family(const nlohmann::json& c, const std::string& origin) {
+  if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
+    throw io::Error(origin + ": missing 'model_type'");
+  const std::string mt = c["model_type"].get<std::string>();
+  const FamilySpec* f = find_family(mt);
+  if (!f || !f->prunable_layers || !f->pruned_config) {
+    std::string known;
+    for (const auto& k : registered_model_families())
+      if (const FamilySpec* s = find_family(k); s && s->prunable_layers) known += (known.empty() ? "" : ", ") + k;
+    throw io::Error(origin + ": model_type '" + mt + "' cannot be pruned (supported: " + known + ")");
+  }
+  return *f;
+}
+}  // namespace
+
+std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& c, const std::string& origin,
+                                                       bool allow_none) {
+  auto out = prunable_family(c, origin).prunable_layers(c, origin);
+  if (out.empty() && !allow_none) throw io::Error(origin + ": no linear-attention layer to prune");
+  return out;
+}
+
+nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std::string& origin) {
+  return prunable_family(config, origin).pruned_config(config, new_dk, origin);
+}
+
+std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
+                                          torch::Device device, const std::string& config_origin) {
+  register_builtin_families();
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat64)
+    throw io::Error(config_origin + ": unsupported model dtype (use f32, bf16 or f64)");
+  if (!config.is_object()) throw io::Error(config_origin + ": expected a JSON object");
+  auto it = config.find("model_type");
+  if (it == config.end() || !it->is_string()) throw io::Error(config_origin + ": no \"model_type\" string");
+  const auto type = it->get<std::string>();
+  const FamilySpec* f = find_family(type);
+  if (!f) {
+    std::string known;
+    for (const auto& k : registered_model_families()) known += (known.empty() ? "" : ", ") + k;
+    throw io::Error(config_origin + ": unknown model_type '" + type + "' (known: " + known + ")");
+  }
+  nlohmann::json cfg = config;
+  if (!cfg.contains(kConfigPathKey)) cfg[kConfigPathKey] = config_origin;
+  auto model = f->build(cfg, w, dtype, device);  // validates the config first
+  model->set_prunable_layers(prunable_layers_from_config(config, config_origin, /*allow_none=*/true));
+  return model;
+}
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) throw io::Error(dir + ": not a directory");
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  std::ifstream in(cfg_path);
+  if (!in) throw io::Error(cfg_path + ": cannot open");
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (what.size() > 160) what.resize(160);
+    throw io::Error(cfg_path + ": malformed JSON (" + what + ")");
+  }
+  // Dispatch (and reject unknown model types) before touching the weights.
+  register_builtin_families();
+  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string())
+    throw io::Error(cfg_path + ": no \"model_type\" string");
+  if (!find_family(config["model_type"].get<std::string>()))
+    return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
+  return build_causal_lm(config, WeightSource::open_dir(dir), dtype, device, cfg_path);
+}
+
+}  // namespace statecut

@@ -1,0 +1,82 @@
+/// Registry of model families: config.json "model_type" → the family's FamilySpec, everything statecut knows about
+/// it in one place: the factory that builds a CausalLM from config and weights, the config → q/k geometry of its
+/// prunable layers (with the family's defaults), the config edit for a new key dim, and its capabilities.
+///
+/// Adding a family touches one folder: optimized/models/families/<family>.{h,cpp} defines
+/// `void register_<family>();` that calls register_family() once per model_type, and register_builtin_families()
+/// (model_registry.cpp) calls it. Registration is explicit because static registrars inside a static library are
+/// dropped by the linker.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optimized/models/model.h"
+#include "optimized/models/weight_source.h"
+
+namespace statecut {
+
+using ModelFactory = std::function<std::unique_ptr<CausalLM>(const nlohmann::json& config, const WeightSource& w,
+                                                             torch::Dtype, torch::Device)>;
+
+/// build_causal_lm adds this key (the config file's path) to the config a factory receives, so that its errors can
+/// name the file.
+inline constexpr const char* kConfigPathKey = "_statecut_config_path";
+
+/// config.json → the prunable layers, the family's defaults applied; throws "<origin>: ..." on a bad geometry.
+using PrunableLayersFn = std::function<std::vector<PrunableLayer>(const nlohmann::json& config, const std::string& origin)>;
+/// config.json → the config for key dim k' (what fla / transformers read back), or throws "<origin>: ...".
+using PrunedConfigFn = std::function<nlohmann::json(const nlohmann::json& config, int new_dk, const std::string& origin)>;
+
+/// What the analysis commands may assume about a family's linear-attention layers.
+struct FamilyCapabilities {
+  bool delta_rule = true;  ///< the recurrence has β (delta rule); false: Mamba-2's SSD (no β, decay dt·A)
+  bool gated = false;      ///< LayerBoundary::g is the layer's log decay (GDN, Mamba-2); false: plain DeltaNet
+};
+
+struct FamilySpec {
+  std::string model_type;
+  ModelFactory build;
+  PrunableLayersFn prunable_layers;
+  PrunedConfigFn pruned_config;
+  FamilyCapabilities caps;
+};
+
+/// Layer i with `heads` key heads of dimension dk (tensor names to be filled in by the family).
+inline PrunableLayer prunable_layer_shape(int64_t i, int64_t heads, int64_t dk) {
+  PrunableLayer L;
+  L.layer = static_cast<int>(i);
+  L.num_key_heads = static_cast<int>(heads);
+  L.head_k_dim = static_cast<int>(dk);
+  return L;
+}
+
+/// Adds (or replaces) the spec for spec.model_type.
+void register_family(FamilySpec spec);
+/// The spec for `model_type` (built-in families registered first), or nullptr.
+const FamilySpec* find_family(const std::string& model_type);
+/// Registers every built-in family once (idempotent, thread-safe).
+void register_builtin_families();
+/// Registered model types, sorted.
+std::vector<std::string> registered_model_families();
+
+/// The prunable layers of a checkpoint, read from its config.json alone (no weights needed), through its family's
+/// spec. The one source of this geometry: a loaded model's prunable_layers() is this list (build_causal_lm sets
+/// it), so calibration, rank, surgery and verify agree by construction. Throws std::runtime_error "<origin>: ..."
+/// for unknown model types, inconsistent geometry, or (unless allow_none) a model without linear-attention layers.
+std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& config,
+                                                       const std::string& origin = "config.json",
+                                                       bool allow_none = false);
+
+/// The config with the family's edit for the new key dim k' (so fla / transformers load the pruned weights).
+nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std::string& origin = "config.json");
+
+/// Builds a model from an already parsed config and a weight source (used by load_causal_lm and by surgery, which
+/// holds the pruned weights in memory). `config_origin` names the config in error messages.
+std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
+                                          torch::Device device, const std::string& config_origin = "config.json");
+
+}  // namespace statecut

@@ -1,0 +1,159 @@
+// WeightSource: checkpoint tensors by name (safetensors files or memory), with shape and finiteness checks.
+#include "optimized/models/weight_source.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "optimized/io/checkpoint.h"
+
+namespace statecut {
+
+struct WeightSource::Impl {
+  std::unique_ptr<io::Checkpoint> checkpoint;  // open_dir: config.json + model.safetensors or its shards
+  std::unique_ptr<io::SafetensorsFile> file;   // open_file
+  std::map<std::string, torch::Tensor> memory;
+  std::string origin;  // for in-memory sources
+
+  /// The stored view of `name` and the file holding it, or nullptr when no file holds it.
+  const io::TensorView* view(const std::string& name, std::string* path = nullptr) const {
+    if (checkpoint && checkpoint->has(name)) {
+      if (path) *path = checkpoint->file_of(name);
+      return &checkpoint->tensor(name);
+    }
+    if (file && file->has(name)) {
+      if (path) *path = file->path();
+      return &file->tensor(name);
+    }
+    return nullptr;
+  }
+};
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream o;
+  o << '[';
+  for (std::size_t i = 0; i < s.size(); ++i) o << (i ? "," : "") << s[i];
+  o << ']';
+  return o.str();
+}
+
+}  // namespace
+
+torch::Dtype torch_dtype(io::DType d) {
+  switch (d) {
+    case io::DType::BOOL: return torch::kBool;
+    case io::DType::U8: return torch::kUInt8;
+    case io::DType::I8: return torch::kInt8;
+    case io::DType::I16: return torch::kInt16;
+    case io::DType::I32: return torch::kInt32;
+    case io::DType::I64: return torch::kInt64;
+    case io::DType::F16: return torch::kFloat16;
+    case io::DType::BF16: return torch::kBFloat16;
+    case io::DType::F32: return torch::kFloat32;
+    case io::DType::F64: return torch::kFloat64;
+    default: break;
+  }
+  throw io::Error(std::string("dtype ") + io::dtype_name(d) + " has no LibTorch equivalent here");
+}
+
+torch::Tensor tensor_from_view(const io::TensorView& view) {
+  torch::Dtype dt;
+  try {
+    dt = torch_dtype(view.dtype);
+  } catch (const io::Error& e) {
+    throw io::Error(view.name + ": " + e.what());
+  }
+  auto t = torch::empty(view.shape, torch::TensorOptions().dtype(dt));
+  TORCH_CHECK(static_cast<std::size_t>(t.nbytes()) == view.nbytes, view.name, ": byte size does not match its shape");
+  if (view.nbytes) std::memcpy(t.data_ptr(), view.data, view.nbytes);
+  return t;
+}
+
+WeightSource WeightSource::open_file(const std::string& path) {
+  auto impl = std::make_shared<Impl>();
+  impl->file = std::make_unique<io::SafetensorsFile>(io::SafetensorsFile::open(path));
+  WeightSource w;
+  w.impl_ = std::move(impl);
+  return w;
+}
+
+WeightSource WeightSource::open_dir(const std::string& dir) {
+  auto impl = std::make_shared<Impl>();
+  impl->checkpoint = std::make_unique<io::Checkpoint>(io::Checkpoint::open(dir));
+  WeightSource w;
+  w.impl_ = std::move(impl);
+  return w;
+}
+
+WeightSource WeightSource::from_tensors(std::map<std::string, torch::Tensor> tensors, std::string origin) {
+  auto impl = std::make_shared<Impl>();
+  impl->memory = std::move(tensors);
+  impl->origin = std::move(origin);
+  WeightSource w;
+  w.impl_ = std::move(impl);
+  return w;
+}
+
+bool WeightSource::has(const std::string& name) const {
+  return impl_->view(name) != nullptr || impl_->memory.count(name);
+}
+
+std::vector<std::string> WeightSource::names() const {
+  std::vector<std::string> out;
+  if (impl_->checkpoint) out = impl_->checkpoint->names();
+  if (impl_->file) out = impl_->file->names();
+  for (const auto& [n, _] : impl_->memory) out.push_back(n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string WeightSource::origin(const std::string& name) const {
+  std::string path;
+  if (impl_->view(name, &path)) return path;
+  if (!impl_->origin.empty()) return impl_->origin;
+  if (impl_->checkpoint) return impl_->checkpoint->dir();
+  return impl_->file ? impl_->file->path() : std::string("<memory>");
+}
+
+std::vector<int64_t> WeightSource::shape(const std::string& name) const {
+  if (const auto* v = impl_->view(name)) return v->shape;
+  auto m = impl_->memory.find(name);
+  if (m != impl_->memory.end()) return m->second.sizes().vec();
+  throw io::Error(origin(name) + ": missing tensor '" + name + "'");
+}
+
+torch::Tensor WeightSource::raw(const std::string& name) const {
+  std::string path;
+  if (const auto* v = impl_->view(name, &path)) {
+    try {
+      return tensor_from_view(*v);
+    } catch (const io::Error& e) {
+      throw io::Error(path + ": " + e.what());
+    }
+  }
+  auto m = impl_->memory.find(name);
+  if (m != impl_->memory.end()) return m->second.detach().to(torch::kCPU);
+  throw io::Error(origin(name) + ": missing tensor '" + name + "'");
+}
+
+torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
+                                torch::Device device) const {
+  const auto s = shape(name);
+  if (s != expected_shape)
+    throw io::Error(origin(name) + ": " + name + ": shape " + shape_str(s) + " but the config implies " +
+                    shape_str(expected_shape));
+  auto t = raw(name);
+  if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
+    throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
+  return t.to(device, dtype).contiguous().clone();
+}
+
+torch::Tensor WeightSource::get_optional(const std::string& name, const std::vector<int64_t>& expected_shape,
+                                         torch::Dtype dtype, torch::Device device) const {
+  if (!has(name)) return torch::Tensor();
+  return get(name, expected_shape, dtype, device);
+}
+
+}  // namespace statecut

@@ -1,0 +1,259 @@
+#include "optimized/prune/calibration.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "optimized/text/token_stream.h"
+
+namespace statecut {
+namespace {
+
+/// Per head [H, n, dk] f64 rows → R ← qr_r([R; rows]) batched over heads.
+torch::Tensor tsqr_update(const torch::Tensor& r_prev, const torch::Tensor& rows) {
+  const torch::Tensor stacked = r_prev.defined() ? torch::cat({r_prev, rows}, 1) : rows;
+  return std::get<1>(torch::linalg_qr(stacked, "r"));
+}
+
+/// [B,T,H,d] → [H, B·T, d] f64 on `dev`, rows in (sequence, position) order.
+torch::Tensor head_rows(const torch::Tensor& x, torch::Device dev) {
+  const auto H = x.size(2), d = x.size(3);
+  return x.detach().to(dev, torch::kFloat64).reshape({-1, H, d}).permute({1, 0, 2}).contiguous();
+}
+
+torch::Tensor l2norm_rows(const torch::Tensor& x /*[..., d] f64*/) {
+  return x * torch::rsqrt((x * x).sum(-1, true) + 1e-6);
+}
+
+}  // namespace
+
+torch::Tensor LayerCalibration::rms() const {
+  if (!sumsq.defined() || rms_n <= 0) throw std::runtime_error("calibration: no RMS statistics collected");
+  return torch::sqrt(sumsq / rms_n);
+}
+
+namespace {
+
+/// The faithful subsample: which rows of M (Joint: [Q; K], Q rows first) to keep, drawn once without replacement
+/// (partial Fisher–Yates, seeded; every row when faithful_rows >= the row count).
+std::vector<uint8_t> faithful_row_mask(int64_t m_total, const CalibrationNeeds& needs) {
+  std::vector<uint8_t> take(m_total, needs.faithful_rows >= m_total ? 1 : 0);
+  if (needs.faithful_rows < m_total) {
+    std::mt19937_64 rng(needs.seed);
+    std::vector<int64_t> perm(m_total);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (int64_t i = 0; i < needs.faithful_rows; ++i) {
+      const int64_t j = i + static_cast<int64_t>(bounded_draw(rng, static_cast<uint64_t>(m_total - i)));
+      std::swap(perm[i], perm[j]);
+      take[perm[i]] = 1;
+    }
+  }
+  return take;
+}
+
+void accumulate_rms(const LayerBoundary& bd, LayerCalibration& lc) {
+  const torch::Tensor a = bd.attn_in.detach().to(torch::kCPU, torch::kFloat64);
+  const torch::Tensor s = (a * a).reshape({-1, a.size(-1)}).sum(0);
+  lc.sumsq = lc.sumsq.defined() ? lc.sumsq + s : s;
+  lc.rms_n += static_cast<double>(a.numel() / a.size(-1));
+}
+
+/// R ← qr_r([R; rows of this batch]) per head, folded where the activations are (f64 QR on the GPU too: it was 36
+/// of 46.6 s of a 1.3B drrqr prune when folded on the host).
+void accumulate_features(const LayerBoundary& bd, const torch::Tensor& q_host, const torch::Tensor& k_host,
+                         FeatureSide side, LayerCalibration& lc) {
+  const torch::Device dev = bd.q.device();
+  const torch::Tensor qd = dev.is_cpu() ? q_host : head_rows(bd.q, dev);
+  const torch::Tensor kd = dev.is_cpu() ? k_host : head_rows(bd.k, dev);
+  torch::Tensor rows;
+  if (side == FeatureSide::Joint) rows = torch::cat({qd, kd}, 1);
+  else rows = side == FeatureSide::QOnly ? qd : kd;
+  torch::Tensor prev = lc.r.empty() ? torch::Tensor() : torch::stack(lc.r);
+  const auto parts = tsqr_update(prev, rows).unbind(0);
+  lc.r.assign(parts.begin(), parts.end());
+}
+
+/// Appends the rows of x [H, nt, dk] whose global index base + t0 + t is in the faithful subsample.
+void pick_rows(const torch::Tensor& x, const std::vector<uint8_t>& take, int64_t base, int64_t t0, int64_t nt,
+               std::vector<torch::Tensor>& parts) {
+  std::vector<int64_t> idx;
+  for (int64_t t = 0; t < nt; ++t)
+    if (take[base + t0 + t]) idx.push_back(t);
+  if (!idx.empty()) parts.push_back(x.index_select(1, torch::tensor(idx, torch::kInt64)).to(torch::kFloat32));
+}
+
+void accumulate_pca(const torch::Tensor& q, const torch::Tensor& k, LayerCalibration& lc) {
+  const torch::Tensor qh = l2norm_rows(q), kh = l2norm_rows(k);
+  auto acc = [](std::vector<torch::Tensor>& v, const torch::Tensor& t) {
+    if (v.empty()) {
+      const auto parts = t.unbind(0);
+      v.assign(parts.begin(), parts.end());
+    } else {
+      for (size_t h = 0; h < v.size(); ++h) v[h] = v[h] + t[h];
+    }
+  };
+  acc(lc.pca_sum_q, qh.sum(1));
+  acc(lc.pca_outer_q, torch::matmul(qh.transpose(1, 2), qh));
+  acc(lc.pca_sum_k, kh.sum(1));
+  acc(lc.pca_outer_k, torch::matmul(kh.transpose(1, 2), kh));
+  lc.pca_n += static_cast<double>(q.size(1));
+}
+
+/// The state of one calibration: the windows, what to collect, and the progress count shared by both passes.
+struct CalibrationPass {
+  CausalLM& model;
+  const torch::Tensor& ids;
+  const CalibrationNeeds& needs;
+  const Progress& progress;
+  std::vector<PrunableLayer> layers;
+  int64_t N, L, batch, steps, done = 0;
+};
+
+/// The no-grad pass: features (R), faithful rows, PCA sums and RMS, one mini-batch of windows at a time.
+void boundary_pass(CalibrationPass& p, Calibration& cal) {
+  const auto& needs = p.needs;
+  const int64_t N = p.N, L = p.L;
+  std::vector<uint8_t> take;
+  if (needs.rows) take = faithful_row_mask(N * L * (needs.side == FeatureSide::Joint ? 2 : 1), needs);
+  std::vector<std::vector<torch::Tensor>> row_parts(p.layers.size());  // per layer: [H, m_b, dk] f32, Q then K
+  std::vector<std::vector<torch::Tensor>> row_parts_k(p.layers.size());
+  torch::NoGradGuard no_grad;
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  for (int64_t b0 = 0; b0 < N; b0 += p.batch) {
+    const int64_t nb = std::min(p.batch, N - b0);
+    ForwardResult res = p.model.forward(p.ids.narrow(0, b0, nb), fo);
+    for (size_t li = 0; li < p.layers.size(); ++li) {
+      const int layer = p.layers[li].layer;
+      if (layer >= static_cast<int>(res.boundary.size()) || !res.boundary[layer].q.defined())
+        throw std::runtime_error("calibration: model returned no boundary tensors for layer " + std::to_string(layer));
+      const LayerBoundary& bd = res.boundary[layer];
+      LayerCalibration& lc = cal.layers[li];
+      if (needs.rms) accumulate_rms(bd, lc);
+      if (!(needs.features || needs.rows || needs.pca)) continue;
+      // The row picks and PCA sums stay on the host; the R factor is folded where the activations are.
+      const torch::Device host(torch::kCPU);
+      const bool host_copy = needs.rows || needs.pca || bd.q.device().is_cpu();
+      const torch::Tensor q = host_copy ? head_rows(bd.q, host) : torch::Tensor();  // [H, nb·L, dk]
+      const torch::Tensor k = host_copy ? head_rows(bd.k, host) : torch::Tensor();
+      if (needs.features) accumulate_features(bd, q, k, needs.side, lc);
+      if (needs.rows) {
+        if (needs.side == FeatureSide::Joint) {
+          pick_rows(q, take, 0, b0 * L, nb * L, row_parts[li]);
+          pick_rows(k, take, N * L, b0 * L, nb * L, row_parts_k[li]);
+        } else {
+          pick_rows(needs.side == FeatureSide::QOnly ? q : k, take, 0, b0 * L, nb * L, row_parts[li]);
+        }
+      }
+      if (needs.pca) accumulate_pca(q, k, lc);
+    }
+    if (p.progress) p.progress(++p.done, p.steps);
+  }
+  for (size_t li = 0; needs.rows && li < p.layers.size(); ++li) {
+    std::vector<torch::Tensor> parts = row_parts[li];
+    parts.insert(parts.end(), row_parts_k[li].begin(), row_parts_k[li].end());  // [Q rows; K rows]
+    const auto heads = torch::cat(parts, 1).unbind(0);
+    cal.layers[li].rows.assign(heads.begin(), heads.end());
+  }
+  for (auto& lc : cal.layers) {  // pad R to [dk, dk] when fewer rows than channels were seen
+    for (auto& R : lc.r) {
+      R = R.to(torch::kCPU);
+      if (R.size(0) < R.size(1)) R = torch::cat({R, torch::zeros({R.size(1) - R.size(0), R.size(1)}, R.options())}, 0);
+    }
+  }
+}
+
+/// Makes only the q/k projection weights trainable for its lifetime, and restores every parameter's requires_grad
+/// flag (and clears the gradients it made) however the scope ends: an exception leaves the model as it was.
+class QkGradScope {
+ public:
+  QkGradScope(std::vector<std::pair<std::string, torch::Tensor>> params, const std::vector<PrunableLayer>& layers)
+      : params_(std::move(params)) {
+    for (auto& [name, t] : params_) saved_.push_back(t.requires_grad());
+    for (auto& [name, t] : params_) t.requires_grad_(false);
+    std::map<std::string, torch::Tensor> by_name(params_.begin(), params_.end());
+    for (const auto& Lr : layers) {
+      for (const std::string& n : {Lr.q_weight, Lr.k_weight}) {
+        auto it = by_name.find(n);
+        if (it == by_name.end()) throw_restoring("calibration: model has no parameter '" + n + "' for grad");
+        if (!it->second.requires_grad()) {
+          it->second.requires_grad_(true);
+          it->second.mutable_grad() = torch::Tensor();
+          trainable_.push_back(it->second);
+        }
+      }
+    }
+  }
+  QkGradScope(const QkGradScope&) = delete;
+  QkGradScope& operator=(const QkGradScope&) = delete;
+  ~QkGradScope() { restore(); }
+  torch::Tensor grad_of(const std::string& name) const {
+    for (const auto& [n, t] : params_)
+      if (n == name) return t.grad();
+    return {};
+  }
+
+ private:
+  void restore() {
+    for (auto& t : trainable_) t.mutable_grad() = torch::Tensor();
+    for (size_t i = 0; i < params_.size(); ++i) params_[i].second.requires_grad_(saved_[i]);
+  }
+  [[noreturn]] void throw_restoring(const std::string& msg) {
+    restore();
+    throw std::runtime_error(msg);
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<bool> saved_;
+  std::vector<torch::Tensor> trainable_;
+};
+
+/// The gradient pass: Σ over sequences of ∂(mean next-token CE)/∂W for the q and k row blocks of every layer.
+void gradient_pass(CalibrationPass& p, Calibration& cal) {
+  const QkGradScope scope(p.model.named_parameters(), p.layers);
+  const int64_t N = p.N, L = p.L;
+  double loss_sum = 0;
+  for (int64_t b0 = 0; b0 < N; b0 += p.batch) {
+    const int64_t nb = std::min(p.batch, N - b0);
+    const torch::Tensor x = p.ids.narrow(0, b0, nb);
+    ForwardResult res = p.model.forward(x);
+    const torch::Tensor logits = res.logits.narrow(1, 0, L - 1).reshape({-1, res.logits.size(-1)});
+    const torch::Tensor target = x.narrow(1, 1, L - 1).reshape({-1}).to(logits.device());
+    // Σ over the nb sequences of each sequence's mean CE (the paper's batch-1 losses, summed).
+    const torch::Tensor loss = torch::nn::functional::cross_entropy(
+        logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32), target) * nb;
+    loss.backward();
+    loss_sum += loss.item<double>();
+    if (p.progress) p.progress(++p.done, p.steps);
+  }
+  cal.mean_loss = loss_sum / static_cast<double>(N);
+  for (size_t li = 0; li < p.layers.size(); ++li) {
+    const auto& Lr = p.layers[li];
+    const torch::Tensor gq = scope.grad_of(Lr.q_weight), gk = scope.grad_of(Lr.k_weight);
+    if (!gq.defined() || !gk.defined())
+      throw std::runtime_error("calibration: no gradient reached '" + Lr.q_weight + "' (model forward not differentiable)");
+    cal.layers[li].grad_q = q_block_rows(gq, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
+    cal.layers[li].grad_k = k_block_rows(gk, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
+  }
+}
+
+}  // namespace
+
+Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs, const Progress& progress) {
+  if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 2)
+    throw std::runtime_error("calibration: token windows must be [N, L] with L >= 2");
+  CalibrationPass p{model, ids, needs, progress, model.prunable_layers(), ids.size(0), ids.size(1), 0, 0};
+  p.batch = needs.batch > 0 ? needs.batch : (model.vocab_size() > 4096 ? 1 : 4);
+  const bool want_forward = needs.features || needs.rows || needs.pca || needs.rms;
+  p.steps = (p.N + p.batch - 1) / p.batch * ((want_forward ? 1 : 0) + (needs.grad ? 1 : 0));
+  Calibration cal;
+  cal.tokens = p.N * p.L;
+  cal.layers.resize(p.layers.size());
+  for (size_t i = 0; i < p.layers.size(); ++i) cal.layers[i].layer = p.layers[i].layer;
+  if (want_forward) boundary_pass(p, cal);
+  if (needs.grad) gradient_pass(p, cal);
+  return cal;
+}
+
+}  // namespace statecut

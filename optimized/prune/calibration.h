@@ -1,0 +1,64 @@
+/// Calibration: one streaming pass of the UNPRUNED model over N×L token windows, collecting per prunable layer
+/// exactly what the chosen selector needs (DESIGN.md §4, anchor-original §4), in memory bounded by O(H·dk²) per
+/// layer instead of O(N·L·H·dk):
+///   features (drrqr)  per head the R factor [dk, dk] (f64) of M = [Q; K] (or Q, or K: --select), with
+///                     q, k = short conv + SiLU outputs BEFORE the L2 norm, rows = tokens. Streamed as a
+///                     tall-skinny QR: R ← qr_r([R; X_chunk]), so Mᵀ M = Rᵀ R exactly in exact arithmetic and
+///                     QRCP / strong-RRQR of R select the same columns as of M (reference/rrqr.h).
+///   rows (drrqr --faithful) per head up to `faithful_rows` rows of [Q; K] drawn uniformly without replacement
+///                     (seeded), f32, as the published code subsamples 5,000 rows.
+///   pca               per head Σ x̂, Σ x̂ x̂ᵀ (f64) of the L2-normed q and k features, and the token count.
+///   rms (swanda)      Σ_t x_tj² (f64) of the attention-norm output feeding the q/k projections, and the count.
+///   grad              Σ over sequences of ∂L/∂W for the q and k row blocks of each layer ([Hk·dk, hidden] f32),
+///                     L = mean next-token cross-entropy of one sequence (LibTorch autograd).
+/// Sequences run in mini-batches; per batch only the boundary tensors of the current forward are alive.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "optimized/models/model.h"
+
+namespace statecut {
+
+enum class FeatureSide { Joint, QOnly, KOnly };
+
+struct CalibrationNeeds {
+  bool features = false;
+  bool rows = false;
+  int64_t faithful_rows = 5000;
+  bool pca = false;
+  bool rms = false;
+  bool grad = false;
+  FeatureSide side = FeatureSide::Joint;
+  uint64_t seed = 42;     ///< the faithful row subsample
+  int64_t batch = 0;      ///< sequences per forward; 0 = choose from the model size
+};
+
+struct LayerCalibration {
+  int layer = 0;
+  std::vector<torch::Tensor> r;         ///< [Hk] of [dk, dk] f64 (features)
+  std::vector<torch::Tensor> rows;      ///< [Hk] of [m, dk] f32 (rows)
+  std::vector<torch::Tensor> pca_sum_q, pca_outer_q, pca_sum_k, pca_outer_k;  ///< [Hk] f64
+  double pca_n = 0;
+  torch::Tensor sumsq;                  ///< [hidden] f64 (rms)
+  double rms_n = 0;
+  torch::Tensor grad_q, grad_k;         ///< [Hk·dk, hidden] f32 (grad)
+  torch::Tensor rms() const;            ///< sqrt(sumsq / n)
+};
+
+struct Calibration {
+  std::vector<LayerCalibration> layers;  ///< one per prunable layer, in prunable_layers() order
+  int64_t tokens = 0;
+  double mean_loss = 0;                  ///< mean next-token CE over the calibration sequences (grad pass)
+};
+
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+/// ids: [N, L] int64 (CPU). Throws std::runtime_error when the model exposes no boundary for a prunable layer.
+Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs,
+                      const Progress& progress = {});
+
+}  // namespace statecut

@@ -1,0 +1,317 @@
+#include "optimized/prune/prune.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <stdexcept>
+
+#include "optimized/io/atomic_dir.h"
+#include "optimized/io/checkpoint.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/text/tokenizer.h"
+#include "optimized/models/weight_source.h"
+#include "reference/pca.h"
+#include "reference/rrqr.h"
+#include "reference/selectors.h"
+
+namespace statecut {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kMethods = {"rand", "l1", "swanda", "grad", "drrqr", "pca"};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+ref::Mat to_mat(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU, torch::kFloat64).contiguous();
+  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+      c.data_ptr<double>(), c.size(0), c.size(1));
+}
+ref::Vec to_vec(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU, torch::kFloat64).contiguous();
+  return Eigen::Map<const ref::Vec>(c.data_ptr<double>(), c.numel());
+}
+torch::Tensor from_mat(const ref::Mat& m) {
+  torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat64);
+  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(t.data_ptr<double>(), m.rows(),
+                                                                                     m.cols()) = m;
+  return t;
+}
+
+FeatureSide feature_side(const std::string& s) {
+  if (s == "qk") return FeatureSide::Joint;
+  if (s == "q") return FeatureSide::QOnly;
+  return FeatureSide::KOnly;
+}
+
+}  // namespace
+
+bool method_needs_calibration(const std::string& m) { return m == "swanda" || m == "grad" || m == "drrqr" || m == "pca"; }
+
+void validate_prune_options(const PruneOptions& opt) {
+  if (!opt.keep_from.empty()) {
+    if (!opt.method.empty() || opt.ratio != 0 || opt.keep != 0)
+      throw std::runtime_error("--keep-from replaces --method/--ratio/--keep: give only one of them");
+    if (!fs::is_regular_file(opt.keep_from)) throw std::runtime_error(opt.keep_from + ": keep file not found");
+    if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
+    return;
+  }
+  if (opt.method.empty()) throw std::runtime_error("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
+  if (std::find(kMethods.begin(), kMethods.end(), opt.method) == kMethods.end())
+    throw std::runtime_error("unknown --method '" + opt.method + "' (one of rand, l1, swanda, grad, drrqr, pca)");
+  if ((opt.ratio != 0) == (opt.keep != 0)) throw std::runtime_error("give exactly one of --ratio R and --keep K");
+  if (opt.keep == 0 && !(opt.ratio > 0 && opt.ratio < 1))
+    throw std::runtime_error("--ratio must lie in the open interval (0, 1), got " + std::to_string(opt.ratio));
+  if (opt.keep < 0) throw std::runtime_error("--keep must be >= 1, got " + std::to_string(opt.keep));
+  if (opt.select != "qk" && opt.select != "q" && opt.select != "k")
+    throw std::runtime_error("unknown --select '" + opt.select + "' (one of qk, q, k)");
+  if (opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
+    throw std::runtime_error("unknown --device '" + opt.device + "' (cpu or cuda)");
+  if (!(opt.f > 1)) throw std::runtime_error("--f must be > 1");
+  if (method_needs_calibration(opt.method)) {
+    if (opt.calib.empty()) throw std::runtime_error("--method " + opt.method + " needs calibration text: --calib FILE");
+    if (opt.calib_seqs < 1 || opt.calib_len < 2)
+      throw std::runtime_error("--calib-seqs must be >= 1 and --calib-len >= 2");
+    for (const auto& c : opt.calib)
+      if (!fs::is_regular_file(c)) throw std::runtime_error(c + ": calibration file not found");
+  }
+  if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
+}
+
+namespace {
+
+/// k' for every head: --keep K (at most dk) or the ratio's budget.
+int resolve_budget(const PruneOptions& opt, int dk, const std::string& cfg_path) {
+  if (opt.keep <= 0) return budget_for_ratio(dk, opt.ratio);
+  if (opt.keep > dk)
+    throw std::runtime_error("--keep " + std::to_string(opt.keep) + " exceeds the key head dim dk = " + std::to_string(dk) +
+                             " of " + cfg_path);
+  return opt.keep;
+}
+
+json source_record(const PruneOptions& opt, const json& cfg) {
+  return {{"checkpoint", opt.checkpoint}, {"model_type", cfg.value("model_type", "")}};
+}
+
+/// --keep-from: the selection is the file's; nothing is computed.
+PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, int dk) {
+  PruneResult res;
+  res.selection = read_keep_file(opt.keep_from);
+  json layers_rec = json::array();
+  for (const auto& s : res.selection) layers_rec.push_back({{"layer", s.layer}, {"keep", s.keep}});
+  res.record = {{"statecut_version", STATECUT_VERSION},
+                {"method", "file"},
+                {"keep_from", opt.keep_from},
+                {"source", source_record(opt, cfg)},
+                {"head_k_dim", dk},
+                {"new_head_k_dim", res.selection.front().new_dim()},
+                {"calibration", nullptr},
+                {"selection", {{"layers", layers_rec}}}};
+  return res;
+}
+
+/// What one calibration pass gives the data-driven methods, and its record for statecut.json.
+struct CalibrationRun {
+  Calibration cal;
+  json record = nullptr;
+};
+
+/// Tokenises the calibration files, samples the seeded windows and runs the unpruned model over them, collecting
+/// what `opt.method` needs (features, rows, RMS, gradients or PCA statistics). Sets the load/calibrate timings.
+CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, const Progress& progress,
+                                    PruneResult& res, std::chrono::steady_clock::time_point t0) {
+  const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
+  const int64_t vocab = cfg.value("vocab_size", tok.vocab_size());
+  TokenStream all;
+  all.source = opt.calib.size() == 1 ? opt.calib.front() : std::string("calibration files");
+  for (const auto& f : opt.calib) {
+    TokenStream s = read_tokens(f, tok, vocab);
+    all.ids.insert(all.ids.end(), s.ids.begin(), s.ids.end());
+    all.bytes += s.bytes;
+  }
+  const Windows w = sample_windows(all, opt.calib_seqs, opt.calib_len, opt.seed);
+  torch::Device dev(opt.device);
+  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
+  auto model = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
+  res.seconds_load = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  CalibrationNeeds needs;
+  needs.side = feature_side(opt.select);
+  needs.seed = opt.seed;
+  needs.batch = opt.batch;
+  needs.rms = opt.method == "swanda";
+  needs.grad = opt.method == "grad";
+  needs.pca = opt.method == "pca";
+  needs.features = opt.method == "drrqr" && !opt.faithful;
+  needs.rows = opt.method == "drrqr" && opt.faithful;
+  CalibrationRun run;
+  run.cal = calibrate(*model, w.ids, needs, progress);
+  res.seconds_calibrate = seconds_since(t0);
+  run.record = {{"files", opt.calib},
+                {"tokenizer", tok.describe()},
+                {"stream_tokens", static_cast<int64_t>(all.ids.size())},
+                {"seqs", opt.calib_seqs},
+                {"len", opt.calib_len},
+                {"tokens", run.cal.tokens},
+                {"seed", opt.seed},
+                {"starts", w.starts}};
+  if (needs.grad) run.record["mean_loss"] = run.cal.mean_loss;
+  return run;
+}
+
+/// drrqr: per head, the first k' pivots of the strong RRQR of [Q; K] (its R, same columns) or, --faithful, of the
+/// published code's row subsample. Appends each head's swaps / max ρ / certificate to `heads`.
+void select_drrqr(const LayerCalibration& lc, int64_t H, int k, const PruneOptions& opt, uint64_t stream,
+                  LayerSelection& sel, json& heads) {
+  ref::RrqrOptions ro;
+  ro.f = opt.f;
+  ro.seed = opt.seed;
+  ro.stream = stream;
+  if (opt.faithful) ro.mode = ref::DrrqrMode::Faithful;
+  for (int64_t h = 0; h < H; ++h) {
+    const ref::RrqrResult rr = ref::strong_rrqr(to_mat(opt.faithful ? lc.rows[h] : lc.r[h]), k, ro);
+    std::vector<int64_t> keep(rr.perm.begin(), rr.perm.begin() + k);
+    std::sort(keep.begin(), keep.end());
+    sel.keep.push_back(keep);
+    heads.push_back({{"swaps", rr.swaps}, {"max_rho", rr.max_rho}, {"certified", rr.certified}});
+  }
+}
+
+/// pca: per head, the top-k' eigenvectors of the q, k or averaged covariance, as a rotation [k', dk].
+void select_pca(const LayerCalibration& lc, int64_t H, int k, ref::ScoreSide side, LayerSelection& sel) {
+  for (int64_t h = 0; h < H; ++h) {
+    ref::PcaStats sq, sk;
+    sq.sum = to_vec(lc.pca_sum_q[h]);
+    sq.outer = to_mat(lc.pca_outer_q[h]);
+    sq.n = lc.pca_n;
+    sk.sum = to_vec(lc.pca_sum_k[h]);
+    sk.outer = to_mat(lc.pca_outer_k[h]);
+    sk.n = lc.pca_n;
+    const ref::PcaStats st =
+        side == ref::ScoreSide::Joint ? ref::average_stats(sq, sk) : (side == ref::ScoreSide::QOnly ? sq : sk);
+    sel.rotation.push_back(from_mat(ref::pca_rotation(st.covariance(), k)));
+  }
+}
+
+/// rand, l1, swanda, grad: ref::select_channels on the head's q/k weight rows (and RMS or gradients).
+void select_by_scores(const PrunableLayer& L, const WeightSource& weights, const LayerCalibration* lc,
+                      const ref::SelectOptions& so, LayerSelection& sel) {
+  const int64_t H = L.num_key_heads, dk = L.head_k_dim;
+  const torch::Tensor wq = q_block_rows(weights.raw(L.q_weight), L).to(torch::kFloat64);
+  const torch::Tensor wk = k_block_rows(weights.raw(L.k_weight), L).to(torch::kFloat64);
+  ref::LayerInputs in;
+  for (int64_t h = 0; h < H; ++h) {
+    ref::HeadInputs hi;
+    hi.wq = to_mat(wq.narrow(0, h * dk, dk));
+    hi.wk = to_mat(wk.narrow(0, h * dk, dk));
+    if (so.method == ref::SelectMethod::Grad) {
+      hi.grad_wq = to_mat(lc->grad_q.narrow(0, h * dk, dk));
+      hi.grad_wk = to_mat(lc->grad_k.narrow(0, h * dk, dk));
+    }
+    in.heads.push_back(std::move(hi));
+  }
+  if (so.method == ref::SelectMethod::SWanda) in.rms = to_vec(lc->rms());
+  for (const auto& kh : ref::select_channels(in, so)) sel.keep.emplace_back(kh.begin(), kh.end());
+}
+
+}  // namespace
+
+PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progress) {
+  validate_prune_options(opt);
+  auto t0 = std::chrono::steady_clock::now();
+  const json cfg = io::read_config(opt.checkpoint);
+  const std::string cfg_path = (fs::path(opt.checkpoint) / "config.json").string();
+  const auto layers = prunable_layers_from_config(cfg, cfg_path);
+  const int dk = layers.front().head_k_dim;
+  for (const auto& L : layers)
+    if (L.head_k_dim != dk) throw std::runtime_error(cfg_path + ": layers differ in head_k_dim");
+  if (!opt.keep_from.empty()) {
+    PruneResult res = selection_from_keep_file(opt, cfg, dk);
+    res.seconds_load = seconds_since(t0);
+    return res;
+  }
+  const int k = resolve_budget(opt, dk, cfg_path);
+  const WeightSource weights = WeightSource::open_dir(opt.checkpoint);
+
+  PruneResult res;
+  CalibrationRun calib;
+  if (method_needs_calibration(opt.method)) {
+    calib = calibrate_for_method(opt, cfg, progress, res, t0);
+  } else {
+    // The data-free methods read only the q/k weights; the whole checkpoint is still loaded once as a model (bf16:
+    // the smallest copy that keeps fp32's range) so that a broken one (NaN weights, shapes or vocab that disagree
+    // with config.json, a missing tensor) stops here with the loader's one-line error, not in a pruned copy.
+    (void)load_causal_lm(opt.checkpoint, torch::kBFloat16, torch::Device(torch::kCPU));
+    res.seconds_load = seconds_since(t0);
+  }
+
+  t0 = std::chrono::steady_clock::now();
+  ref::SelectOptions so;
+  so.method = ref::method_from_name(opt.method);
+  so.keep = k;
+  so.side = ref::side_from_name(opt.select);
+  so.seed = opt.seed;
+  so.f = opt.f;
+  so.faithful = opt.faithful;
+  json layers_rec = json::array();
+  json diag = json::array();
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const PrunableLayer& L = layers[li];
+    so.stream = static_cast<uint64_t>(L.layer);  // one seed stream per layer (rand, the faithful subsample)
+    LayerSelection sel;
+    sel.layer = L.layer;
+    const LayerCalibration* lc = calib.cal.layers.empty() ? nullptr : &calib.cal.layers[li];
+    if (so.method == ref::SelectMethod::Drrqr) {
+      json heads = json::array();
+      select_drrqr(*lc, L.num_key_heads, k, opt, so.stream, sel, heads);
+      diag.push_back({{"layer", L.layer}, {"heads", heads}});
+    } else if (so.method == ref::SelectMethod::Pca) {
+      select_pca(*lc, L.num_key_heads, k, so.side, sel);
+    } else {
+      select_by_scores(L, weights, lc, so, sel);
+    }
+    json lr = {{"layer", L.layer}};
+    if (sel.rotation.empty()) lr["keep"] = sel.keep;
+    else lr["rotation"] = true;
+    layers_rec.push_back(lr);
+    res.selection.push_back(std::move(sel));
+  }
+  res.seconds_select = seconds_since(t0);
+
+  res.record = {{"statecut_version", STATECUT_VERSION},
+                {"method", opt.method},
+                {"select", opt.select},
+                {"faithful", opt.faithful},
+                {"f", opt.f},
+                {"seed", opt.seed},
+                {"ratio", opt.keep > 0 ? json(nullptr) : json(opt.ratio)},
+                {"source", source_record(opt, cfg)},
+                {"head_k_dim", dk},
+                {"new_head_k_dim", k},
+                {"calibration", calib.record},
+                {"selection", {{"layers", layers_rec}}}};
+  if (!diag.empty()) res.record["drrqr"] = diag;
+  return res;
+}
+
+PruneResult prune_checkpoint(const PruneOptions& opt, const Progress& progress) {
+  validate_prune_options(opt);
+  AtomicDir out(opt.out);  // fails fast on an unwritable or existing --out, before any calibration
+  PruneResult res = select_for_checkpoint(opt, progress);
+  const auto t0 = std::chrono::steady_clock::now();
+  write_pruned_checkpoint(opt.checkpoint, res.selection, out.path());
+  std::ofstream rec(fs::path(out.path()) / "statecut.json", std::ios::binary);
+  rec << res.record.dump(2) << "\n";
+  rec.close();
+  if (!rec) throw std::runtime_error(out.target() + ": cannot write statecut.json");
+  out.commit();
+  res.seconds_write = seconds_since(t0);
+  return res;
+}
+
+}  // namespace statecut

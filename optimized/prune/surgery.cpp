@@ -1,0 +1,293 @@
+#include "optimized/prune/surgery.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "optimized/io/safetensors.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/models/model_registry.h"
+#include "optimized/models/weight_source.h"
+
+namespace statecut {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+
+/// One q or k row block of a (possibly packed) weight: rows offset + h·stride + c, c < dk.
+struct Block {
+  std::string tensor;
+  int64_t offset = 0;
+  int64_t stride = 0;
+  bool conv = false;
+};
+
+std::vector<Block> blocks_of(const PrunableLayer& L) {
+  std::vector<Block> b;
+  const int64_t dk = L.head_k_dim;
+  b.push_back({L.q_weight, L.q_row_offset, head_row_stride(L.q_row_stride, L.head_k_dim), false});
+  b.push_back({L.k_weight, L.k_row_offset, head_row_stride(L.k_row_stride, L.head_k_dim), false});
+  if (!L.q_conv.empty()) b.push_back({L.q_conv, L.q_conv_offset, dk, true});
+  if (!L.k_conv.empty()) b.push_back({L.k_conv, L.k_conv_offset, dk, true});
+  return b;
+}
+
+std::string bias_name(const std::string& weight) {
+  const std::string suf = ".weight";
+  if (weight.size() > suf.size() && weight.compare(weight.size() - suf.size(), suf.size(), suf) == 0)
+    return weight.substr(0, weight.size() - suf.size()) + ".bias";
+  return "";
+}
+
+io::DType io_dtype(torch::Dtype d) {
+  switch (d) {
+    case torch::kFloat32: return io::DType::F32;
+    case torch::kFloat64: return io::DType::F64;
+    case torch::kBFloat16: return io::DType::BF16;
+    case torch::kFloat16: return io::DType::F16;
+    case torch::kInt64: return io::DType::I64;
+    case torch::kInt32: return io::DType::I32;
+    case torch::kInt16: return io::DType::I16;
+    case torch::kInt8: return io::DType::I8;
+    case torch::kUInt8: return io::DType::U8;
+    case torch::kBool: return io::DType::BOOL;
+    default: fail(std::string("surgery: no safetensors dtype for torch dtype ") + c10::toString(d));
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(path + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+json parse_json_file(const std::string& path) {
+  try {
+    return json::parse(read_text(path));
+  } catch (const json::parse_error& e) {
+    fail(path + ": invalid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+int budget_for_ratio(int dk, double ratio) {
+  if (!(ratio > 0.0 && ratio < 1.0)) fail("--ratio must lie in (0, 1), got " + std::to_string(ratio));
+  return std::max(1, static_cast<int>(std::floor(dk * (1.0 - ratio))));
+}
+
+int LayerSelection::new_dim() const {
+  if (!rotation.empty()) return static_cast<int>(rotation.front().size(0));
+  return keep.empty() ? 0 : static_cast<int>(keep.front().size());
+}
+
+std::string python_json_dump(const json& j) { return j.dump(2, ' ', /*ensure_ascii=*/true) + "\n"; }
+
+std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, const std::vector<PrunableLayer>& layers,
+                                                     const std::vector<LayerSelection>& sel) {
+  std::map<int, const LayerSelection*> by_layer;
+  for (const auto& s : sel) by_layer[s.layer] = &s;
+  // tensor name -> blocks (with their layer geometry and selection)
+  struct Target {
+    Block block;
+    const PrunableLayer* layer;
+    const LayerSelection* sel;
+  };
+  std::map<std::string, std::vector<Target>> targets;
+  for (const auto& L : layers) {
+    auto it = by_layer.find(L.layer);
+    if (it == by_layer.end()) fail("selection: no keep set for layer " + std::to_string(L.layer));
+    const LayerSelection& s = *it->second;
+    const bool rot = !s.rotation.empty();
+    const size_t nh = rot ? s.rotation.size() : s.keep.size();
+    if (nh != static_cast<size_t>(L.num_key_heads))
+      fail("selection: layer " + std::to_string(L.layer) + " has " + std::to_string(nh) + " heads, the model " +
+           std::to_string(L.num_key_heads));
+    const int k = s.new_dim();
+    if (k < 1 || k > L.head_k_dim)
+      fail("selection: layer " + std::to_string(L.layer) + ": keep " + std::to_string(k) + " outside [1, dk=" +
+           std::to_string(L.head_k_dim) + "]");
+    for (size_t h = 0; h < nh; ++h) {
+      if (rot) {
+        const auto& T = s.rotation[h];
+        if (T.dim() != 2 || T.size(0) != k || T.size(1) != L.head_k_dim)
+          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": rotation shape must be [k', dk]");
+        continue;
+      }
+      const auto& kh = s.keep[h];
+      if (static_cast<int>(kh.size()) != k)
+        fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": " +
+             std::to_string(kh.size()) + " channels, other heads " + std::to_string(k));
+      std::set<int64_t> seen;
+      for (int64_t c : kh) {
+        if (c < 0 || c >= L.head_k_dim)
+          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+               std::to_string(c) + " outside [0, " + std::to_string(L.head_k_dim) + ")");
+        if (!seen.insert(c).second)
+          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+               std::to_string(c) + " repeated");
+      }
+    }
+    for (const Block& b : blocks_of(L)) {
+      targets[b.tensor].push_back({b, &L, &s});
+      const std::string bias = bias_name(b.tensor);
+      if (!bias.empty() && src.has(bias)) targets[bias].push_back({b, &L, &s});
+    }
+  }
+
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, tlist] : targets) {
+    const torch::Tensor raw = src.raw(name);
+    const int64_t rows = raw.size(0);
+    // owner[r] = (target index, head, channel) for rows inside a q/k block, or -1.
+    std::vector<std::array<int64_t, 3>> owner(rows, {-1, -1, -1});
+    for (size_t ti = 0; ti < tlist.size(); ++ti) {
+      const auto& t = tlist[ti];
+      for (int64_t h = 0; h < t.layer->num_key_heads; ++h)
+        for (int64_t c = 0; c < t.layer->head_k_dim; ++c) {
+          const int64_t r = t.block.offset + h * t.block.stride + c;
+          if (r < 0 || r >= rows)
+            fail(src.origin(name) + ": " + name + ": q/k block row " + std::to_string(r) + " outside its " +
+                 std::to_string(rows) + " rows (config and weights disagree)");
+          owner[r] = {static_cast<int64_t>(ti), h, c};
+        }
+    }
+    const bool rotate = !tlist.front().sel->rotation.empty();
+    if (!rotate) {
+      std::vector<int64_t> idx;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (owner[r][0] < 0) {
+          idx.push_back(r);
+        } else if (owner[r][2] == 0) {  // first row of (block, head): emit its kept channels in order
+          const auto& t = tlist[owner[r][0]];
+          const int64_t h = owner[r][1];
+          for (int64_t c : t.sel->keep[h]) idx.push_back(t.block.offset + h * t.block.stride + c);
+        }
+      }
+      out[name] = raw.index_select(0, torch::tensor(idx, torch::kInt64)).contiguous();
+      continue;
+    }
+    std::vector<torch::Tensor> pieces;
+    const torch::Tensor w64 = raw.to(torch::kFloat64);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (owner[r][0] < 0) {
+        pieces.push_back(raw.narrow(0, r, 1));
+      } else if (owner[r][2] == 0) {
+        const auto& t = tlist[owner[r][0]];
+        const int64_t h = owner[r][1];
+        const torch::Tensor blk = w64.narrow(0, t.block.offset + h * t.block.stride, t.layer->head_k_dim);
+        torch::Tensor T = t.sel->rotation[h].to(torch::kFloat64);
+        if (t.block.conv) T = T * T;  // depthwise filters: diagonal approximation Σ_d T[r,d]² w[d]
+        const torch::Tensor flat = blk.reshape({t.layer->head_k_dim, -1});
+        auto shape = blk.sizes().vec();
+        shape[0] = T.size(0);
+        pieces.push_back(T.matmul(flat).reshape(shape).to(raw.scalar_type()));
+      }
+    }
+    out[name] = torch::cat(pieces, 0).contiguous();
+  }
+  return out;
+}
+
+void write_pruned_checkpoint(const std::string& src_dir, const std::vector<LayerSelection>& sel, const std::string& dir) {
+  const std::string cfg_path = (fs::path(src_dir) / "config.json").string();
+  const json cfg = parse_json_file(cfg_path);
+  const auto layers = prunable_layers_from_config(cfg, cfg_path);
+  if (sel.empty()) fail("selection: empty");
+  const int k = sel.front().new_dim();
+  for (const auto& s : sel)
+    if (s.new_dim() != k) fail("selection: every layer must keep the same number of channels");
+  const WeightSource src = WeightSource::open_dir(src_dir);
+  const auto changed = apply_selection(src, layers, sel);
+
+  // Which files hold which tensors: one model.safetensors, or the shards of the index.
+  std::vector<std::string> files;
+  const fs::path index = fs::path(src_dir) / "model.safetensors.index.json";
+  json index_json;
+  if (fs::exists(fs::path(src_dir) / "model.safetensors")) {
+    files.push_back("model.safetensors");
+  } else if (fs::exists(index)) {
+    index_json = parse_json_file(index.string());
+    std::set<std::string> shard_set;
+    for (const auto& [name, shard] : index_json.at("weight_map").items()) shard_set.insert(shard.get<std::string>());
+    files.assign(shard_set.begin(), shard_set.end());
+  } else {
+    fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  int64_t total = 0;
+  for (const auto& f : files) {
+    const auto in = io::SafetensorsFile::open((fs::path(src_dir) / f).string());
+    io::SafetensorsWriter w;
+    for (const auto& name : in.names()) {
+      auto it = changed.find(name);
+      if (it == changed.end()) {
+        w.add(in.tensor(name));
+        total += static_cast<int64_t>(in.tensor(name).nbytes);
+      } else {
+        const torch::Tensor& t = it->second;
+        const size_t nb = static_cast<size_t>(t.numel()) * t.element_size();
+        w.add(name, io_dtype(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
+        total += static_cast<int64_t>(nb);
+      }
+    }
+    w.set_metadata(in.metadata());
+    w.write((fs::path(dir) / f).string());
+  }
+  if (!index_json.is_null()) {
+    index_json["metadata"]["total_size"] = total;
+    std::ofstream(fs::path(dir) / "model.safetensors.index.json") << python_json_dump(index_json);
+  }
+  std::ofstream cfg_out(fs::path(dir) / "config.json", std::ios::binary);
+  cfg_out << python_json_dump(pruned_config(cfg, k, cfg_path));
+  if (!cfg_out) fail((fs::path(dir) / "config.json").string() + ": write failed");
+  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                            "generation_config.json"}) {
+    const fs::path p = fs::path(src_dir) / extra;
+    if (fs::exists(p)) fs::copy_file(p, fs::path(dir) / extra);
+  }
+}
+
+std::vector<LayerSelection> read_keep_file(const std::string& path) {
+  const json j = parse_json_file(path);
+  std::vector<LayerSelection> out;
+  if (j.contains("keep") && j["keep"].is_object()) {  // fixture keep.json: {"<layer>.<head>": [...]}
+    std::map<int, std::map<int, std::vector<int64_t>>> m;
+    for (const auto& [key, val] : j["keep"].items()) {
+      const auto dot = key.find('.');
+      if (dot == std::string::npos) fail(path + ": keep key '" + key + "' is not '<layer>.<head>'");
+      m[std::stoi(key.substr(0, dot))][std::stoi(key.substr(dot + 1))] = val.get<std::vector<int64_t>>();
+    }
+    for (const auto& [layer, heads] : m) {
+      LayerSelection s;
+      s.layer = layer;
+      int expect = 0;
+      for (const auto& [h, keep] : heads) {
+        if (h != expect++) fail(path + ": layer " + std::to_string(layer) + " is missing head " + std::to_string(expect - 1));
+        s.keep.push_back(keep);
+      }
+      out.push_back(std::move(s));
+    }
+  } else if (j.contains("selection") && j["selection"].contains("layers")) {
+    for (const auto& l : j["selection"]["layers"]) {
+      if (!l.contains("keep")) fail(path + ": layer without a 'keep' list (a pca rotation cannot be re-applied from JSON)");
+      LayerSelection s;
+      s.layer = l.at("layer").get<int>();
+      s.keep = l.at("keep").get<std::vector<std::vector<int64_t>>>();
+      out.push_back(std::move(s));
+    }
+  } else {
+    fail(path + ": neither a keep.json ('keep') nor a statecut.json ('selection')");
+  }
+  if (out.empty()) fail(path + ": no keep sets");
+  return out;
+}
+
+}  // namespace statecut

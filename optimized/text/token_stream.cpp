@@ -1,0 +1,82 @@
+#include "optimized/text/token_stream.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "optimized/io/checkpoint.h"
+#include "optimized/io/safetensors.h"
+
+namespace statecut {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(path + ": cannot open for reading");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw std::runtime_error(path + ": read error");
+  return ss.str();
+}
+
+}  // namespace
+
+TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size) {
+  if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a text or token file");
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
+  TokenStream s;
+  s.source = path;
+  if (ends_with(path, ".safetensors") || ends_with(path, ".bin")) {
+    s.ids = io::read_tokens(path, vocab_size).ids;  // rows concatenated
+  } else {
+    s.ids = tok.encode(read_file(path));
+  }
+  if (s.ids.empty()) throw std::runtime_error(path + ": empty: no tokens");
+  for (size_t i = 0; i < s.ids.size(); ++i) {
+    if (s.ids[i] < 0 || s.ids[i] >= vocab_size)
+      throw std::runtime_error(path + ": token " + std::to_string(i) + " = " + std::to_string(s.ids[i]) +
+                               " outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+    if (tok.available()) s.bytes += tok.bytes_of(s.ids[i]);
+  }
+  if (!tok.available()) s.bytes = -1;  // unknown: a token file of a checkpoint without a tokenizer
+  return s;
+}
+
+uint64_t bounded_draw(std::mt19937_64& rng, uint64_t bound) {
+  if (bound <= 1) return 0;
+  // Reject the top partial block so every residue is equally likely.
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  uint64_t x;
+  do {
+    x = rng();
+  } while (x >= limit);
+  return x % bound;
+}
+
+Windows sample_windows(const TokenStream& s, int64_t n_seqs, int64_t len, uint64_t seed) {
+  if (n_seqs < 1 || len < 2)
+    throw std::runtime_error("calibration needs at least 1 sequence of at least 2 tokens (got " +
+                             std::to_string(n_seqs) + "×" + std::to_string(len) + ")");
+  const int64_t n = static_cast<int64_t>(s.ids.size());
+  if (n < len)
+    throw std::runtime_error(s.source + ": too short for " + std::to_string(n_seqs) + "×" + std::to_string(len) +
+                             " calibration windows: " + std::to_string(n) + " tokens < " + std::to_string(len));
+  std::mt19937_64 rng(seed);
+  Windows w;
+  w.ids = torch::empty({n_seqs, len}, torch::kInt64);
+  auto* out = w.ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n_seqs; ++i) {
+    const int64_t start = static_cast<int64_t>(bounded_draw(rng, static_cast<uint64_t>(n - len + 1)));
+    w.starts.push_back(start);
+    std::copy(s.ids.begin() + start, s.ids.begin() + start + len, out + i * len);
+  }
+  return w;
+}
+
+}  // namespace statecut

@@ -1,0 +1,60 @@
+/// Text → token ids for a checkpoint, chosen by what the folder holds (never silently):
+///   tokenizer.model        SentencePiece
+///   tokenizer.json         byte-level BPE (bpe_tokenizer.h: Qwen2/3/3.5, GPT-2, Llama-3 style)
+///   neither, vocab 256     byte-level (ids 0..255, one per UTF-8 byte: what the shipped byte models use)
+///   neither, other vocab   none: token files still work, but encode() and bytes_of() throw a line naming the
+///                          folder (raw bytes would be meaningless ids for such a model)
+/// `--tokenizer bytes` (TokenizerChoice::Bytes) forces byte-level ids whatever the folder holds.
+///
+/// SentencePiece runs in the helper executable `statecut-spm` (tools/spm_main.cpp), found through $STATECUT_SPM or
+/// next to the running executable; it is never linked into a LibTorch process (tokenizer.cpp says why). The whole
+/// text is encoded at once, newlines included.
+///
+/// bytes_of(id) is the number of UTF-8 bytes a token stands for; `eval` divides the summed negative
+/// log-likelihood by the bytes of the scored tokens to report bits per byte (byte-level: 1 per token).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace statecut {
+
+enum class TokenizerChoice { Auto, Bytes };
+
+class Tokenizer {
+ public:
+  /// Byte-level tokenizer (vocab 256).
+  static Tokenizer bytes();
+  /// The checkpoint's tokenizer by the rule above. Throws std::runtime_error "<file>: <problem>" when a tokenizer
+  /// file is there but does not load (or the SentencePiece helper is missing), "<dir>: ..." when there is none
+  /// and the vocabulary is not byte-level.
+  static Tokenizer for_checkpoint(const std::string& dir, TokenizerChoice choice = TokenizerChoice::Auto);
+  /// -1 when !available().
+  /// A tokenizer.json file (byte-level BPE); throws "<path>: <problem>", naming what is unsupported.
+  static Tokenizer for_tokenizer_json(const std::string& path);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  /// False when the checkpoint has no tokenizer statecut can use (see the rule above); unavailable_reason() says why.
+  bool available() const;
+  const std::string& unavailable_reason() const;
+  bool byte_level() const;
+  /// "bytes" or "sentencepiece:<path>".
+  std::string describe() const;
+  std::vector<int64_t> encode(const std::string& text) const;
+  /// UTF-8 bytes the token stands for: the piece's bytes with the space marker U+2581 counted as 1, byte pieces 1,
+  /// control and unknown pieces 0 (so a text with characters outside the vocabulary, or a model that adds a
+  /// dummy-prefix space, sums to slightly less or one more than the text's length).
+  int64_t bytes_of(int64_t id) const;
+  int64_t vocab_size() const;
+
+ private:
+  Tokenizer();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace statecut

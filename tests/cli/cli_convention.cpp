@@ -1,0 +1,91 @@
+// One CLI convention for every subcommand: exit 0 ok / 1 failure / 2 usage, unknown commands and options named
+// first with a suggestion, every subcommand accepts --json, exit codes documented in --help.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_run.h"
+#include "tests/test_files.h"
+
+namespace {
+using statecut::test::CliRun;
+using statecut::test::run_statecut;
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t a = 0;
+  while (a < s.size()) {
+    const std::size_t b = s.find('\n', a);
+    out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    if (b == std::string::npos) break;
+    a = b + 1;
+  }
+  return out;
+}
+
+void expect_usage(const CliRun& r, const std::string& needle) {
+  EXPECT_EQ(r.code, 2) << r.err;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << "want one line, got:\n" << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+const std::vector<std::string> kCommands = {"eval", "info", "logits", "prune", "rank", "select", "tokenize"};
+
+}  // namespace
+
+TEST(Cli_Convention, unknownCommandIsNamedWithTheListOfCommands) {
+  const CliRun r = run_statecut("verfy --checkpoint x");
+  expect_usage(r, "statecut: unknown command 'verfy'");
+  for (const auto& c : kCommands) EXPECT_NE(r.err.find(c), std::string::npos) << c << " not listed: " << r.err;
+}
+
+TEST(Cli_Convention, misspeltCommandGetsASuggestion) {
+  expect_usage(run_statecut("prnue --checkpoint x"), "did you mean prune?");
+}
+
+TEST(Cli_Convention, unknownOptionIsNamedBeforeAMissingRequiredOne) {
+  // --model instead of --checkpoint: the misspelling is the problem, not the missing --checkpoint.
+  expect_usage(run_statecut("prune --model /nowhere --method l1 --ratio 0.5 --out /tmp/x"),
+               "unknown option '--model'");
+}
+
+TEST(Cli_Convention, unknownOptionGetsTheClosestKnownOne) {
+  expect_usage(run_statecut("prune --checkpoint x --methd l1 --ratio 0.5 --out /tmp/x"),
+               "unknown option '--methd' (did you mean --method?)");
+}
+
+TEST(Cli_Convention, missingRequiredOptionIsAUsageError) {
+  expect_usage(run_statecut("eval --text a.txt"), "--checkpoint is required");
+}
+
+TEST(Cli_Convention, noCommandPrintsHelpAndExitsTwo) {
+  const CliRun r = run_statecut("");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("Exit codes"), std::string::npos) << r.err;
+}
+
+TEST(Cli_Convention, helpDocumentsTheExitCodes) {
+  const CliRun r = run_statecut("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("Exit codes: 0 ok, 1 failure (bad input included), 2 usage error"), std::string::npos) << r.out;
+}
+
+TEST(Cli_Convention, everyCommandAcceptsJson) {
+  for (const auto& c : kCommands) {
+    const CliRun r = run_statecut(c + " --help");
+    EXPECT_EQ(r.code, 0) << c;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << c << " has no --json:\n" << r.out;
+  }
+  const CliRun info = run_statecut("info --json");
+  EXPECT_EQ(info.code, 0) << info.err;
+  EXPECT_EQ(info.out.rfind("{\"version\": ", 0), 0u) << info.out;
+}
+
+TEST(Cli_Convention, aFailureIsExitOneWithOneLine) {
+  const CliRun r = run_statecut("eval --checkpoint /nonexistent/ckpt --text /nonexistent/t.txt");
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/ckpt"), std::string::npos) << r.err;
+}
