@@ -1,0 +1,424 @@
+// The finetune loop (trainer.h): LoRA/trained parameters, CE + KD, AdamW, resumable state, atomic output.
+#include "optimized/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "optimized/analysis/evaluation.h"
+#include "optimized/io/atomic_dir.h"
+#include "optimized/io/checkpoint.h"
+#include "optimized/models/model.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/train/data_parallel.h"
+#include "optimized/train/lora.h"
+#include "optimized/train/loss.h"
+#include "optimized/train/optimizer.h"
+#include "optimized/train/train_io.h"
+
+namespace statecut {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Named = std::vector<std::pair<std::string, torch::Tensor>>;
+
+[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+/// splitmix64 of a combination: independent, platform-independent seeds per (seed, step, micro-batch).
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9E3779B97F4A7C15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+const char* dtype_label(torch::Dtype d) { return d == torch::kFloat64 ? "f64" : "f32"; }
+
+/// What a resumed run must share with the run that saved the state (everything that changes the arithmetic).
+nlohmann::json recipe_json(const FinetuneOptions& o, int world) {
+  return {{"checkpoint", o.checkpoint}, {"teacher", o.no_kd ? "" : o.teacher}, {"text", o.text},
+          {"steps", o.steps},           {"seq_len", o.seq_len},                {"batch", o.batch},
+          {"accum", o.accum},           {"lr", o.lr},                          {"warmup", o.warmup},
+          {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay},  {"max_grad_norm", o.max_grad_norm},
+          {"lora_rank", o.full ? 0 : o.lora_rank}, {"lora_alpha", o.full ? 0.0 : o.lora_alpha},
+          {"kd_temp", o.kd_temp},       {"kd_weight", o.no_kd ? 0.0 : o.kd_weight}, {"kd", !o.no_kd},
+          {"full", o.full},             {"seed", o.seed},                      {"dtype", dtype_label(o.dtype)},
+          {"betas", {0.9, 0.95}},       {"eps", 1e-15},                        {"world_size", world}};
+}
+
+TokenStream concat_streams(const std::vector<std::string>& files, const Tokenizer& tok, int64_t vocab) {
+  TokenStream all;
+  for (const auto& f : files) {
+    TokenStream s = read_tokens(f, tok, vocab);
+    all.source += (all.source.empty() ? "" : "+") + s.source;
+    all.ids.insert(all.ids.end(), s.ids.begin(), s.ids.end());
+    all.bytes = (all.bytes < 0 || s.bytes < 0) ? -1 : all.bytes + s.bytes;
+  }
+  return all;
+}
+
+struct Trainable {
+  std::unique_ptr<Lora> lora;
+  Named trained;  ///< model parameters the optimizer updates directly
+  Named params;   ///< everything the optimizer updates (adapters first)
+  std::vector<torch::Tensor> tensors() const {
+    std::vector<torch::Tensor> t;
+    for (const auto& [n, p] : params) t.push_back(p);
+    return t;
+  }
+};
+
+Trainable make_trainable(CausalLM& model, const FinetuneOptions& opt) {
+  Trainable tr;
+  auto named = model.named_parameters();
+  for (auto& [n, t] : named) t.requires_grad_(false);
+  if (opt.full) {
+    for (auto& [n, t] : named) {
+      t.requires_grad_(true);
+      tr.trained.emplace_back(n, t);
+    }
+  } else {
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (auto& [n, t] : named) shapes[n] = t.sizes().vec();
+    auto shape_of = [&](const std::string& n) {
+      auto it = shapes.find(n);
+      if (it == shapes.end()) fail("finetune: the model has no parameter '" + n + "'");
+      return it->second;
+    };
+    auto blocks = lora_blocks(model.model_type(), model.prunable_layers(), shape_of);
+    if (blocks.empty()) fail("finetune: the model has no linear-attention layer to adapt");
+    std::set<std::string> adapted;
+    for (const auto& b : blocks) adapted.insert(b.weight);
+    tr.lora = std::make_unique<Lora>(model, std::move(blocks), LoraConfig{opt.lora_rank, opt.lora_alpha},
+                                     mix(opt.seed, 0x4C6F5241ULL));
+    for (auto& [n, t] : named) {
+      if (adapted.count(n) || !recipe_trains_fully(n)) continue;
+      t.requires_grad_(true);
+      tr.trained.emplace_back(n, t);
+    }
+    tr.params = tr.lora->tensors();
+  }
+  tr.params.insert(tr.params.end(), tr.trained.begin(), tr.trained.end());
+  return tr;
+}
+
+/// Flattens the gradients of `params` (+ extra scalars), all-reduces the sum, divides by the world size, and scatters
+/// the mean back; returns the reduced extras.
+std::vector<double> all_reduce_mean(DataParallel& dp, const std::vector<torch::Tensor>& params, std::vector<double> extra) {
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : params) {
+    const auto& g = p.grad();
+    parts.push_back((g.defined() ? g : torch::zeros_like(p)).reshape({-1}));
+  }
+  auto opts = params.empty() ? torch::TensorOptions().dtype(torch::kFloat32) : params.front().options();
+  parts.push_back(torch::tensor(extra, torch::TensorOptions().dtype(torch::kFloat64)).to(opts.device(), opts.dtype()));
+  torch::Tensor flat = torch::cat(parts);
+  dp.all_reduce_sum(flat);
+  flat.div_(static_cast<double>(dp.world_size()));
+  int64_t at = 0;
+  torch::NoGradGuard no_grad;
+  for (const auto& p : params) {
+    const int64_t n = p.numel();
+    auto g = flat.narrow(0, at, n).view(p.sizes()).clone();
+    p.mutable_grad() = g;
+    at += n;
+  }
+  auto tail = flat.narrow(0, at, static_cast<int64_t>(extra.size())).to(torch::kCPU, torch::kFloat64);
+  for (size_t i = 0; i < extra.size(); ++i) extra[i] = tail[static_cast<int64_t>(i)].item<double>();
+  return extra;
+}
+
+double mean_eval_bpb(CausalLM& model, const std::vector<TokenStream>& streams, const Tokenizer& tok, int64_t tokens,
+                     int64_t window, nlohmann::json* per_file) {
+  torch::NoGradGuard no_grad;
+  double sum = 0;
+  for (const auto& s : streams) {
+    EvalOptions eo;
+    eo.window = window;
+    eo.max_tokens = tokens;
+    const auto r = evaluate_stream(model, s, tok, eo);
+    sum += r.bits_per_byte;
+    if (per_file) (*per_file)[s.source] = r.bits_per_byte;
+  }
+  return streams.empty() ? -1 : sum / static_cast<double>(streams.size());
+}
+
+struct SavedState {
+  int64_t step = 0;
+  double seconds = 0;
+  int64_t skipped = 0;
+  std::vector<StepRecord> history;
+};
+
+void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, const FinetuneOptions& opt, int world,
+                const SavedState& st) {
+  fs::create_directories(dir);
+  Named tensors;
+  for (const auto& [n, t] : tr.params) tensors.emplace_back("param." + n, t);
+  for (const auto& [n, t] : adam.state()) tensors.emplace_back("adam." + n, t);
+  save_tensor_file((fs::path(dir) / "state.safetensors").string(), tensors);
+  nlohmann::json hist = nlohmann::json::array();
+  for (const auto& r : st.history) hist.push_back(step_to_json(r));
+  const nlohmann::json j = {{"format", 1},          {"step", st.step},       {"seconds", st.seconds},
+                            {"skipped", st.skipped}, {"recipe", recipe_json(opt, world)}, {"history", hist}};
+  write_text_atomically((fs::path(dir) / "state.json").string(), j.dump(1) + "\n");
+}
+
+SavedState load_state(const std::string& dir, Trainable& tr, AdamW& adam, const FinetuneOptions& opt, int world) {
+  const std::string jpath = (fs::path(dir) / "state.json").string();
+  if (!fs::exists(jpath)) fail(dir + ": no saved state to resume from (a run with --save-every N writes it)");
+  const nlohmann::json j = io::read_json_file(jpath);
+  const nlohmann::json want = recipe_json(opt, world);
+  for (const auto& [k, v] : want.items())
+    if (!j.at("recipe").contains(k) || j["recipe"][k] != v)
+      fail(jpath + ": the saved run used " + k + " = " + (j["recipe"].contains(k) ? j["recipe"][k].dump() : "?") +
+           ", this one " + v.dump() + " (resume needs the same recipe)");
+  auto tensors = load_tensor_file((fs::path(dir) / "state.safetensors").string());
+  torch::NoGradGuard no_grad;
+  for (auto& [n, p] : tr.params) {
+    auto it = tensors.find("param." + n);
+    if (it == tensors.end() || it->second.sizes() != p.sizes())
+      fail(dir + "/state.safetensors: missing or misshapen 'param." + n + "'");
+    p.copy_(it->second);
+  }
+  Named moments;
+  for (auto& [n, t] : tensors)
+    if (n.rfind("adam.", 0) == 0) moments.emplace_back(n.substr(5), t);
+  SavedState st;
+  st.step = j.at("step").get<int64_t>();
+  adam.load_state(moments, st.step - j.value("skipped", int64_t{0}));
+  st.seconds = j.value("seconds", 0.0);
+  st.skipped = j.value("skipped", int64_t{0});
+  for (const auto& r : j.at("history")) st.history.push_back(step_from_json(r));
+  return st;
+}
+
+nlohmann::json read_record(const std::string& dir) {
+  const fs::path p = fs::path(dir) / "statecut.json";
+  if (!fs::exists(p)) return nlohmann::json::object();
+  return io::read_json_file(p.string());
+}
+
+}  // namespace
+
+std::string finetune_state_dir(const std::string& out) {
+  std::string o = out;
+  while (o.size() > 1 && o.back() == '/') o.pop_back();
+  return o + ".state";
+}
+
+void validate_finetune_options(const FinetuneOptions& o) {
+  auto need_dir = [](const std::string& d, const char* what) {
+    if (d.empty()) fail(std::string(what) + " is required");
+    if (!fs::exists(fs::path(d) / "config.json")) fail(d + ": not a checkpoint folder (no config.json)");
+  };
+  need_dir(o.checkpoint, "--checkpoint");
+  if (!o.no_kd) {
+    if (o.teacher.empty()) fail("--teacher is required for distillation (or --no-kd)");
+    need_dir(o.teacher, "--teacher");
+  }
+  if (o.text.empty()) fail("--text: at least one training file is required");
+  for (const auto& f : o.text)
+    if (!fs::is_regular_file(f)) fail(f + ": no such file");
+  for (const auto& f : o.eval_text)
+    if (!fs::is_regular_file(f)) fail(f + ": no such file");
+  if (o.out.empty()) fail("--out is required");
+  if (fs::exists(o.out)) fail(o.out + ": already exists (the output folder must be new)");
+  const fs::path parent = fs::absolute(fs::path(o.out)).parent_path();
+  if (!fs::is_directory(parent)) fail(o.out + ": parent folder " + parent.string() + " does not exist");
+  if (o.steps < 1) fail("--steps must be >= 1");
+  if (o.seq_len < 2) fail("--seq-len must be >= 2");
+  if (o.batch < 1) fail("--batch must be >= 1");
+  if (o.accum < 1) fail("--accum must be >= 1");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) fail("--lr must be positive");
+  if (o.warmup < 0) fail("--warmup must be >= 0");
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) fail("--min-lr-ratio must lie in [0, 1]");
+  if (!(o.weight_decay >= 0)) fail("--weight-decay must be >= 0");
+  if (!(o.max_grad_norm > 0)) fail("--max-grad-norm must be positive");
+  if (!o.full && o.lora_rank < 1) fail("--lora-rank must be >= 1");
+  if (!o.full && !(o.lora_alpha > 0)) fail("--lora-alpha must be positive");
+  if (!(o.kd_temp > 0)) fail("--kd-temp must be positive");
+  if (!(o.kd_weight >= 0)) fail("--kd-weight must be >= 0");
+  if (o.eval_every < 0 || o.save_every < 0 || o.eval_tokens < 0 || o.stop_after < 0)
+    fail("--eval-every, --save-every and --eval-tokens must be >= 0");
+  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) fail("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) fail("finetune: training dtype must be f32 or f64");
+}
+
+FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb, DataParallel* dp) {
+  validate_finetune_options(opt);
+  const auto t0 = Clock::now();
+  const int rank = dp ? dp->rank() : 0, world = dp ? dp->world_size() : 1;
+  torch::Device device(opt.device);
+  if (device.is_cuda() && !torch::cuda::is_available()) fail("--device cuda: no CUDA device available");
+  const std::string state_dir = finetune_state_dir(opt.out);
+  if (!opt.resume && fs::exists(state_dir))
+    fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");
+
+  const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
+  auto student = load_causal_lm(opt.checkpoint, opt.dtype, device);
+  std::unique_ptr<CausalLM> teacher;
+  if (!opt.no_kd) {
+    teacher = load_causal_lm(opt.teacher, opt.dtype, device);
+    if (teacher->vocab_size() != student->vocab_size())
+      fail(opt.teacher + ": teacher vocab " + std::to_string(teacher->vocab_size()) + " differs from the student's " +
+           std::to_string(student->vocab_size()));
+    for (auto& [n, t] : teacher->named_parameters()) t.requires_grad_(false);
+  }
+  const TokenStream data = concat_streams(opt.text, tok, student->vocab_size());
+  if (static_cast<int64_t>(data.ids.size()) < opt.seq_len)
+    fail(data.source + ": " + std::to_string(data.ids.size()) + " tokens, fewer than --seq-len " +
+         std::to_string(opt.seq_len));
+  std::vector<TokenStream> eval_streams;
+  for (const auto& f : opt.eval_text) eval_streams.push_back(read_tokens(f, tok, student->vocab_size()));
+
+  Trainable tr = make_trainable(*student, opt);
+  AdamW adam(tr.params, AdamWConfig{opt.lr, 0.9, 0.95, 1e-15, opt.weight_decay});
+  SavedState st;
+  if (opt.resume) {
+    st = load_state(state_dir, tr, adam, opt, world);
+    if (cb.on_note) cb.on_note("resumed from " + state_dir + " at step " + std::to_string(st.step));
+  }
+  const auto params = tr.tensors();
+  int64_t trainable_model = 0;
+  for (const auto& [n, t] : tr.trained) trainable_model += t.numel();
+
+  const int64_t tokens_per_step = static_cast<int64_t>(world) * opt.batch * opt.seq_len * opt.accum;
+  FinetuneResult result;
+  result.state_dir = state_dir;
+  const double seconds_before = st.seconds;
+  bool stopped = false;
+  for (int64_t s = st.step; s < opt.steps; ++s) {
+    const double lr = cosine_lr(opt.lr, s, opt.steps, opt.warmup, opt.min_lr_ratio);
+    if (tr.lora) tr.lora->materialise();
+    double loss = 0, ce = 0, kd = 0;
+    for (int64_t m = 0; m < opt.accum; ++m) {
+      const Windows w = sample_windows(data, world * opt.batch, opt.seq_len, mix(opt.seed, s * opt.accum + m));
+      const torch::Tensor ids = w.ids.narrow(0, rank * opt.batch, opt.batch).to(device);
+      torch::Tensor tlogits;
+      if (teacher) {
+        torch::NoGradGuard no_grad;
+        tlogits = teacher->forward(ids).logits;
+      }
+      const auto logits = student->forward(ids).logits;
+      const LossParts parts = recovery_loss(logits, tlogits, ids, opt.kd_temp, opt.no_kd ? 0.0 : opt.kd_weight);
+      (parts.total / static_cast<double>(opt.accum)).backward();
+      loss += parts.total.item<double>() / static_cast<double>(opt.accum);
+      ce += parts.ce.item<double>() / static_cast<double>(opt.accum);
+      if (parts.kd.defined()) kd += parts.kd.item<double>() / static_cast<double>(opt.accum);
+    }
+    if (tr.lora) tr.lora->backprop();
+    bool interrupt = cb.interrupt && cb.interrupt->load();
+    if (dp && world > 1) {
+      const auto red = all_reduce_mean(*dp, params, {loss, ce, kd, interrupt ? 1.0 : 0.0});
+      loss = red[0], ce = red[1], kd = red[2], interrupt = red[3] > 0;
+    }
+    const double norm = clip_grad_norm(params, opt.max_grad_norm);
+    if (std::isfinite(norm)) {
+      adam.step(lr);
+    } else {
+      ++st.skipped;  // flame's skip_nan_inf: this step changes nothing
+    }
+    for (const auto& p : params) p.mutable_grad() = torch::Tensor();
+
+    StepRecord rec;
+    rec.step = s + 1, rec.lr = lr, rec.loss = loss, rec.ce = ce, rec.kd = opt.no_kd ? 0.0 : kd, rec.grad_norm = norm;
+    rec.tokens = (s + 1) * tokens_per_step;
+    rec.seconds = seconds_before + seconds_since(t0);
+    const bool last = s + 1 == opt.steps;
+    if (!eval_streams.empty() && rank == 0 && ((opt.eval_every > 0 && (s + 1) % opt.eval_every == 0) || last)) {
+      if (tr.lora) tr.lora->materialise();
+      rec.eval_bpb = mean_eval_bpb(*student, eval_streams, tok, opt.eval_tokens, opt.seq_len, nullptr);
+    }
+    st.history.push_back(rec);
+    st.step = s + 1;
+    st.seconds = rec.seconds;
+    if (cb.on_step) cb.on_step(rec, opt.steps);
+    const bool stop = !last && (interrupt || (opt.stop_after > 0 && s + 1 >= opt.stop_after));
+    if (!last && (stop || (opt.save_every > 0 && (s + 1) % opt.save_every == 0))) {
+      if (rank == 0) save_state(state_dir, tr, adam, opt, world, st);
+      if (dp) dp->barrier();
+      if (cb.on_note) cb.on_note("saved state at step " + std::to_string(s + 1) + " to " + state_dir);
+    }
+    if (stop) {
+      stopped = true;
+      break;
+    }
+  }
+  result.history = st.history;
+  if (stopped) return result;
+
+  if (tr.lora) tr.lora->materialise();
+  const StepRecord& final_rec = st.history.back();
+  nlohmann::json eval = nlohmann::json::object();
+  nlohmann::json rec = {
+      {"source", opt.checkpoint},
+      {"teacher", opt.no_kd ? nlohmann::json() : nlohmann::json(opt.teacher)},
+      {"text", opt.text},
+      {"recipe",
+       {{"mode", opt.full ? "full" : "lora"},
+        {"lora_rank", opt.full ? 0 : opt.lora_rank},
+        {"lora_alpha", opt.full ? 0.0 : opt.lora_alpha},
+        {"lora_targets", "q, k, v row blocks of every linear-attention layer"},
+        {"trained_fully", opt.full ? "every parameter" : "names containing conv1d, norm or bias"},
+        {"loss", opt.no_kd ? "CE" : "CE + kd_weight * T^2 * KL(teacher || student)"},
+        {"kd_temp", opt.kd_temp},
+        {"kd_weight", opt.no_kd ? 0.0 : opt.kd_weight},
+        {"optimizer", "AdamW"},
+        {"lr", opt.lr},
+        {"betas", {0.9, 0.95}},
+        {"eps", 1e-15},
+        {"weight_decay", opt.weight_decay},
+        {"schedule", "warmup + cosine"},
+        {"warmup", opt.warmup},
+        {"min_lr_ratio", opt.min_lr_ratio},
+        {"max_grad_norm", opt.max_grad_norm},
+        {"seq_len", opt.seq_len},
+        {"batch", opt.batch},
+        {"accum", opt.accum},
+        {"world_size", world},
+        {"seed", opt.seed},
+        {"dtype", dtype_label(opt.dtype)}}},
+      {"steps", opt.steps},
+      {"skipped_steps", st.skipped},
+      {"tokens", final_rec.tokens},
+      {"final", {{"loss", final_rec.loss}, {"ce", final_rec.ce}, {"kd", final_rec.kd}}},
+      {"lora_parameters", tr.lora ? tr.lora->num_parameters() : 0},
+      {"trained_parameters", trainable_model},
+      {"device", opt.device},
+      {"seconds", final_rec.seconds}};
+  if (!eval_streams.empty() && rank == 0) {
+    mean_eval_bpb(*student, eval_streams, tok, opt.eval_tokens, opt.seq_len, &eval);
+    rec["eval"] = {{"bits_per_byte", eval}, {"tokens", opt.eval_tokens}, {"window", opt.seq_len}};
+  }
+  result.record = rec;
+  result.completed = true;
+  if (rank == 0) {
+    std::map<std::string, torch::Tensor> changed;
+    for (auto& [n, t] : student->named_parameters())
+      if (t.requires_grad()) changed.emplace(n, t.detach());
+    AtomicDir out(opt.out);
+    write_updated_checkpoint(opt.checkpoint, changed, out.path());
+    nlohmann::json record = read_record(opt.checkpoint);
+    if (record.contains("finetune")) record["finetune_previous"].push_back(record["finetune"]);
+    record["finetune"] = rec;
+    write_text_atomically((fs::path(out.path()) / "statecut.json").string(), record.dump(2) + "\n");
+    write_text_atomically((fs::path(out.path()) / "loss.csv").string(), loss_csv(st.history));
+    write_text_atomically((fs::path(out.path()) / "loss.svg").string(),
+                          loss_svg(st.history, "statecut finetune: " + fs::path(opt.out).filename().string()));
+    out.commit();
+    std::error_code ec;
+    fs::remove_all(state_dir, ec);
+  }
+  if (dp) dp->barrier();
+  return result;
+}
+
+}  // namespace statecut
