@@ -89,7 +89,8 @@ class CausalLM {
   /// Incremental decoding: input_ids [B,T] (T ≥ 1) continue the sequences whose state `cache` holds (an empty cache:
   /// positions from 0), and the cache is updated. Logits [B,T,V] equal forward() of the whole sequence at these
   /// positions up to rounding (tests/torch/decode_equivalence.cpp). T > 1 (a prefill) runs opt.mode, one token the
-  /// recurrent step (CUDA: the decode kernel). hidden_states and boundary are not filled. Default: throws.
+  /// recurrent step (CUDA: the decode kernel). hidden_states as forward() fills them (these positions only);
+  /// boundary is not filled. Default: throws.
   virtual ForwardResult forward_cached(const torch::Tensor& input_ids, DecodeCache& cache, const ForwardOptions& opt = {}) {
     (void)input_ids, (void)cache, (void)opt;
     throw std::runtime_error("model_type '" + model_type() + "' has no incremental decoding (forward_cached)");

@@ -95,12 +95,16 @@ class FlaCausalLM final : public CausalLM {
     begin_cached_forward(cache, input_ids, layers_.size());
     ForwardResult res;
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
       auto r = h + attention(lw, rms_norm(h, lw.attn_norm, cfg_.norm_eps), opt.mode, nullptr, &cache.layers[i]);
       h = r + gated_mlp(rms_norm(r, lw.mlp_norm, cfg_.norm_eps), lw.gate_proj, lw.up_proj, lw.down_proj);
+      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
     }
-    res.logits = statecut::linear(rms_norm(h, norm_, cfg_.norm_eps), lm_head_).to(torch::kFloat32);
+    h = rms_norm(h, norm_, cfg_.norm_eps);
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    res.logits = statecut::linear(h, lm_head_).to(torch::kFloat32);
     cache.position += input_ids.size(1);
     return res;
   }

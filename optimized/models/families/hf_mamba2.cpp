@@ -164,9 +164,13 @@ class HfMamba2 final : public CausalLM {
   ForwardResult forward_cached(const torch::Tensor& input_ids, DecodeCache& cache, const ForwardOptions& opt) override {
     begin_cached_forward(cache, input_ids, layers_.size());
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
-    for (size_t i = 0; i < layers_.size(); ++i) h = block(h, layers_[i], opt.mode, nullptr, &cache.layers[i]);
-    auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     ForwardResult res;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      h = block(h, layers_[i], opt.mode, nullptr, &cache.layers[i]);
+      if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    }
+    auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
+    if (opt.output_hidden_states) res.hidden_states.push_back(hn);
     res.logits = torch::matmul(hn.to(lm_head_.scalar_type()), lm_head_.t()).to(torch::kFloat32);
     cache.position += input_ids.size(1);
     return res;

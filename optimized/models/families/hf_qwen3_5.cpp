@@ -181,6 +181,8 @@ class QwenHybrid final : public CausalLM {
     begin_cached_forward(cache, input_ids, layers_.size());
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
     const int64_t T = h.size(1);
+    ForwardResult res;
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
     auto [cos, sin] = rotary_.cos_sin(T, cache.position, h.scalar_type(), h.device());
     for (size_t i = 0; i < layers_.size(); ++i) {
       const auto& l = layers_[i];
@@ -193,9 +195,11 @@ class QwenHybrid final : public CausalLM {
         h = h + linear_mixer(x, l, opt.mode, nullptr, &st);
       }
       h = h + gated_mlp(rms_norm_zero_centered(h, l.post_norm, cfg_.eps), l.gate_proj, l.up_proj, l.down_proj);
+      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
     }
-    ForwardResult res;
-    res.logits = torch::matmul(rms_norm_zero_centered(h, norm_, cfg_.eps), lm_head_.t()).to(torch::kFloat32);
+    auto hn = rms_norm_zero_centered(h, norm_, cfg_.eps);
+    if (opt.output_hidden_states) res.hidden_states.push_back(hn);
+    res.logits = torch::matmul(hn, lm_head_.t()).to(torch::kFloat32);
     cache.position += T;
     return res;
   }

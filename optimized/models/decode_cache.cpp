@@ -1,0 +1,93 @@
+// The decode cache and the conv step of incremental decoding (decode_cache.h).
+#include "optimized/models/decode_cache.h"
+
+#include <string>
+
+#include "optimized/models/layers_common.h"
+
+namespace statecut {
+
+namespace {
+int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+}  // namespace
+
+void DecodeCache::clear() {
+  layers.clear();
+  position = 0;
+  batch = 0;
+}
+
+int64_t DecodeCache::recurrent_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) {
+    n += tensor_bytes(l.state);
+    for (const auto& c : l.conv) n += tensor_bytes(c);
+  }
+  return n;
+}
+
+int64_t DecodeCache::kv_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers) n += tensor_bytes(l.key) + tensor_bytes(l.value);
+  return n;
+}
+
+void assign_state(torch::Tensor& dst, const torch::Tensor& src) {
+  if (dst.defined() && dst.sizes() == src.sizes() && dst.scalar_type() == src.scalar_type() &&
+      dst.device() == src.device() && dst.is_contiguous()) {
+    dst.copy_(src);
+  } else {
+    dst = src.contiguous();
+  }
+}
+
+LayerDecodeState& layer_state(DecodeCache& cache, size_t layer, size_t num_layers) {
+  if (cache.layers.size() < num_layers) cache.layers.resize(num_layers);
+  TORCH_CHECK(layer < cache.layers.size(), "decode cache: layer ", layer, " out of range");
+  return cache.layers[layer];
+}
+
+void begin_cached_forward(DecodeCache& cache, const torch::Tensor& input_ids, size_t num_layers) {
+  TORCH_CHECK(input_ids.dim() == 2 && input_ids.size(1) >= 1, "forward_cached: input_ids must be [B,T] with T >= 1, got ",
+              input_ids.sizes());
+  if (cache.empty() && cache.layers.empty()) cache.batch = input_ids.size(0);
+  TORCH_CHECK(input_ids.size(0) == cache.batch, "forward_cached: the cache holds ", cache.batch,
+              " sequences, input_ids has ", input_ids.size(0));
+  TORCH_CHECK(cache.layers.empty() || cache.layers.size() == num_layers, "forward_cached: the cache has ",
+              cache.layers.size(), " layers, the model ", num_layers);
+  cache.layers.resize(num_layers);
+}
+
+torch::Tensor embed_tokens_cached(const torch::Tensor& input_ids, const torch::Tensor& embeddings,
+                                  const DecodeCache& cache) {
+  if (cache.check_ids) return embed_tokens(input_ids, embeddings);
+  auto ids = input_ids.to(embeddings.device(), torch::kInt64);
+  return embeddings.index_select(0, ids.reshape({-1})).reshape({ids.size(0), ids.size(1), embeddings.size(1)});
+}
+
+torch::Tensor causal_conv1d_step(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 bool silu, torch::Tensor& conv) {
+  TORCH_CHECK(x.dim() == 3 && weight.dim() == 3 && weight.size(1) == 1 && weight.size(0) == x.size(2),
+              "causal_conv1d_step: x [B,T,C] and weight [C,1,W] expected");
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), W = weight.size(2);
+  if (!conv.defined()) conv = torch::zeros({B, W - 1, C}, x.options());
+  TORCH_CHECK(conv.dim() == 3 && conv.size(0) == B && conv.size(1) == W - 1 && conv.size(2) == C,
+              "causal_conv1d_step: conv state must be [", B, ",", W - 1, ",", C, "], got ", conv.sizes());
+  auto window = torch::cat({conv.to(x.scalar_type()), x}, 1);  // [B, W−1+T, C]
+  torch::Tensor y;
+  if (T == 1) {
+    // y_c = Σ_j w[c,0,j] · window[j,c] (+ b_c): the last output of the zero-padded conv over the window.
+    const auto cd = compute_dtype(x.scalar_type());
+    auto w = weight.to(cd).squeeze(1).t();  // [W, C]
+    auto acc = (window.to(cd) * w.unsqueeze(0)).sum(1, /*keepdim=*/true);
+    if (bias.defined()) acc = acc + bias.to(cd);
+    if (silu) acc = torch::silu(acc);
+    y = acc.to(x.scalar_type());
+  } else {
+    y = causal_conv1d(window, weight, bias, silu).narrow(1, W - 1, T);
+  }
+  assign_state(conv, window.narrow(1, T, W - 1));
+  return y.contiguous();
+}
+
+}  // namespace statecut

@@ -1,0 +1,27 @@
+/// The recurrences of recurrence.h continuing from a carried state (incremental decoding, decode_cache.h).
+///
+///   delta_rule_cached        = delta_rule_forward (same inputs, same contract) with initial state `state`
+///   linear_attention_cached  = gated_linear_attention (Mamba-2's SSD) with initial state `state`
+/// state: [B,Hv,dk,dv] key-major in the compute dtype (fp32; f64 for f64 activations), undefined = zeros. On return it
+/// holds the final state, written in place when it was defined with that shape (CUDA graphs replay into it).
+/// Metamorphic relation: run(x[0:T1+T2]) = run(x[T1:], state = run(x[0:T1])) up to rounding.
+///
+/// Dispatch, delta rule: the CUDA kernels under delta_rule_forward's conditions (bf16/fp16 on CUDA, dk, dv ≤ 256,
+/// dv % 4 == 0; delta_rule_uses_cuda_kernels): one token → gated_delta_rule_decode_ (the decode kernel, state
+/// updated in place, fp32), T > 1 → gated_delta_rule_chunk (mode Chunk) or _recurrent with the state as
+/// initial_state. Everything else: l2_normalize + gated_delta_rule on LibTorch, one token in the recurrent form.
+#pragma once
+#include <torch/torch.h>
+
+#include "optimized/models/model.h"
+
+namespace statecut {
+
+torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
+                                RecurrenceMode mode, torch::Tensor& state);
+
+torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                      const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state);
+
+}  // namespace statecut
