@@ -1,0 +1,85 @@
+// `statecut verify`: every check statecut has, on one checkpoint, for a model team's CI (issue 12).
+// Exit 0: every check holds; 1: a check fails; 2: the checkpoint (or --text/--source) cannot be read.
+// Human table on stdout (or one JSON object with --json), progress on stderr (none with --quiet).
+// Library: optimized/verify/verify.h.
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/command_registry.h"
+#include "optimized/verify/verify.h"
+
+namespace {
+
+struct Args {
+  statecut::verify::VerifyOptions opt;
+  std::vector<std::string> tokens;
+  std::string only, skip, svg;
+  bool json = false, quiet = false;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');)
+    if (!x.empty()) v.push_back(x);
+  return v;
+}
+
+statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  app.description("check a linear-attention checkpoint against the f64 reference, the paper's theorems and its "
+                  "pruning record; exit 0 iff every check holds, 1 if one fails, 2 if the input cannot be read");
+  app.add_option("--checkpoint", a->opt.checkpoint, "model folder (config.json + model.safetensors)")->required();
+  app.add_option("--source", a->opt.source, "the unpruned checkpoint a pruned one was cut from");
+  app.add_option("--text", a->opt.text, "text or token files the windows are drawn from (default: random tokens)");
+  app.add_option("--tokens", a->tokens, "pre-tokenised .safetensors/.bin token files (same as --text)");
+  app.add_option("--windows", a->opt.windows, "windows N")->capture_default_str();
+  app.add_option("--len", a->opt.len, "tokens per window L")->capture_default_str();
+  app.add_option("--seed", a->opt.seed, "seed of the windows, random tokens and permutations")->capture_default_str();
+  app.add_option("--device", a->opt.device, "cpu | cuda (cuda adds the kernels check)")->capture_default_str();
+  app.add_option("--only", a->only, "comma-separated checks to run (load, config, pruned, reference, "
+                                     "chunk-recurrent, state-carry, theorems, determinism, kernels)");
+  app.add_option("--skip", a->skip, "comma-separated checks to leave out");
+  app.add_flag("--json", a->json, "one JSON object on stdout instead of the table");
+  app.add_option("--svg", a->svg, "(not implemented yet: accepted and ignored)");
+  app.add_flag("--quiet", a->quiet, "no progress on stderr");
+  return [a]() {
+    auto& o = a->opt;
+    o.text.insert(o.text.end(), a->tokens.begin(), a->tokens.end());
+    o.only = split_list(a->only);
+    o.skip = split_list(a->skip);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!a->quiet)
+      o.progress = [t0](const std::string& line) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "verify [%6.1fs] %s\n", s, line.c_str());
+        std::fflush(stderr);
+      };
+    statecut::verify::Report rep;
+    try {
+      rep = statecut::verify::run_verify(o);
+    } catch (const statecut::verify::Unreadable& e) {
+      std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
+      return 2;
+    } catch (const std::invalid_argument& e) {
+      throw statecut::cli::UsageError(e.what());
+    } catch (const c10::Error& e) {
+      const std::string msg = e.what_without_backtrace();
+      std::fprintf(stderr, "statecut verify: error: %s: %s\n", o.checkpoint.c_str(), msg.substr(0, msg.find('\n')).c_str());
+      return 2;
+    }
+    if (a->json) {
+      std::printf("%s\n", statecut::verify::to_json(rep).dump().c_str());
+    } else {
+      statecut::verify::print_table(rep, stdout);
+    }
+    std::fflush(stdout);
+    return rep.exit_code();
+  };
+});
+
+}  // namespace

@@ -1,0 +1,317 @@
+// `pruned` (a statecut.json is present): the record is valid for this checkpoint, and with the unpruned source
+// every kept q/k row and conv channel is the source's row bit for bit, in the recorded order, and every other tensor
+// (and every other row of a packed tensor) is identical. The row map is rebuilt here from the record and the
+// source's geometry alone (DESIGN.md §4), independently of surgery.cpp's index arithmetic.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "optimized/io/checkpoint.h"
+#include "optimized/prune/surgery.h"
+#include "optimized/verify/verify_checks.h"
+
+namespace statecut::verify {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+/// Where a row of a pruned tensor comes from.
+struct RowOrigin {
+  int64_t src_row = 0;
+  int layer = -1, head = -1, kept = -1;  ///< -1: a row outside the q/k blocks
+  std::string block;                     ///< "q" / "k" / "q conv" / "k conv"
+};
+
+struct Block {
+  std::string tensor, kind;
+  int64_t offset, stride;
+  const PrunableLayer* L;
+  const std::vector<std::vector<int64_t>>* keep;  ///< null for a rotation
+};
+
+std::string bias_of(const std::string& w) {
+  const std::string suf = ".weight";
+  return w.size() > suf.size() && w.compare(w.size() - suf.size(), suf.size(), suf) == 0
+             ? w.substr(0, w.size() - suf.size()) + ".bias"
+             : "";
+}
+
+/// tensor → its pruned rows' origins, for every tensor holding a q/k block of the source geometry.
+std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, const std::vector<PrunableLayer>& layers,
+                                                       const std::map<int, std::vector<std::vector<int64_t>>>& keep,
+                                                       int new_dk) {
+  std::map<std::string, std::vector<Block>> blocks;
+  for (const auto& L : layers) {
+    const auto it = keep.find(L.layer);
+    const auto* kp = (it == keep.end() || it->second.empty()) ? nullptr : &it->second;  // null: a rotation
+    const int64_t dk = L.head_k_dim;
+    auto add = [&](const std::string& t, const std::string& kind, int64_t off, int64_t stride) {
+      if (t.empty()) return;
+      blocks[t].push_back({t, kind, off, head_row_stride(stride, L.head_k_dim), &L, kp});
+      const std::string b = bias_of(t);
+      if (kind.find("conv") != std::string::npos && !b.empty() && src.has(b))
+        blocks[b].push_back({b, kind + " bias", off, dk, &L, kp});
+    };
+    add(L.q_weight, "q", L.q_row_offset, L.q_row_stride);
+    add(L.k_weight, "k", L.k_row_offset, L.k_row_stride);
+    add(L.q_conv, "q conv", L.q_conv_offset, dk);
+    add(L.k_conv, "k conv", L.k_conv_offset, dk);
+  }
+  std::map<std::string, std::vector<RowOrigin>> out;
+  for (const auto& [name, bl] : blocks) {
+    const int64_t rows = src.shape(name)[0];
+    std::vector<const Block*> owner(rows, nullptr);
+    std::vector<int> head(rows, -1);
+    std::vector<int64_t> chan(rows, -1);
+    for (const auto& b : bl)
+      for (int h = 0; h < b.L->num_key_heads; ++h)
+        for (int64_t c = 0; c < b.L->head_k_dim; ++c) {
+          const int64_t r = b.offset + h * b.stride + c;
+          if (r < rows) owner[r] = &b, head[r] = h, chan[r] = c;
+        }
+    auto& m = out[name];
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!owner[r]) {
+        m.push_back({r, -1, -1, -1, ""});
+      } else if (chan[r] == 0) {
+        const Block& b = *owner[r];
+        const int h = head[r];
+        if (!b.keep) {  // rotation: k' rows that are no source row
+          for (int i = 0; i < new_dk; ++i) m.push_back({-1, b.L->layer, h, i, b.kind});
+          continue;
+        }
+        const auto& kh = (*b.keep)[h];
+        for (size_t i = 0; i < kh.size(); ++i)
+          m.push_back({b.offset + h * b.stride + kh[i], b.L->layer, h, static_cast<int>(i), b.kind});
+      }
+    }
+  }
+  return out;
+}
+
+bool rows_equal(const torch::Tensor& a, int64_t ra, const torch::Tensor& b, int64_t rb) {
+  return torch::equal(a[ra], b[rb]);
+}
+
+/// Record validity against this checkpoint's geometry; fills keep (layer → heads → channels).
+CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::vector<std::vector<int64_t>>>& keep,
+                       bool* rotation) {
+  CheckResult r;
+  r.name = "pruned.record";
+  r.relation = "==";
+  r.threshold = 0;
+  r.reason = "statecut.json must describe these weights: one keep set per layer and head, k' distinct channels in "
+             "[0, dk), k' = the config's key dim";
+  std::vector<std::string> problems;
+  const std::string path = (fs::path(ctx.dir) / "statecut.json").string();
+  const int64_t old_dk = rec.value("head_k_dim", int64_t{-1});
+  const int64_t new_dk = rec.value("new_head_k_dim", int64_t{-1});
+  const int now_dk = ctx.layers.front().head_k_dim;
+  if (new_dk != now_dk)
+    problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
+                       std::to_string(now_dk));
+  if (!rec.contains("selection") || !rec["selection"].contains("layers") || !rec["selection"]["layers"].is_array()) {
+    problems.push_back(path + ": no selection.layers");
+  } else {
+    for (const auto& l : rec["selection"]["layers"]) {
+      const int layer = l.value("layer", -1);
+      if (l.value("rotation", false)) {
+        *rotation = true;
+        keep[layer];
+        continue;
+      }
+      if (!l.contains("keep")) {
+        problems.push_back(path + ": layer " + std::to_string(layer) + " has no keep sets");
+        continue;
+      }
+      keep[layer] = l["keep"].get<std::vector<std::vector<int64_t>>>();
+    }
+  }
+  for (const auto& L : ctx.layers) {
+    const auto it = keep.find(L.layer);
+    if (it == keep.end()) {
+      problems.push_back(path + ": no keep sets for layer " + std::to_string(L.layer));
+      if (r.where.empty()) r.where = "layer " + std::to_string(L.layer);
+      continue;
+    }
+    if (*rotation) continue;
+    if (static_cast<int>(it->second.size()) != L.num_key_heads)
+      problems.push_back(path + ": layer " + std::to_string(L.layer) + " has " + std::to_string(it->second.size()) +
+                         " keep sets for " + std::to_string(L.num_key_heads) + " key heads");
+    for (size_t h = 0; h < it->second.size(); ++h) {
+      const auto& kh = it->second[h];
+      const std::string at = at_head(L.layer, static_cast<int>(h));
+      std::set<int64_t> seen;
+      for (int64_t c : kh) {
+        if (c < 0 || (old_dk > 0 && c >= old_dk)) problems.push_back(path + ": " + at + ": channel " + std::to_string(c) + " outside [0, " + std::to_string(old_dk) + ")");
+        if (!seen.insert(c).second) problems.push_back(path + ": " + at + ": channel " + std::to_string(c) + " kept twice");
+      }
+      if (static_cast<int>(kh.size()) != now_dk)
+        problems.push_back(path + ": " + at + ": " + std::to_string(kh.size()) + " channels kept, config dk " + std::to_string(now_dk));
+      if (!problems.empty() && r.where.empty()) r.where = at;
+    }
+  }
+  for (const auto& [layer, k] : keep)
+    if (std::none_of(ctx.layers.begin(), ctx.layers.end(), [&](const PrunableLayer& L) { return L.layer == layer; }))
+      problems.push_back(path + ": layer " + std::to_string(layer) + " is not a linear-attention layer of this model");
+  r.figure = static_cast<double>(problems.size());
+  r.status = problems.empty() ? Status::Pass : Status::Fail;
+  r.message = problems.empty() ? "method " + rec.value("method", std::string("?")) + ", dk " + std::to_string(old_dk) +
+                                     " -> " + std::to_string(new_dk) + " in " + std::to_string(keep.size()) +
+                                     " layers" + (*rotation ? " (a rotation: no keep sets)" : "")
+                               : problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+  r.details["problems"] = problems;
+  return r;
+}
+
+/// With the source: kept rows bit-identical in the recorded order, everything else identical.
+CheckResult weights_row(Context& ctx, const std::string& source, const json& src_cfg,
+                        const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation) {
+  CheckResult r;
+  r.name = "pruned.weights";
+  r.relation = "==";
+  r.threshold = 0;
+  r.reason = "subset surgery copies bytes: every kept row/channel must be the source's, in the recorded order, "
+             "and nothing else may change (DESIGN.md §4)";
+  std::vector<std::string> problems;
+  const WeightSource src = WeightSource::open_dir(source);
+  const auto src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
+  const auto maps = row_maps(src, src_layers, keep, ctx.layers.front().head_k_dim);
+  const auto pn = ctx.weights->names(), sn = src.names();
+  const std::set<std::string> pset(pn.begin(), pn.end()), sset(sn.begin(), sn.end());
+  for (const auto& n : sn)
+    if (!pset.count(n)) problems.push_back(n + ": in the source, missing here");
+  for (const auto& n : pn)
+    if (!sset.count(n)) problems.push_back(n + ": not in the source");
+  int64_t rows_checked = 0, tensors_same = 0;
+  for (const auto& n : pn) {
+    if (!sset.count(n)) continue;
+    const torch::Tensor a = ctx.weights->raw(n), b = src.raw(n);
+    const auto it = maps.find(n);
+    if (it == maps.end()) {
+      if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()) || !torch::equal(a, b)) {
+        problems.push_back(n + ": differs from the source (only q/k rows and their conv channels may change)");
+        if (r.where.empty()) r.where = n;
+      } else {
+        ++tensors_same;
+      }
+      continue;
+    }
+    const auto& m = it->second;
+    if (a.scalar_type() != b.scalar_type() || a.size(0) != static_cast<int64_t>(m.size())) {
+      problems.push_back(n + ": " + std::to_string(a.size(0)) + " rows, the record and the source's geometry give " +
+                         std::to_string(m.size()));
+      if (r.where.empty()) r.where = n;
+      continue;
+    }
+    for (size_t p = 0; p < m.size(); ++p) {
+      const RowOrigin& o = m[p];
+      if (o.src_row < 0) continue;  // a rotated row: no source row to compare with
+      ++rows_checked;
+      if (rows_equal(a, static_cast<int64_t>(p), b, o.src_row)) continue;
+      std::string msg = n + " row " + std::to_string(p);
+      if (o.layer >= 0) {
+        const PrunableLayer* L = nullptr;
+        for (const auto& x : src_layers)
+          if (x.layer == o.layer) L = &x;
+        const int64_t base = o.src_row - keep.at(o.layer)[o.head][o.kept];
+        msg += " (" + at_head(o.layer, o.head) + ", " + o.block + " channel " + std::to_string(o.kept) +
+               " of the record = source channel " + std::to_string(keep.at(o.layer)[o.head][o.kept]) + ")";
+        std::string found;
+        for (int64_t c = 0; L && c < L->head_k_dim && found.empty(); ++c)
+          if (rows_equal(a, static_cast<int64_t>(p), b, base + c)) found = "holds source channel " + std::to_string(c);
+        msg += found.empty() ? " matches no source channel of that head" : " " + found;
+        if (r.where.empty()) r.where = at_head(o.layer, o.head) + " " + o.block;
+      } else {
+        msg += " (outside the q/k blocks) differs from source row " + std::to_string(o.src_row);
+        if (r.where.empty()) r.where = n;
+      }
+      problems.push_back(msg);
+    }
+  }
+  // config.json: the source's with the family's dk edit, nothing else.
+  if (!ctx.layers.empty()) {
+    const json expect = pruned_config(src_cfg, ctx.layers.front().head_k_dim, source);
+    for (const auto& [k, v] : expect.items())
+      if (!ctx.config.contains(k) || ctx.config[k] != v)
+        problems.push_back(ctx.config_path + ": '" + k + "' = " + (ctx.config.contains(k) ? ctx.config[k].dump() : "absent") +
+                           " but the source's config with the dk edit has " + v.dump());
+    for (const auto& [k, v] : ctx.config.items())
+      if (!expect.contains(k)) problems.push_back(ctx.config_path + ": '" + k + "' is not in the source's config");
+  }
+  r.figure = static_cast<double>(problems.size());
+  r.status = problems.empty() ? Status::Pass : Status::Fail;
+  r.message = problems.empty()
+                  ? std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit" +
+                        (rotation ? " (rotated rows not comparable)" : "") + "; " + std::to_string(tensors_same) +
+                        " other tensors identical; config = source's + the dk edit (source " + source + ")"
+                  : problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+  r.details["problems"] = problems;
+  return r;
+}
+
+}  // namespace
+
+void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
+  const fs::path rec_path = fs::path(ctx.dir) / "statecut.json";
+  if (!fs::exists(rec_path)) {
+    out.push_back(skipped("pruned", "no statecut.json: not a checkpoint written by statecut prune"));
+    return;
+  }
+  json rec;
+  try {
+    rec = io::read_json_file(rec_path.string());
+  } catch (const std::exception& e) {
+    CheckResult r;
+    r.name = "pruned.record";
+    r.status = Status::Fail;
+    r.message = e.what();
+    out.push_back(r);
+    return;
+  }
+  if (ctx.layers.empty()) {
+    out.push_back(skipped("pruned", "no linear-attention layer: " + ctx.layers_error));
+    return;
+  }
+  std::map<int, std::vector<std::vector<int64_t>>> keep;
+  bool rotation = false;
+  CheckResult rr = record_row(ctx, rec, keep, &rotation);
+  const bool record_ok = rr.status == Status::Pass;
+  out.push_back(std::move(rr));
+
+  // The source: --source, else the record's own source path when it still exists.
+  std::string source = ctx.opt.source;
+  std::string source_note;
+  if (source.empty() && rec.contains("source") && rec["source"].contains("checkpoint")) {
+    const std::string p = rec["source"]["checkpoint"].get<std::string>();
+    if (fs::exists(fs::path(p) / "config.json")) source = p, source_note = " (from statecut.json)";
+  }
+  if (source.empty()) {
+    out.push_back(skipped("pruned.weights", "give --source DIR (the unpruned checkpoint) to compare the weights bit for bit"));
+    out.push_back(skipped("pruned.certificate", "needs --source DIR"));
+    return;
+  }
+  if (!record_ok) {
+    out.push_back(skipped("pruned.weights", "the record is invalid"));
+    out.push_back(skipped("pruned.certificate", "the record is invalid"));
+    return;
+  }
+  json src_cfg;
+  try {
+    src_cfg = io::read_config(source);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  if (!ctx.weights) {
+    out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
+  } else {
+    ctx.say("pruned: weights against " + source + source_note);
+    CheckResult w = weights_row(ctx, source, src_cfg, keep, rotation);
+    w.message += source_note;
+    out.push_back(std::move(w));
+  }
+  check_certificate(ctx, rec, source, out);
+}
+
+}  // namespace statecut::verify

@@ -1,0 +1,128 @@
+// `chunk-recurrent` and `state-carry`: two metamorphic relations of the optimized recurrence on this model's own
+// activations. Chunked (WY/UT, chunk 64) = recurrent; and run(T1 + T2) = run(T2, state = run(T1)) with a split
+// that is not a multiple of the chunk, so a carried state enters mid-chunk.
+#include "optimized/models/layers_common.h"
+#include "optimized/models/recurrence.h"
+#include "optimized/verify/verify_checks.h"
+
+namespace statecut::verify {
+
+namespace {
+
+/// Per head (window b, value head j) relative errors of o [B,T,Hv,dv] and S [B,Hv,dk,dv] against the references.
+void compare_heads(const LayerData& d, const torch::Tensor& o, const torch::Tensor& o_ref, const torch::Tensor& S,
+                   const torch::Tensor& S_ref, Worst& wo, Worst& ws) {
+  const torch::Tensor a = o.to(torch::kCPU, torch::kFloat64).contiguous(),
+                      b_ = o_ref.to(torch::kCPU, torch::kFloat64).contiguous();
+  const torch::Tensor s = S.to(torch::kCPU, torch::kFloat64), sr = S_ref.to(torch::kCPU, torch::kFloat64);
+  for (int64_t b = 0; b < d.B; ++b)
+    for (int64_t j = 0; j < d.Hv; ++j) {
+      const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
+      wo.add(rel_err(head_mat(a, b, j, 0, d.T), head_mat(b_, b, j, 0, d.T)), at);
+      ws.add(rel_err(to_mat(s[b][j]), to_mat(sr[b][j])), at);
+    }
+}
+
+double model_mode_threshold(torch::Dtype d, std::string* reason) {
+  if (d == torch::kBFloat16) {
+    *reason = "the two recurrences differ by fp32 rounding (~1e-6); the bf16 casts after them turn that into at most "
+              "one bf16 ulp (3.9e-3) in a few activations per block; 0.05 flags a real difference";
+    return 0.05;
+  }
+  if (d == torch::kFloat64) {
+    *reason = "f64 throughout: chunked and recurrent agree to ~1e-13";
+    return 1e-9;
+  }
+  *reason = "fp32 throughout: the recurrences agree to ~1e-6 and the blocks after them do not amplify it";
+  return 1e-3;
+}
+
+CheckResult row(const std::string& name, torch::Dtype ct, const Worst& wo, const Worst& ws, const std::string& what) {
+  CheckResult r;
+  r.name = name;
+  r.threshold = recurrence_threshold(ct, &r.reason);
+  Worst w;
+  w.add(wo.figure(), wo.where + " (output)");
+  w.add(ws.figure(), ws.where + " (final state)");
+  r.figure = w.figure();
+  r.where = w.where;
+  r.status = le(r.figure, r.threshold);
+  r.message = what + ": output " + fmt(wo.figure()) + ", final state " + fmt(ws.figure()) +
+              " (normwise relative, worst head)";
+  if (r.status == Status::Fail) r.message = r.where + ": " + fmt(r.figure) + " > " + fmt(r.threshold) + "; " + r.message;
+  return r;
+}
+
+}  // namespace
+
+void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
+  if (ctx.layers.empty() || !ctx.ensure_forward()) {
+    out.push_back(skipped("chunk-recurrent", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    return;
+  }
+  const torch::Dtype ct = compute_dtype(ctx.run_dtype);
+  Worst wo, ws;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (size_t li = 0; li < ctx.layers.size(); ++li) {
+    const LayerData d = layer_data(ctx, li);
+    torch::Tensor Sc, Sr;
+    const torch::Tensor oc = opt_recurrence(ctx, d, RecurrenceMode::Chunk, 0, d.T, {}, &Sc);
+    const torch::Tensor orr = opt_recurrence(ctx, d, RecurrenceMode::Recurrent, 0, d.T, {}, &Sr);
+    Worst lo, ls;
+    compare_heads(d, oc, orr, Sc, Sr, lo, ls);
+    wo.add(lo.figure(), lo.where);
+    ws.add(ls.figure(), ls.where);
+    per_layer.push_back({{"layer", d.layer}, {"output", lo.figure()}, {"final_state", ls.figure()}});
+  }
+  CheckResult r = row("chunk-recurrent", ct, wo, ws,
+                      "chunked (chunk " + std::to_string(kRecurrenceChunk) + ") vs recurrent, same inputs");
+  r.details["layers"] = per_layer;
+  out.push_back(std::move(r));
+
+  // The whole model run both ways.
+  CheckResult m;
+  m.name = "chunk-recurrent.model";
+  m.threshold = model_mode_threshold(ctx.run_dtype, &m.reason);
+  {
+    torch::NoGradGuard ng;
+    ForwardOptions fo;
+    fo.mode = RecurrenceMode::Recurrent;
+    ctx.say("forward in recurrent mode");
+    const torch::Tensor lr = ctx.model->forward(ctx.ids.to(ctx.device), fo).logits;
+    Worst w;
+    for (int64_t b = 0; b < lr.size(0); ++b) w.add(rel_err(lr[b], ctx.fwd.logits[b]), "window " + std::to_string(b));
+    m.figure = w.figure();
+    m.where = w.where;
+  }
+  m.status = le(m.figure, m.threshold);
+  m.message = "logits of the model with recurrent vs chunked layers (normwise relative, worst window)";
+  out.push_back(std::move(m));
+}
+
+void check_state_carry(Context& ctx, std::vector<CheckResult>& out) {
+  if (ctx.layers.empty() || !ctx.ensure_forward()) {
+    out.push_back(skipped("state-carry", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    return;
+  }
+  const int64_t T = ctx.ids.size(1);
+  if (T < 2) {
+    out.push_back(skipped("state-carry", "windows of one token cannot be split"));
+    return;
+  }
+  // Off the chunk grid (chunk 64): the carried state enters in the middle of a chunk.
+  const int64_t t1 = std::max<int64_t>(1, std::min<int64_t>(T - 1, T / 2 + 13));
+  const torch::Dtype ct = compute_dtype(ctx.run_dtype);
+  Worst wo, ws;
+  for (size_t li = 0; li < ctx.layers.size(); ++li) {
+    const LayerData d = layer_data(ctx, li);
+    torch::Tensor S_all, S1, S2;
+    const torch::Tensor whole = opt_recurrence(ctx, d, RecurrenceMode::Chunk, 0, T, {}, &S_all);
+    const torch::Tensor o1 = opt_recurrence(ctx, d, RecurrenceMode::Chunk, 0, t1, {}, &S1);
+    const torch::Tensor o2 = opt_recurrence(ctx, d, RecurrenceMode::Chunk, t1, T - t1, S1, &S2);
+    compare_heads(d, torch::cat({o1, o2}, 1), whole, S2, S_all, wo, ws);
+  }
+  out.push_back(row("state-carry", ct, wo, ws,
+                    "window split at t = " + std::to_string(t1) + " with the state carried vs the whole window"));
+}
+
+}  // namespace statecut::verify

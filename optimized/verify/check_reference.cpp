@@ -1,0 +1,118 @@
+// `reference`: every linear-attention layer's recurrence against reference/ in f64 on the exact q/k/v/β/g the
+// forward fed it (LayerBoundary), and the whole model in f64 against the checkpoint's dtype.
+#include "optimized/models/layers_common.h"
+#include "optimized/verify/verify_checks.h"
+
+namespace statecut::verify {
+
+double recurrence_threshold(torch::Dtype compute, std::string* reason) {
+  if (compute == torch::kFloat64) {
+    *reason = "f64 recurrence on the same inputs: the transition is non-expansive (||k|| = 1, beta <= 2, decay <= 1), "
+              "so rounding stays ~(dk + dv) u64 per step without growth; 1e-10 leaves 1e3x headroom";
+    return 1e-10;
+  }
+  *reason = "fp32 recurrence on the same inputs: non-expansive transition (||k|| = 1, beta <= 2, decay <= 1), so "
+            "rounding stays ~(dk + dv) u32 ~ 1e-5 without growth in T; any wrong term is >= 1e-2";
+  return 1e-4;
+}
+
+namespace {
+
+/// Limit of the whole model in `dtype` vs f64 on the same weights (logits, normwise relative).
+double model_threshold(torch::Dtype d, std::string* reason) {
+  switch (d) {
+    case torch::kFloat64:
+      *reason = "the same f64 model twice: only the load path differs, so the logits agree to ~1e-14";
+      return 1e-10;
+    case torch::kBFloat16:
+      *reason = "bf16 activations (u = 3.9e-3) rounded at every projection, norm and residual of each block: a "
+                "sound bf16 path stays at a few u per block; 0.1 flags a wrong op or an overflow, not rounding";
+      return 0.1;
+    default:
+      *reason = "fp32 activations (u = 6e-8) through every block; fp32 matmul sums of ~hidden terms: <= 1e-5 "
+                "seen, 1e-3 flags a wrong op";
+      return 1e-3;
+  }
+}
+
+}  // namespace
+
+void check_reference(Context& ctx, std::vector<CheckResult>& out) {
+  if (ctx.layers.empty()) {
+    out.push_back(skipped("reference", "no linear-attention layer: " + ctx.layers_error));
+    return;
+  }
+  if (!ctx.ensure_forward()) {
+    out.push_back(skipped("reference", ctx.forward_error));
+    out.push_back(skipped("reference.model", ctx.forward_error));
+    return;
+  }
+  CheckResult r;
+  r.name = "reference";
+  const torch::Dtype ct = compute_dtype(ctx.run_dtype);
+  r.threshold = recurrence_threshold(ct, &r.reason);
+  Worst worst, worst_o, worst_s;
+  nlohmann::json per_layer = nlohmann::json::array();
+  for (size_t li = 0; li < ctx.layers.size(); ++li) {
+    const LayerData d = layer_data(ctx, li);
+    ctx.say("reference: layer " + std::to_string(d.layer));
+    torch::Tensor S_unused;
+    // The call the family made (same function, same mode), whose output the boundary does not keep.
+    const torch::Tensor o = opt_recurrence(ctx, d, RecurrenceMode::Chunk, 0, d.T, torch::Tensor(), &S_unused)
+                                .to(torch::kCPU, torch::kFloat64)
+                                .contiguous();
+    const torch::Tensor S = d.final_state.to(torch::kCPU, torch::kFloat64).contiguous();
+    Worst lo, ls;
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t j = 0; j < d.Hv; ++j) {
+        const ref::HeadResult hr = ref_head(ctx, d, b, j, 0, d.T);
+        const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
+        const double eo = rel_err(head_mat(o, b, j, 0, d.T), hr.o);
+        const double es = rel_err(to_mat(S[b][j]), hr.state);
+        lo.add(eo, at);
+        ls.add(es, at);
+      }
+    worst_o.add(lo.figure(), lo.where);
+    worst_s.add(ls.figure(), ls.where);
+    worst.add(lo.figure(), lo.where + " (output)");
+    worst.add(ls.figure(), ls.where + " (final state)");
+    per_layer.push_back({{"layer", d.layer}, {"output", lo.figure()}, {"final_state", ls.figure()},
+                         {"worst_output_at", lo.where}, {"worst_state_at", ls.where}});
+  }
+  r.figure = worst.figure();
+  r.where = worst.where;
+  r.status = le(r.figure, r.threshold);
+  r.message = std::string("layer recurrence (") + dtype_label(ct) + ", chunk) vs reference/ (f64, recurrent): output " +
+              fmt(worst_o.figure()) + ", final state " + fmt(worst_s.figure()) + " (normwise relative, worst head)";
+  if (r.status == Status::Fail)
+    r.message = "recurrence of " + r.where + " differs from the f64 reference by " + fmt(r.figure) + " > " +
+                fmt(r.threshold) + "; " + r.message;
+  r.details["layers"] = per_layer;
+  out.push_back(std::move(r));
+
+  // The whole model: f64 on the same (stored) weights vs the dtype it is stored in.
+  CheckResult m;
+  m.name = "reference.model";
+  if (!ctx.ensure_f64()) {
+    out.push_back(skipped("reference.model", ctx.f64_error));
+    return;
+  }
+  m.threshold = model_threshold(ctx.run_dtype, &m.reason);
+  const torch::Tensor lg = ctx.fwd.logits.to(torch::kCPU, torch::kFloat64);
+  Worst w;
+  nlohmann::json per_window = nlohmann::json::array();
+  for (int64_t b = 0; b < lg.size(0); ++b) {
+    const double e = rel_err(lg[b], ctx.logits64[b]);
+    w.add(e, "window " + std::to_string(b));
+    per_window.push_back(e);
+  }
+  m.figure = w.figure();
+  m.where = w.where;
+  m.status = le(m.figure, m.threshold);
+  m.message = std::string("logits of the ") + dtype_label(ctx.run_dtype) +
+              " model vs the same weights in f64 (normwise relative, worst window); the size of the precision loss";
+  m.details["windows"] = per_window;
+  out.push_back(std::move(m));
+}
+
+}  // namespace statecut::verify

@@ -1,0 +1,266 @@
+// `theorems`: the paper's statements evaluated on this model's own states (both sides in f64, lhs <= rhs (1 + c eps)
+// with c from properties/theorem_*.cpp), and metamorphic invariances of the whole model.
+//
+// State per layer and head, as `statecut rank` analyses it: the UNGATED delta state of the L2-normed keys (paper
+// §2.2, DESIGN.md §3), Mamba-2: its true state. Writing each step as S_t = a_t S_{t-1} + k_t u_tᵀ makes S_T = Kᵀ U
+// exactly, with the effective values u_t = β_t (v_t − S_{t−1}ᵀ k_t) (delta) or u_t = exp(Σ_{m>t} g_m) v_t (Mamba-2).
+//   theorems.eff-rank   Eq. (4), App. F.1: ν(U; K) / κ(K)² <= er(S_T)   (K full column rank); u = er / min(dk, dv)
+//   theorems.readout    Prop. 2.1: R(q, ε) <= κ(S_T) for the model's own last queries q (in range(S)) and the worst ε,
+//                       the maximising pair attains κ, and κ >= 1 / sqrt(u)
+//   theorems.permutation  a random permutation of each head's key channels, applied to the q and k projection rows
+//                       and conv channels together, leaves the logits unchanged (f64)
+//   theorems.rotation   a random orthogonal T per head on the q/k rows leaves the logits unchanged, in layers without
+//                       convs (fla delta_net evaluated with use_short_conv = false, qk_activation = identity)
+#include <Eigen/QR>
+#include <Eigen/SVD>
+#include <random>
+
+#include "optimized/models/model_registry.h"
+#include "optimized/prune/surgery.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/verify/verify_checks.h"
+#include "reference/delta_rule.h"
+#include "reference/metrics.h"
+#include "reference/primitives.h"
+
+namespace statecut::verify {
+
+namespace {
+
+constexpr double kEps = std::numeric_limits<double>::epsilon();
+
+struct HeadState {
+  Mat K, U, S, Q;  // keys [T, dk], effective values [T, dv], state [dk, dv], queries [T, dk]
+};
+
+HeadState head_state(Context& ctx, const LayerData& d, int64_t b, int64_t j) {
+  const int64_t hk = j / (d.Hv / d.Hk);
+  HeadState h;
+  h.K = head_mat(d.k64, b, hk, 0, d.T);
+  h.Q = head_mat(d.q64, b, hk, 0, d.T);
+  const Mat V = head_mat(d.v64, b, j, 0, d.T);
+  h.U.resize(d.T, d.dv);
+  if (ctx.kind == RecKind::Mamba2) {
+    const Vec g = head_vec(d.g64, b, j, 0, d.T);
+    double tail = 0;  // Σ_{m>t} g_m
+    for (int64_t t = d.T - 1; t >= 0; --t) {
+      h.U.row(t) = std::exp(tail) * V.row(t);
+      tail += g(t);
+    }
+    h.S = h.K.transpose() * h.U;
+    return h;
+  }
+  if (ctx.l2norm_qk) {
+    h.K = ref::l2norm_rows(h.K);
+    h.Q = ref::l2norm_rows(h.Q);
+  }
+  const Vec beta = head_vec(d.beta64, b, j, 0, d.T);
+  h.S = Mat::Zero(d.dk, d.dv);
+  for (int64_t t = 0; t < d.T; ++t) {
+    const Eigen::RowVectorXd u = beta(t) * (V.row(t) - h.K.row(t) * h.S);
+    h.U.row(t) = u;
+    h.S += h.K.row(t).transpose() * u;
+  }
+  // The rewrite S_T = Kᵀ U must be the reference's own delta state (else the theorem is checked on the wrong S).
+  const ref::HeadResult r = ref::delta_rule_recurrent(h.Q, h.K, V, beta, 1.0);
+  if (rel_err(h.S, r.state) > 1e-9)
+    throw std::runtime_error(at_head(d.layer, static_cast<int>(j), static_cast<int>(b)) +
+                             ": effective values do not rebuild the reference delta state");
+  return h;
+}
+
+std::vector<int64_t> seeded_permutation(std::mt19937_64& rng, int64_t n) {
+  std::vector<int64_t> p(n);
+  for (int64_t i = 0; i < n; ++i) p[i] = i;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(p[i], p[bounded_draw(rng, static_cast<uint64_t>(i + 1))]);
+  return p;
+}
+
+/// The final normed hidden state (f64, CPU) of `config` with the checkpoint's weights after `changed` replaced some
+/// of them. Compared instead of the logits, which the model API rounds to fp32 (they are its image under lm_head).
+torch::Tensor hidden_with(Context& ctx, const nlohmann::json& config, const std::map<std::string, torch::Tensor>& changed,
+                          const torch::Tensor& ids) {
+  std::map<std::string, torch::Tensor> all;
+  for (const auto& n : ctx.weights->names()) all[n] = ctx.weights->raw(n);
+  for (const auto& [n, t] : changed) all[n] = t;
+  const WeightSource ws = WeightSource::from_tensors(std::move(all), ctx.dir + " (transformed)");
+  auto m = build_causal_lm(config, ws, torch::kFloat64, torch::Device(torch::kCPU), ctx.config_path);
+  torch::NoGradGuard ng;
+  ForwardOptions fo;
+  fo.output_hidden_states = true;
+  return m->forward(ids, fo).hidden_states.back().to(torch::kFloat64);
+}
+
+CheckResult invariance_row(const std::string& name, const torch::Tensor& a, const torch::Tensor& b,
+                           const std::string& what) {
+  CheckResult r;
+  r.name = name;
+  r.threshold = 1e-10;
+  r.reason = "final hidden state (the logits' preimage) in f64 on both sides; the transform only reorders/rotates "
+             "the sums over key channels (q.k, ||k||^2, projections): ~n eps64 = 1e-13, a wrong mapping gives O(1)";
+  Worst w;
+  for (int64_t i = 0; i < a.size(0); ++i) w.add(rel_err(a[i], b[i]), "window " + std::to_string(i));
+  r.figure = w.figure();
+  r.where = w.where;
+  r.status = le(r.figure, r.threshold);
+  r.message = what;
+  return r;
+}
+
+void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
+  CheckResult er_row, ro_row;
+  er_row.name = "theorems.eff-rank";
+  er_row.threshold = 1;
+  er_row.reason = "Eq. (4): nu(U;K)/kappa(K)^2 / er(S) <= 1 + 16 n eps (n = T + dk + dv: six SVD-based quantities, "
+                  "each ~2 n eps relative)";
+  ro_row.name = "theorems.readout";
+  ro_row.threshold = 1;
+  ro_row.reason = "Prop. 2.1: R(q, eps)/kappa(S) <= 1 and (1/sqrt(u))/kappa <= 1, + 4 (dk + dv) kappa eps64 "
+                  "(the norms of S^T x near sigma_min); the maximising pair must reach kappa to that accuracy";
+  Worst wer, wro, wattain;
+  int er_heads = 0, er_skipped = 0, ro_heads = 0, ro_skipped = 0;
+  bool er_fail = false, ro_fail = false;
+  double min_ratio = 1e300, sum_u = 0;
+  Worst low_u;  // -u: the least utilised head
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t li = 0; li < ctx.layers.size(); ++li) {
+    const LayerData d = layer_data(ctx, li);
+    ctx.say("theorems: layer " + std::to_string(d.layer));
+    nlohmann::json heads = nlohmann::json::array();
+    for (int64_t b = 0; b < d.B; ++b)
+      for (int64_t j = 0; j < d.Hv; ++j) {
+        const HeadState h = head_state(ctx, d, b, j);
+        const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
+        const double er = ref::effective_rank(h.S), u = ref::rank_utilization(h.S);
+        nlohmann::json hj = {{"window", b}, {"head", j}, {"u", u}};
+        sum_u += u;
+        low_u.add(-u, at);
+        // Eq. (4)
+        const double kK = ref::condition_number(h.K);
+        const double n = static_cast<double>(d.T + d.dk + d.dv);
+        if (d.T >= d.dk && std::isfinite(kK) && kK < 1e12 && er > 0) {
+          const double lhs = ref::nu(h.U, h.K) / (kK * kK);
+          const double ratio = lhs / er;
+          hj["eff_rank_ratio"] = ratio;
+          wer.add(ratio, at);
+          min_ratio = std::min(min_ratio, ratio);
+          if (!(lhs <= er * (1.0 + 16.0 * n * kEps))) er_fail = true;
+          ++er_heads;
+        } else {
+          ++er_skipped;
+        }
+        // Prop. 2.1
+        const double kS = ref::condition_number(h.S);
+        if (std::isfinite(kS) && kS < 1e12 && er > 0) {
+          const double tol = 4.0 * static_cast<double>(d.dk + d.dv) * kS * kEps;
+          const ref::AmplificationPair p = ref::max_amplification_pair(h.S);
+          const double attained = std::abs(ref::readout_amplification(h.S, p.q, p.eps) - kS) / kS;
+          wattain.add(attained, at);
+          Eigen::JacobiSVD<Mat> svd(h.S, Eigen::ComputeFullU);
+          const Index dd = std::min<Index>(d.dk, d.dv);
+          const Mat Ud = svd.matrixU().leftCols(dd);
+          double worst = (1.0 / std::sqrt(u)) / kS;
+          for (int64_t t = std::max<int64_t>(0, d.T - 8); t < d.T; ++t) {
+            const Vec q = Ud * (Ud.transpose() * h.Q.row(t).transpose());  // the part of q the state can answer
+            if (q.norm() == 0) continue;
+            worst = std::max(worst, ref::readout_amplification(h.S, q, p.eps) / kS);
+          }
+          hj["readout_ratio"] = worst;
+          hj["kappa"] = kS;
+          wro.add(worst, at);
+          if (!(worst <= 1.0 + tol) || !(attained <= tol)) ro_fail = true;
+          ++ro_heads;
+        } else {
+          ++ro_skipped;
+        }
+        heads.push_back(hj);
+      }
+    layers.push_back({{"layer", d.layer}, {"heads", heads}});
+  }
+  const int total = er_heads + er_skipped;
+  const double mean_u = total ? sum_u / total : 0;
+  er_row.figure = wer.figure();
+  er_row.where = wer.where;
+  er_row.status = er_heads == 0 ? Status::Skip : (er_fail ? Status::Fail : Status::Pass);
+  er_row.message = "lhs/rhs over " + std::to_string(er_heads) + " heads in [" + fmt(min_ratio) + ", " +
+                   fmt(wer.figure()) + "] (tightness); mean u " + fmt(mean_u) + ", lowest u " + fmt(-low_u.value) +
+                   " at " + low_u.where + (er_skipped ? "; " + std::to_string(er_skipped) + " heads with rank-deficient K skipped" : "");
+  er_row.details = {{"mean_u", mean_u}, {"layers", layers}};
+  ro_row.figure = wro.figure();
+  ro_row.where = wro.where;
+  ro_row.status = ro_heads == 0 ? Status::Skip : (ro_fail ? Status::Fail : Status::Pass);
+  ro_row.message = "R/kappa for the last 8 queries and 1/(sqrt(u) kappa), worst over " + std::to_string(ro_heads) +
+                   " heads; maximising pair reaches kappa to " + fmt(wattain.figure()) + " relative" +
+                   (ro_skipped ? "; " + std::to_string(ro_skipped) + " singular states skipped" : "");
+  out.push_back(std::move(er_row));
+  out.push_back(std::move(ro_row));
+}
+
+void invariances(Context& ctx, std::vector<CheckResult>& out) {
+  if (!ctx.ensure_f64() || !ctx.weights) {
+    out.push_back(skipped("theorems.permutation", ctx.f64_error));
+    out.push_back(skipped("theorems.rotation", ctx.f64_error));
+    return;
+  }
+  std::mt19937_64 rng(ctx.opt.seed);
+  std::vector<LayerSelection> perm;
+  for (const auto& L : ctx.layers) {
+    LayerSelection s;
+    s.layer = L.layer;
+    for (int h = 0; h < L.num_key_heads; ++h) s.keep.push_back(seeded_permutation(rng, L.head_k_dim));
+    perm.push_back(std::move(s));
+  }
+  ctx.say("theorems: permuted model (f64)");
+  const torch::Tensor lp = hidden_with(ctx, ctx.config, apply_selection(*ctx.weights, ctx.layers, perm), ctx.ids);
+  out.push_back(invariance_row("theorems.permutation", lp, ctx.hidden64,
+                               "final hidden state (f64) with each head's key channels permuted (q/k rows and conv channels together, "
+                               "seed " + std::to_string(ctx.opt.seed) + ") vs unpermuted"));
+
+  if (ctx.model_type != "delta_net") {
+    out.push_back(skipped("theorems.rotation", "needs a layer without convs: " + ctx.model_type +
+                                                   " applies a short conv and SiLU before the state, which a rotation "
+                                                   "does not commute with (only fla delta_net can switch them off)"));
+    return;
+  }
+  nlohmann::json cfg = ctx.config;
+  cfg["use_short_conv"] = false;
+  cfg["qk_activation"] = "identity";
+  const auto layers = prunable_layers_from_config(cfg, ctx.config_path);
+  std::vector<LayerSelection> rot;
+  for (const auto& L : layers) {
+    LayerSelection s;
+    s.layer = L.layer;
+    for (int h = 0; h < L.num_key_heads; ++h) {
+      Mat G(L.head_k_dim, L.head_k_dim);
+      std::normal_distribution<double> nd;
+      for (Index i = 0; i < G.size(); ++i) G.data()[i] = nd(rng);
+      const Mat Qm = Eigen::HouseholderQR<Mat>(G).householderQ();
+      s.rotation.push_back(from_mat(Qm));
+    }
+    rot.push_back(std::move(s));
+  }
+  ctx.say("theorems: rotated model without convs (f64)");
+  const torch::Tensor ids = ctx.ids.narrow(0, 0, 1);
+  const torch::Tensor base = hidden_with(ctx, cfg, {}, ids);
+  // Rotate in f64 (apply_selection rounds to the source dtype: a bf16 model would lose the exact invariance).
+  std::map<std::string, torch::Tensor> all64;
+  for (const auto& n : ctx.weights->names()) all64[n] = ctx.weights->raw(n).to(torch::kFloat64);
+  const WeightSource ws64 = WeightSource::from_tensors(std::move(all64), ctx.dir + " (f64)");
+  const torch::Tensor lr = hidden_with(ctx, cfg, apply_selection(ws64, layers, rot), ids);
+  out.push_back(invariance_row("theorems.rotation", lr, base,
+                               "final hidden state (f64) with q/k rows rotated by a random orthogonal T per head vs unrotated, the "
+                               "layers evaluated without convs (use_short_conv = false, qk_activation = identity)"));
+}
+
+}  // namespace
+
+void check_theorems(Context& ctx, std::vector<CheckResult>& out) {
+  if (ctx.layers.empty() || !ctx.ensure_forward()) {
+    out.push_back(skipped("theorems", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    return;
+  }
+  state_theorems(ctx, out);
+  invariances(ctx, out);
+}
+
+}  // namespace statecut::verify

@@ -1,0 +1,250 @@
+#include "optimized/verify/verify.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <set>
+
+#include "optimized/io/checkpoint.h"
+#include "optimized/models/layers_common.h"
+#include "optimized/prune/surgery.h"
+#include "optimized/text/token_stream.h"
+#include "optimized/text/tokenizer.h"
+#include "optimized/verify/verify_checks.h"
+
+namespace statecut::verify {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+using CheckFn = void (*)(Context&, std::vector<CheckResult>&);
+
+const std::vector<std::pair<std::string, CheckFn>>& groups() {
+  static const std::vector<std::pair<std::string, CheckFn>> g = {
+      {"load", check_load},
+      {"config", check_config},
+      {"pruned", check_pruned},
+      {"reference", check_reference},
+      {"chunk-recurrent", check_chunk_recurrent},
+      {"state-carry", check_state_carry},
+      {"theorems", check_theorems},
+      {"determinism", check_determinism},
+      {"kernels", check_kernels}};
+  return g;
+}
+
+/// The safetensors files of dir; each must parse (else the checkpoint cannot be read: exit 2).
+std::vector<std::string> open_files(const std::string& dir) {
+  std::vector<std::string> files;
+  const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(single)) {
+    files.push_back(single.string());
+  } else if (fs::exists(index)) {
+    json j;
+    try {
+      j = io::read_json_file(index.string());
+    } catch (const std::exception& e) {
+      throw Unreadable(e.what());
+    }
+    if (!j.contains("weight_map") || !j["weight_map"].is_object())
+      throw Unreadable(index.string() + ": no \"weight_map\" object");
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : j["weight_map"].items())
+      if (shard.is_string()) shards.insert(shard.get<std::string>());
+    for (const auto& s : shards) files.push_back((fs::path(dir) / s).string());
+  } else {
+    throw Unreadable(dir + ": no model.safetensors or model.safetensors.index.json");
+  }
+  for (const auto& f : files) {
+    try {
+      (void)io::SafetensorsFile::open(f);
+    } catch (const std::exception& e) {
+      throw Unreadable(e.what());
+    }
+  }
+  return files;
+}
+
+/// The float dtype holding the most bytes.
+torch::Dtype dominant_dtype(const std::vector<std::string>& files) {
+  std::map<io::DType, size_t> bytes;
+  for (const auto& f : files) {
+    const auto st = io::SafetensorsFile::open(f);
+    for (const auto& n : st.names()) bytes[st.tensor(n).dtype] += st.tensor(n).nbytes;
+  }
+  io::DType best = io::DType::F32;
+  size_t most = 0;
+  for (const auto& [d, b] : bytes)
+    if ((d == io::DType::F32 || d == io::DType::BF16 || d == io::DType::F16 || d == io::DType::F64) && b > most)
+      best = d, most = b;
+  switch (best) {
+    case io::DType::BF16: return torch::kBFloat16;
+    case io::DType::F16: return torch::kFloat16;
+    case io::DType::F64: return torch::kFloat64;
+    default: return torch::kFloat32;
+  }
+}
+
+/// N windows of L tokens: from the text/token files (seeded sample_windows), else seeded random ids.
+void make_windows(Context& ctx) {
+  const auto& o = ctx.opt;
+  int64_t vocab = 256;
+  try {
+    vocab = cfg_int(ctx.config, "vocab_size", 256, ctx.config_path);
+  } catch (...) {
+  }
+  if (vocab <= 0) vocab = 256;
+  if (o.text.empty()) {
+    std::mt19937_64 rng(o.seed);
+    const uint64_t span = static_cast<uint64_t>(std::min<int64_t>(vocab, 256));  // byte ids fit every vocab here
+    std::vector<int64_t> v(static_cast<size_t>(o.windows * o.len));
+    for (auto& x : v) x = static_cast<int64_t>(bounded_draw(rng, span));
+    ctx.ids = torch::tensor(v, torch::kInt64).view({o.windows, o.len});
+    ctx.input = {{"kind", "random"}, {"windows", o.windows}, {"len", o.len}, {"seed", o.seed},
+                 {"description", std::to_string(o.windows) + " x " + std::to_string(o.len) +
+                                     " random token ids in [0, " + std::to_string(span) + ") (seed " +
+                                     std::to_string(o.seed) + "; give --text for real activations)"}};
+    return;
+  }
+  TokenStream all;
+  try {
+    const Tokenizer tok = Tokenizer::for_checkpoint(ctx.dir);
+    for (const auto& f : o.text) {
+      if (!fs::is_regular_file(f)) throw Unreadable(f + ": no such file");
+      TokenStream s = read_tokens(f, tok, vocab);
+      all.ids.insert(all.ids.end(), s.ids.begin(), s.ids.end());
+    }
+  } catch (const Unreadable&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  const int64_t n = static_cast<int64_t>(all.ids.size());
+  if (n < 2) throw Unreadable(o.text.front() + ": fewer than 2 tokens");
+  all.source = o.text.front();
+  const int64_t len = std::min(o.len, n);
+  const Windows w = sample_windows(all, o.windows, len, o.seed);
+  ctx.ids = w.ids;
+  std::string files;
+  for (const auto& f : o.text) files += (files.empty() ? "" : ", ") + f;
+  ctx.input = {{"kind", "text"}, {"files", o.text}, {"windows", o.windows}, {"len", len}, {"seed", o.seed},
+               {"starts", w.starts},
+               {"description", std::to_string(o.windows) + " x " + std::to_string(len) + " tokens of " + files +
+                                   " (seed " + std::to_string(o.seed) + ")"}};
+}
+
+bool selected(const VerifyOptions& o, const std::string& group) {
+  if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), group) == o.only.end()) return false;
+  return std::find(o.skip.begin(), o.skip.end(), group) == o.skip.end();
+}
+
+}  // namespace
+
+const std::vector<std::string>& check_groups() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& g : groups()) v.push_back(g.first);
+    return v;
+  }();
+  return names;
+}
+
+Report run_verify(const VerifyOptions& opt) {
+  const double t_start = now_seconds();
+  for (const auto* list : {&opt.only, &opt.skip})
+    for (const auto& g : *list)
+      if (std::find(check_groups().begin(), check_groups().end(), g) == check_groups().end())
+        throw std::invalid_argument("unknown check '" + g + "' (checks: load, config, pruned, reference, " +
+                                    "chunk-recurrent, state-carry, theorems, determinism, kernels)");
+  if (opt.windows < 1 || opt.len < 2) throw std::invalid_argument("--windows must be >= 1 and --len >= 2");
+
+  Context ctx;
+  ctx.opt = opt;
+  ctx.dir = opt.checkpoint;
+  if (!fs::is_directory(ctx.dir)) throw Unreadable(ctx.dir + ": no such checkpoint folder");
+  ctx.config_path = (fs::path(ctx.dir) / "config.json").string();
+  try {
+    ctx.config = io::read_config(ctx.dir);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  const std::vector<std::string> files = open_files(ctx.dir);
+  ctx.model_type = ctx.config.value("model_type", std::string());
+  try {
+    ctx.layers = prunable_layers_from_config(ctx.config, ctx.config_path);
+  } catch (const std::exception& e) {
+    ctx.layers_error = e.what();
+  }
+  ctx.stored_dtype = dominant_dtype(files);
+  ctx.run_dtype = ctx.stored_dtype == torch::kFloat16 ? torch::kFloat32 : ctx.stored_dtype;
+  ctx.device = torch::Device(opt.device);
+  if (ctx.device.is_cuda() && !torch::cuda::is_available()) {
+    ctx.say("--device cuda: no CUDA device available; running on the CPU");
+    ctx.device = torch::Device(torch::kCPU);
+  }
+  ctx.kind = ctx.model_type == "mamba2" ? RecKind::Mamba2 : RecKind::Delta;
+  if (ctx.model_type == "delta_net") ctx.l2norm_qk = ctx.config.value("qk_norm", std::string("l2")) == "l2";
+  if (ctx.kind == RecKind::Mamba2) ctx.l2norm_qk = false;
+  make_windows(ctx);
+  // The model in the dtype it is stored in: what `load` reports on and what the other checks run.
+  ctx.say("load");
+  try {
+    ctx.weights = std::make_unique<WeightSource>(WeightSource::open_dir(ctx.dir));
+    ctx.model = load_causal_lm(ctx.dir, ctx.run_dtype, ctx.device);
+  } catch (const std::exception& e) {
+    const auto* c = dynamic_cast<const c10::Error*>(&e);
+    const std::string msg = c ? c->what_without_backtrace() : e.what();
+    ctx.load_error = msg.substr(0, msg.find('\n'));
+    ctx.model.reset();
+  }
+
+  Report rep;
+  std::string geometry;
+  if (!ctx.layers.empty())
+    geometry = ", " + std::to_string(ctx.layers.size()) + " linear-attention layers, Hk " +
+               std::to_string(ctx.layers.front().num_key_heads) + ", dk " +
+               std::to_string(ctx.layers.front().head_k_dim);
+  rep.header = {{"checkpoint", opt.checkpoint},
+                {"model_type", ctx.model_type},
+                {"dtype", dtype_label(ctx.stored_dtype)},
+                {"run_dtype", dtype_label(ctx.run_dtype)},
+                {"device", ctx.device.str()},
+                {"input", ctx.input},
+                {"summary", ctx.model_type + ", " + dtype_label(ctx.stored_dtype) + geometry + ", device " +
+                                ctx.device.str()}};
+  if (!opt.source.empty()) rep.header["source"] = opt.source;
+  for (const auto& [name, fn] : groups()) {
+    if (!selected(opt, name)) continue;
+    ctx.say(name);
+    const double t0 = now_seconds();
+    std::vector<CheckResult> rows;
+    try {
+      fn(ctx, rows);
+    } catch (const std::exception& e) {
+      const auto* c = dynamic_cast<const c10::Error*>(&e);
+      std::string msg = c ? c->what_without_backtrace() : e.what();
+      CheckResult r;
+      r.name = name;
+      r.status = Status::Fail;
+      r.message = "the check could not complete: " + msg.substr(0, msg.find('\n'));
+      rows.push_back(r);
+    }
+    const double secs = seconds_since(t0);
+    for (auto& r : rows) r.seconds = secs / static_cast<double>(rows.size());
+    rep.checks.insert(rep.checks.end(), rows.begin(), rows.end());
+  }
+  rep.seconds = seconds_since(t_start);
+  return rep;
+}
+
+CheckResult skipped(const std::string& name, const std::string& why) {
+  CheckResult r;
+  r.name = name;
+  r.status = Status::Skip;
+  r.message = why;
+  return r;
+}
+
+}  // namespace statecut::verify

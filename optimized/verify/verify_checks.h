@@ -1,0 +1,31 @@
+/// The check groups of `statecut verify` (verify.h lists what each proves). Each appends its rows to `out`; a check
+/// that cannot run (no model, no source, no CUDA) appends a row with Status::Skip and says why.
+#pragma once
+#include <vector>
+
+#include "optimized/verify/verify_context.h"
+
+namespace statecut::verify {
+
+void check_load(Context& ctx, std::vector<CheckResult>& out);
+void check_config(Context& ctx, std::vector<CheckResult>& out);
+void check_pruned(Context& ctx, std::vector<CheckResult>& out);
+void check_reference(Context& ctx, std::vector<CheckResult>& out);
+void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out);
+void check_state_carry(Context& ctx, std::vector<CheckResult>& out);
+void check_theorems(Context& ctx, std::vector<CheckResult>& out);
+void check_determinism(Context& ctx, std::vector<CheckResult>& out);
+void check_kernels(Context& ctx, std::vector<CheckResult>& out);
+
+/// pruned.certificate (check_certificate.cpp): for a drrqr record, the strong-RRQR certificate of the recorded keep
+/// sets on calibration features recomputed from the record with the unpruned `source`.
+void check_certificate(Context& ctx, const nlohmann::json& record, const std::string& source,
+                       std::vector<CheckResult>& out);
+
+/// A skipped row.
+CheckResult skipped(const std::string& name, const std::string& why);
+/// The recurrence threshold of a compute dtype and its one-line reason (shared by reference, chunk-recurrent,
+/// state-carry: all three compare recurrences on the same inputs).
+double recurrence_threshold(torch::Dtype compute, std::string* reason);
+
+}  // namespace statecut::verify

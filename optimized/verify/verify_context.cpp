@@ -1,0 +1,228 @@
+#include "optimized/verify/verify_context.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "optimized/models/layers_common.h"
+#include "optimized/models/recurrence.h"
+#include "reference/delta_rule.h"
+#include "reference/gated_delta_rule.h"
+#include "reference/general_rule.h"
+#include "reference/primitives.h"
+
+namespace statecut::verify {
+
+namespace {
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+std::string error_text(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return first_line(c->what_without_backtrace());
+  return first_line(e.what());
+}
+}  // namespace
+
+void Context::say(const std::string& line) const {
+  if (opt.progress) opt.progress(line);
+}
+
+bool Context::ensure_forward() {
+  if (forward_ok_) return *forward_ok_;
+  forward_ok_ = false;
+  if (!model) {
+    forward_error = "the model does not load";
+    return false;
+  }
+  try {
+    torch::NoGradGuard ng;
+    ForwardOptions fo;
+    fo.mode = RecurrenceMode::Chunk;
+    fo.capture_boundary = true;
+    say("forward (" + std::string(dtype_label(run_dtype)) + ", " + std::to_string(ids.size(0)) + "x" +
+        std::to_string(ids.size(1)) + " tokens)");
+    fwd = model->forward(ids.to(device), fo);
+    forward_ok_ = true;
+  } catch (const std::exception& e) {
+    forward_error = "the forward throws: " + error_text(e);
+  }
+  return *forward_ok_;
+}
+
+bool Context::ensure_f64() {
+  if (f64_ok_) return *f64_ok_;
+  f64_ok_ = false;
+  if (!model) {
+    f64_error = "the model does not load";
+    return false;
+  }
+  try {
+    torch::NoGradGuard ng;
+    say("forward in f64");
+    model64 = load_causal_lm(dir, torch::kFloat64, torch::Device(torch::kCPU));
+    ForwardOptions fo;
+    fo.output_hidden_states = true;
+    const ForwardResult r = model64->forward(ids, fo);
+    logits64 = r.logits.to(torch::kFloat64);
+    hidden64 = r.hidden_states.back().to(torch::kFloat64);
+    f64_ok_ = true;
+  } catch (const std::exception& e) {
+    f64_error = "the f64 model fails: " + error_text(e);
+  }
+  return *f64_ok_;
+}
+
+LayerData layer_data(Context& ctx, size_t li) {
+  const PrunableLayer& L = ctx.layers.at(li);
+  if (static_cast<size_t>(L.layer) >= ctx.fwd.boundary.size() || !ctx.fwd.boundary[L.layer].q.defined())
+    throw std::runtime_error("layer " + std::to_string(L.layer) + ": the forward exposes no recurrence boundary");
+  const LayerBoundary& bd = ctx.fwd.boundary[L.layer];
+  LayerData d;
+  d.layer = L.layer;
+  d.B = bd.q.size(0);
+  d.T = bd.q.size(1);
+  d.Hk = static_cast<int>(bd.q.size(2));
+  d.dk = static_cast<int>(bd.q.size(3));
+  d.Hv = static_cast<int>(bd.v.size(2));
+  d.dv = static_cast<int>(bd.v.size(3));
+  d.q = bd.q;
+  d.k = bd.k;
+  d.g = bd.g;
+  d.gated = bd.g.defined();
+  d.final_state = bd.final_state;
+  if (ctx.kind == RecKind::Mamba2) {
+    // The family computes v = x·dt and g = dt·A with A = −exp(A_log) (hf_mamba2.cpp); dt = g / A recovers dt to a
+    // rounding, and both paths below get the SAME v, so the comparison sees only the recurrences.
+    const std::string name = "backbone.layers." + std::to_string(L.layer) + ".mixer.A_log";
+    torch::Tensor A_log;
+    for (const auto& [n, t] : ctx.model->named_parameters())
+      if (n == name) A_log = t;
+    if (!A_log.defined()) throw std::runtime_error(name + ": not among the model's parameters");
+    const auto ct = compute_dtype(bd.v.scalar_type());
+    const torch::Tensor A = -torch::exp(A_log.to(ct));
+    const torch::Tensor dt = bd.g.to(ct) / A.view({1, 1, -1});
+    d.v = bd.v.to(ct) * dt.unsqueeze(-1);
+    d.scale = 1.0;
+  } else {
+    d.v = bd.v;
+    d.beta = bd.beta;
+    d.scale = 1.0 / std::sqrt(static_cast<double>(d.dk));
+  }
+  auto f64 = [](const torch::Tensor& t) {
+    return t.defined() ? t.detach().to(torch::kCPU, torch::kFloat64).contiguous() : torch::Tensor();
+  };
+  d.q64 = f64(d.q);
+  d.k64 = f64(d.k);
+  d.v64 = f64(d.v);
+  d.beta64 = f64(d.beta);
+  d.g64 = f64(d.g);
+  return d;
+}
+
+Mat head_mat(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n) {
+  const int64_t T = x64.size(1), H = x64.size(2), D = x64.size(3);
+  const double* base = x64.data_ptr<double>() + ((b * T + t0) * H + h) * D;
+  Mat m(n, D);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < D; ++c) m(t, c) = base[t * H * D + c];
+  return m;
+}
+
+Vec head_vec(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n) {
+  const int64_t T = x64.size(1), H = x64.size(2);
+  const double* base = x64.data_ptr<double>() + (b * T + t0) * H + h;
+  Vec v(n);
+  for (int64_t t = 0; t < n; ++t) v(t) = base[t * H];
+  return v;
+}
+
+Mat to_mat(const torch::Tensor& t) {
+  const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat64).contiguous();
+  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+      c.data_ptr<double>(), c.size(0), c.size(1));
+}
+
+torch::Tensor from_mat(const Mat& m) {
+  torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat64);
+  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(t.data_ptr<double>(), m.rows(),
+                                                                                     m.cols()) = m;
+  return t;
+}
+
+ref::HeadResult ref_head(Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n, const Mat* S0,
+                         bool chunked) {
+  const int64_t hk = j / (d.Hv / d.Hk);  // grouped values: value head j reads key head j / (Hv/Hk)
+  Mat q = head_mat(d.q64, b, hk, t0, n), k = head_mat(d.k64, b, hk, t0, n);
+  const Mat v = head_mat(d.v64, b, j, t0, n);
+  if (ctx.kind == RecKind::Mamba2) {  // S_t = exp(g_t) S + k_t v_tᵀ: the general rule with (e^g, 0, 1)
+    const Vec alpha = head_vec(d.g64, b, j, t0, n).array().exp();
+    const Vec zero = Vec::Zero(n), one = Vec::Ones(n);
+    return chunked ? ref::general_rule_chunked(q, k, v, alpha, zero, one, d.scale, S0)
+                   : ref::general_rule_recurrent(q, k, v, alpha, zero, one, d.scale, S0);
+  }
+  if (ctx.l2norm_qk) {
+    q = ref::l2norm_rows(q);
+    k = ref::l2norm_rows(k);
+  }
+  const Vec beta = head_vec(d.beta64, b, j, t0, n);
+  if (!d.gated)
+    return chunked ? ref::delta_rule_chunked(q, k, v, beta, d.scale, S0)
+                   : ref::delta_rule_recurrent(q, k, v, beta, d.scale, S0);
+  const Vec g = head_vec(d.g64, b, j, t0, n);
+  return chunked ? ref::gated_delta_chunked(q, k, v, beta, g, d.scale, S0)
+                 : ref::gated_delta_recurrent(q, k, v, beta, g, d.scale, S0);
+}
+
+torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceMode mode, int64_t t0, int64_t n,
+                             const torch::Tensor& S0, torch::Tensor* S) {
+  auto sl = [&](const torch::Tensor& x) { return x.defined() ? x.narrow(1, t0, n) : x; };
+  if (ctx.kind == RecKind::Mamba2) {
+    const auto ct = d.v.scalar_type();
+    return gated_linear_attention(sl(d.q).to(ct), sl(d.k).to(ct), sl(d.v), sl(d.g), d.scale, S0, mode, S);
+  }
+  if (t0 == 0 && n == d.T && !S0.defined())
+    return delta_rule_forward(d.q, d.k, d.v, d.beta, d.g, d.scale, ctx.l2norm_qk, mode, S);
+  const auto ct = compute_dtype(d.v.scalar_type());
+  const torch::Tensor q = ctx.l2norm_qk ? l2_normalize(sl(d.q)) : sl(d.q).to(ct);
+  const torch::Tensor k = ctx.l2norm_qk ? l2_normalize(sl(d.k)) : sl(d.k).to(ct);
+  return gated_delta_rule(q, k, sl(d.v), sl(d.beta), sl(d.g), d.scale, S0, mode, S);
+}
+
+double rel_err(const Mat& a, const Mat& b) {
+  if (!a.allFinite()) return std::nan("");
+  const double num = (a - b).norm(), den = b.norm();
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return num / den;
+}
+
+double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
+  const torch::Tensor x = a.detach().to(torch::kCPU, torch::kFloat64), y = b.detach().to(torch::kCPU, torch::kFloat64);
+  if (!torch::isfinite(x).all().item<bool>()) return std::nan("");
+  const double num = (x - y).norm().item<double>(), den = y.norm().item<double>();
+  if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return num / den;
+}
+
+double unit_roundoff(torch::Dtype d) {
+  switch (d) {
+    case torch::kFloat64: return std::ldexp(1.0, -53);
+    case torch::kBFloat16: return std::ldexp(1.0, -8);
+    case torch::kFloat16: return std::ldexp(1.0, -11);
+    default: return std::ldexp(1.0, -24);
+  }
+}
+
+const char* dtype_label(torch::Dtype d) {
+  switch (d) {
+    case torch::kFloat64: return "f64";
+    case torch::kBFloat16: return "bf16";
+    case torch::kFloat16: return "f16";
+    case torch::kFloat32: return "f32";
+    default: return "other";
+  }
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+double seconds_since(double t0) { return now_seconds() - t0; }
+
+}  // namespace statecut::verify

@@ -1,0 +1,109 @@
+/// What the checks of `statecut verify` share: the checkpoint as read once (config, files, model, windows, the
+/// native forward with its recurrence boundary, the f64 model), and the per-layer recurrence inputs as both the
+/// optimized path and reference/ take them. Internal to optimized/verify/.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimized/models/model.h"
+#include "optimized/models/weight_source.h"
+#include "optimized/verify/verify.h"
+#include "reference/types.h"
+
+namespace statecut::verify {
+
+using ref::Mat;
+using ref::Vec;
+using ref::Index;
+
+/// Which recurrence a family's linear-attention layers run (recurrence.h).
+enum class RecKind { Delta, Mamba2 };
+
+struct Context {
+  VerifyOptions opt;
+  std::string dir;
+  nlohmann::json config;  ///< config.json as read
+  std::string config_path;
+  std::string model_type;
+  std::vector<PrunableLayer> layers;  ///< prunable_layers_from_config (empty + layers_error when it throws)
+  std::string layers_error;
+  torch::Dtype stored_dtype = torch::kFloat32;  ///< the float dtype most weight bytes are stored in
+  torch::Dtype run_dtype = torch::kFloat32;     ///< what the model runs in: stored (f16 → f32: no CPU f16 matmul)
+  torch::Device device{torch::kCPU};
+  RecKind kind = RecKind::Delta;
+  bool l2norm_qk = true;  ///< the family L2-normalises q, k before the recurrence (fla qk_norm = l2, Qwen)
+
+  std::unique_ptr<WeightSource> weights;  ///< opened by run_verify (the files parsed)
+  std::unique_ptr<CausalLM> model;        ///< run_dtype on device, or null with load_error
+  std::string load_error;
+
+  torch::Tensor ids;  ///< [N, L] int64 windows
+  nlohmann::json input;
+
+  /// The model's forward (chunk mode, boundary captured) on ids; false (and why in forward_error) when unavailable.
+  bool ensure_forward();
+  ForwardResult fwd;
+  std::string forward_error;
+  /// The same model in f64 on CPU, its logits on ids (fp32: the model API returns fp32 logits) and its final
+  /// (normed) hidden state in f64, whose image under lm_head the logits are.
+  bool ensure_f64();
+  std::unique_ptr<CausalLM> model64;
+  torch::Tensor logits64, hidden64;
+  std::string f64_error;
+
+  void say(const std::string& line) const;
+
+ private:
+  std::optional<bool> forward_ok_, f64_ok_;
+};
+
+/// One prunable layer's recurrence inputs from the boundary of the native forward.
+struct LayerData {
+  int layer = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
+  int64_t B = 0, T = 0;
+  bool gated = false;  ///< a log decay g is present (GDN, Qwen, Mamba-2)
+  double scale = 1.0;
+  // As the optimized recurrence takes them (device, activation/compute dtype): q, k raw (pre-L2) for Delta;
+  // Mamba-2: q = C, k = B, v = dt·x (dt = g / A), g = dt·A.
+  torch::Tensor q, k, v, beta, g;
+  torch::Tensor final_state;  ///< [B,Hv,dk,dv] what the forward's recurrence returned
+  // The same inputs in f64 on CPU, contiguous; q64/k64 L2-normalised in f64 when the family normalises.
+  torch::Tensor q64, k64, v64, beta64, g64;
+};
+
+/// Throws std::runtime_error when the boundary of prunable layer `li` is missing.
+LayerData layer_data(Context& ctx, size_t li);
+
+/// Rows [t0, t0+n) of head h of window b of an f64 [B,T,H,D] tensor as [n, D]; of [B,T,H] as [n].
+Mat head_mat(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n);
+Vec head_vec(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n);
+/// A 2-D tensor as an f64 Eigen matrix, and back.
+Mat to_mat(const torch::Tensor& t);
+torch::Tensor from_mat(const Mat& m);
+
+/// reference/ on value head j of window b, steps [t0, t0+n), start state S0 (nullptr = 0).
+ref::HeadResult ref_head(Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n,
+                         const Mat* S0 = nullptr, bool chunked = false);
+/// The optimized recurrence (recurrence.h) on steps [t0, t0+n) from state S0 (undefined = 0): o [B,n,Hv,dv] and
+/// *S [B,Hv,dk,dv] in the compute dtype. With t0 = 0, n = T and no S0 it is the call the family made.
+torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceMode mode, int64_t t0, int64_t n,
+                             const torch::Tensor& S0, torch::Tensor* S);
+
+/// ‖a − b‖_F / ‖b‖_F (0 when both are 0; NaN when a holds NaN/Inf).
+double rel_err(const Mat& a, const Mat& b);
+double rel_err(const torch::Tensor& a, const torch::Tensor& b);
+/// Unit roundoff of a compute dtype.
+double unit_roundoff(torch::Dtype d);
+const char* dtype_label(torch::Dtype d);
+
+/// Elapsed-time helper for CheckResult::seconds.
+double seconds_since(double t0);
+double now_seconds();
+
+}  // namespace statecut::verify
