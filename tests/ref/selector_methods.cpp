@@ -5,6 +5,7 @@
 #include "reference/rrqr.h"
 #include "reference/selection_budget.h"
 #include "reference/selectors.h"
+#include "tests/ref/ref_test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -155,6 +156,29 @@ TEST(Unit_SelectorPca, keyOnlyQueryOnlyAndJointStatistics) {
   EXPECT_NEAR(s.covariance()(1, 1), 0.4 / (1 + 1e-6), 1e-15);
 }
 
+TEST(Unit_SelectorPca, symmetryCheckIsRelativeToTheCovarianceScale) {
+  // Unnormalised features of scale 1e3 give covariance entries ~1e6; forming it in another summation
+  // order leaves its two triangles a few ulps apart (here 4 ulps of 1e5, ~6e-11 absolute). That is rounding,
+  // not asymmetry: the check is relative (1e-12 of max|cov|) and must accept it, and the result is that of
+  // the lower triangle (what the symmetric eigensolver reads).
+  Mat big(3, 3);
+  big << 4e6, 1e5, 0, 1e5, 2e6, 3e4, 0, 3e4, 1e6;
+  Mat skewed = big;
+  for (int u = 0; u < 4; ++u) skewed(0, 1) = std::nextafter(skewed(0, 1), 1e300);
+  ASSERT_NE(skewed(0, 1), skewed(1, 0));
+  Mat t;
+  ASSERT_NO_THROW(t = pca_rotation(skewed, 2));
+  EXPECT_EQ(t, pca_rotation(big, 2));
+  // At unit scale (max|cov| = 1) an asymmetry of 5e-10 is 2e6 ulps, not rounding: rejected.
+  Mat unit = big / 4e6;
+  unit(0, 1) += 5e-10;
+  EXPECT_THROW(pca_rotation(unit, 2), ShapeError);
+  // And at the large scale a relative 1e-6 asymmetry (a real bug upstream) is still rejected.
+  Mat wrong = big;
+  wrong(0, 1) *= 1.0 + 1e-6;
+  EXPECT_THROW(pca_rotation(wrong, 2), ShapeError);
+}
+
 TEST(Unit_SelectionBudget, paperRatiosGiveThePaperDims) {
   EXPECT_EQ(budget_from_ratio(128, 0.3), 89);
   EXPECT_EQ(budget_from_ratio(128, 0.4), 76);
@@ -196,6 +220,48 @@ TEST(BadInput_Selector, missingOrMisshapedInputsNameTheProblem) {
   } catch (const ShapeError& e) {
     EXPECT_NE(std::string(e.what()).find("head 1"), std::string::npos) << e.what();
   }
+}
+
+TEST(BadInput_SelectorPca, rankAboveTheHeadDimensionIsRejected) {
+  const Mat cov = (Vec(3) << 3, 1, 2).finished().asDiagonal();
+  STATECUT_EXPECT_SHAPE_ERROR(pca_rotation(cov, 4), "rank r = 4 must lie in 1..3");
+  STATECUT_EXPECT_SHAPE_ERROR(pca_rotation(cov, 0), "rank r = 0 must lie in 1..3");
+}
+
+TEST(BadInput_SelectorScores, weightsDifferingInOneDimensionAreRejected) {
+  // Wq and Wk of one head must have the same shape; either dimension alone differing is an error.
+  STATECUT_EXPECT_SHAPE_ERROR(l1_scores(Mat::Ones(4, 3), Mat::Ones(4, 2), ScoreSide::Joint), "Wq is 4x3 but Wk is 4x2");
+  STATECUT_EXPECT_SHAPE_ERROR(l1_scores(Mat::Ones(4, 3), Mat::Ones(3, 3), ScoreSide::Joint), "Wq is 4x3 but Wk is 3x3");
+}
+
+TEST(Unit_SelectionBudget, singleChannelHeadKeepsItsChannel) {
+  // dk = 1 is a valid head (the floor of the budget is 1 channel): any ratio keeps it, keep = 1 is valid.
+  EXPECT_EQ(budget_from_ratio(1, 0.5), 1);
+  EXPECT_EQ(budget_from_ratio(1, 0.75), 1);
+  EXPECT_EQ(validate_keep(1, 1), 1);
+}
+
+TEST(BadInput_SelectRng, belowZeroNamesTheValidRange) {
+  SelectRng rng(1, 0);
+  STATECUT_EXPECT_SHAPE_ERROR(rng.below(0), "SelectRng::below: n must be >= 1");
+  EXPECT_EQ(rng.below(1), 0u);  // the one value in [0, 1)
+}
+
+TEST(BadInput_Selector, misshapedHeadMessageGivesFoundAndExpectedShapes) {
+  SelectOptions o;
+  o.method = SelectMethod::Grad;
+  o.keep = 2;
+  LayerInputs in = Small().layer();
+  in.heads.push_back(in.heads[0]);
+  in.heads[1].grad_wk = Mat::Zero(3, 3);
+  STATECUT_EXPECT_SHAPE_ERROR(select_channels(in, o), "select: head 1: dL/dWk is 3x3, expected 4x3");
+  // A layer whose first head has no input features (hidden = 0, taken from head 0): the expected shape
+  // is still a number, 4x0, not a wildcard.
+  o.method = SelectMethod::L1;
+  LayerInputs empty;
+  empty.heads.push_back({Mat(4, 0), Mat(4, 0), Mat(), Mat(), Mat(), Mat()});
+  empty.heads.push_back(Small().layer().heads[0]);
+  STATECUT_EXPECT_SHAPE_ERROR(select_channels(empty, o), "select: head 1: Wq is 4x3, expected 4x0");
 }
 
 TEST(Unit_SelectorNames, everyMethodAndSideRoundTripsThroughItsName) {

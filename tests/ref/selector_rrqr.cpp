@@ -1,6 +1,7 @@
 // Strong RRQR on inputs with meaning: the Kahan matrix (QRCP fails, swaps repair), rank-deficient,
 // exact rank r < k, duplicated and zero columns, geometric spectra, edge sizes, bad arguments.
 #include "reference/rrqr.h"
+#include "tests/ref/ref_test_util.h"
 #include "tests/ref/selector_util.h"
 
 #include <gtest/gtest.h>
@@ -132,6 +133,71 @@ TEST(Unit_StrongRrqr, edgeSizes) {
   const RrqrResult w = strong_rrqr(wide, 3);
   EXPECT_TRUE(w.certified);
   EXPECT_GT(singular_values(columns(wide, w.perm, 3))(2), 1e-3);
+}
+
+TEST(Unit_StrongRrqr, maxSwapsZeroReturnsQrcpUncertified) {
+  // Kahan needs at least one swap (kahanSwapsRepairTheTrailingBlock); with max_swaps = 0 the answer is
+  // QRCP's own (no pivoting on Kahan) and the result must say it is not certified.
+  const Index n = 90, k = n - 1;
+  const Mat K = kahan(n, 0.285);
+  RrqrOptions o;
+  o.max_swaps = 0;
+  const RrqrResult r = strong_rrqr(K, k, o);
+  EXPECT_EQ(r.swaps, 0);
+  EXPECT_FALSE(r.certified);
+  EXPECT_GT(r.max_rho, 1.5);
+  std::vector<Index> kept(r.perm.begin(), r.perm.begin() + k);
+  std::sort(kept.begin(), kept.end());
+  for (Index j = 0; j < k; ++j) EXPECT_EQ(kept[j], j) << "QRCP keeps the first n-1 Kahan columns";
+  o.max_swaps = 1;  // the bound is an exact count, not "at least one more"
+  EXPECT_EQ(strong_rrqr(K, k, o).swaps, 1);
+}
+
+TEST(Unit_StrongRrqr, allZeroHeadHasRankZeroAndNothingToCertify) {
+  // A dead head (every channel zero, as in real checkpoints): numerical rank 0, no swap, any k columns
+  // are as good as any other, and the (empty) certificate holds trivially.
+  const Index n = 12;
+  for (Index k : {Index(1), Index(5), n}) {
+    const RrqrResult r = strong_rrqr(Mat::Zero(64, n), k);
+    EXPECT_EQ(r.k_certified, 0) << "k=" << k;
+    EXPECT_EQ(r.swaps, 0);
+    EXPECT_TRUE(r.certified);
+    EXPECT_EQ(r.max_rho, 0.0);
+    EXPECT_TRUE(is_permutation(r.perm, n));
+    EXPECT_TRUE(r.r.isZero(0.0));
+  }
+}
+
+TEST(Unit_Qrcp, singleSampleRowIsAValidInput) {
+  // One token of calibration (m = 1): R is 1 x n, its only pivot is the largest-|.| channel.
+  Mat row(1, 5);
+  row << 0.5, -3.0, 1.0, 2.0, 0.25;
+  const QrcpResult q = qrcp(row);
+  ASSERT_EQ(q.r.rows(), 1);
+  EXPECT_EQ(q.perm[0], 1);
+  EXPECT_NEAR(std::abs(q.r(0, 0)), 3.0, 4 * kEps * 3.0);  // one Householder reflection: a few ulps
+  EXPECT_TRUE(is_permutation(q.perm, 5));
+}
+
+TEST(Unit_RrqrCertificate, keepAllHasEmptyRhoAndZeroMaxRho) {
+  // k = n: nothing is discarded, rho is k x 0 and max rho is 0 by definition (no swap can help).
+  statecut::ref::SelectRng rng(statecut::test::master_seed(), 8);
+  const Mat R = qrcp(statecut::test::gaussian(20, 6, rng)).r;
+  const RrqrCertificate c = rrqr_certificate(R, 6);
+  EXPECT_EQ(c.rho.rows(), 6);
+  EXPECT_EQ(c.rho.cols(), 0);
+  EXPECT_EQ(c.gamma.size(), 0);
+  EXPECT_EQ(c.max_rho, 0.0);
+  const RrqrResult r = strong_rrqr(statecut::test::gaussian(20, 6, rng), 6);
+  EXPECT_EQ(r.max_rho, 0.0);
+  EXPECT_TRUE(r.certified);
+}
+
+TEST(BadInput_RrqrCertificate, rejectsKOutsideOneToNAndNonSquareR) {
+  const Mat R = Mat::Identity(4, 4);
+  STATECUT_EXPECT_SHAPE_ERROR(rrqr_certificate(R, 5), "1 <= k <= n");
+  STATECUT_EXPECT_SHAPE_ERROR(rrqr_certificate(R, 0), "1 <= k <= n");
+  STATECUT_EXPECT_SHAPE_ERROR(rrqr_certificate(Mat::Identity(5, 4), 2), "square R");
 }
 
 TEST(BadInput_StrongRrqr, rejectsBadKAndF) {
