@@ -30,6 +30,9 @@ struct GdCase {
   std::vector<int64_t> seqlens;       ///< non-empty: packed varlen batch (B = 1, T = sum)
   bool gate = true;                   ///< g present (false: plain delta rule)
   double g_lo = -3.0, g_hi = -0.05;   ///< log-gate range when the gate is given directly
+  int g_strong = 0;                   ///< > 0: mixed decay instead of the range: g = g_lo for the first g_strong
+                                      ///< steps of each sequence, then g = g_hi
+  int g_period = 0;                   ///< with g_strong: the pattern repeats every g_period steps (0: once)
   double b_lo = 0.0, b_hi = 1.0;      ///< beta range when given directly
   bool l2norm = true, gate_in_kernel = false, beta_sigmoid = false, v_first = false, init_state = true;
   at::ScalarType dtype = at::kBFloat16;
@@ -42,7 +45,10 @@ struct GdCase {
     if (!seqlens.empty()) s << ",varlen=" << seqlens.size();
     if (!gate) s << ",nogate";
     else if (gate_in_kernel) s << ",gate=kernel";
-    else s << ",g=[" << g_lo << "," << g_hi << "]";
+    else if (g_strong > 0) {
+      s << ",g=" << g_lo << "x" << g_strong << "then" << g_hi;
+      if (g_period > 0) s << "per" << g_period;
+    } else s << ",g=[" << g_lo << "," << g_hi << "]";
     if (beta_sigmoid) s << ",beta=sigmoid";
     else s << ",beta=[" << b_lo << "," << b_hi << "]";
     if (!l2norm) s << ",prenorm";
@@ -80,6 +86,11 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 64, c.V = 128, c.T = 150, c.b_lo = 1.0, c.b_hi = 1.0; cs.push_back(c); }           // beta = 1
   { GdCase c; c.K = 96, c.V = 128, c.T = 150, c.g_lo = -1e-4, c.g_hi = 0.0; cs.push_back(c); }         // no decay
   { GdCase c; c.K = 96, c.V = 128, c.T = 150, c.g_lo = -20.0, c.g_hi = -2.0; cs.push_back(c); }        // strong
+  // mixed strong/weak decay: after 32 steps of -20 the in-chunk cumulative gate is -640, and the weak steps' decays
+  // must not come from differences of it (kernels/gated_delta_chunk_prep.cu takes e^{G_i - G_j}; CPU: issue 19)
+  { GdCase c; c.K = 89, c.V = 128, c.T = 130, c.g_lo = -20.0, c.g_hi = -1e-3, c.g_strong = 32; cs.push_back(c); }
+  { GdCase c; c.K = 128, c.V = 128, c.T = 200, c.g_lo = -20.0, c.g_hi = -1e-3, c.g_strong = 32, c.g_period = 64;
+    cs.push_back(c); }  // the same pattern in every chunk
   { GdCase c; c.K = 89, c.V = 128, c.T = 100, c.H = 2, c.HV = 4, c.gate_in_kernel = true, c.beta_sigmoid = true;
     cs.push_back(c); }                                                                                 // fla layer
   { GdCase c; c.K = 89, c.V = 128, c.T = 100, c.v_first = true; cs.push_back(c); }
@@ -136,6 +147,19 @@ inline GdInputs make_inputs(const GdCase& c, uint64_t seed) {
       in.g = at::randn({c.B, c.T, c.HV}, gen, f32);
       in.A_log = at::log(at::rand({c.HV}, gen, f32) * 15 + 1);
       in.dt_bias = at::randn({c.HV}, gen, f32) * 0.5 - 3;
+    } else if (c.g_strong > 0) {  // position within each sequence (packed sequences restart at their start)
+      in.g = at::empty({c.B, c.T, c.HV}, f32);
+      float* gp = in.g.data_ptr<float>();
+      std::vector<int64_t> starts{0};
+      for (size_t i = 0; i + 1 < c.seqlens.size(); ++i) starts.push_back(starts.back() + c.seqlens[i]);
+      for (int64_t b = 0; b < c.B; ++b)
+        for (int64_t t = 0, s = 0; t < c.T; ++t) {
+          while (s + 1 < static_cast<int64_t>(starts.size()) && t >= starts[s + 1]) ++s;
+          const int64_t pos = t - starts[s];
+          const int64_t in_period = c.g_period > 0 ? pos % c.g_period : pos;
+          for (int64_t h = 0; h < c.HV; ++h)
+            gp[(b * c.T + t) * c.HV + h] = static_cast<float>(in_period < c.g_strong ? c.g_lo : c.g_hi);
+        }
     } else {
       in.g = at::rand({c.B, c.T, c.HV}, gen, f32) * (c.g_hi - c.g_lo) + c.g_lo;
     }
