@@ -47,6 +47,8 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_flag("--json", a->json, "one JSON object on stdout instead of the table");
   app.add_option("--svg", a->svg, "(not implemented yet: accepted and ignored)");
   app.add_flag("--quiet", a->quiet, "no progress on stderr");
+  app.footer("Exit codes: 0 every check holds, 1 a check fails (the table names it), 2 the checkpoint, --source or "
+             "--text cannot be read (one line naming the file), or a usage error.");
   return [a]() {
     auto& o = a->opt;
     o.text.insert(o.text.end(), a->tokens.begin(), a->tokens.end());
@@ -65,8 +67,9 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
     } catch (const statecut::verify::Unreadable& e) {
       std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
       return 2;
-    } catch (const std::invalid_argument& e) {
-      throw statecut::cli::UsageError(e.what());
+    } catch (const std::invalid_argument& e) {  // --only/--skip/--windows: a usage error
+      std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
+      return 2;
     } catch (const c10::Error& e) {
       const std::string msg = e.what_without_backtrace();
       std::fprintf(stderr, "statecut verify: error: %s: %s\n", o.checkpoint.c_str(), msg.substr(0, msg.find('\n')).c_str());

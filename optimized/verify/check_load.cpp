@@ -97,18 +97,14 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
         if (r.where.empty()) r.where = n;
       }
   }
-  // Tokenizer: a tokenizer.model must load; without one the ids are bytes, which the vocabulary must cover.
+  // Tokenizer (tokenizer.h's rule): a tokenizer.model / tokenizer.json must load; without one the model is
+  // byte-level only with vocab 256, else text cannot be read (token files still can) — reported, not a failure.
   std::string tok_desc;
   try {
     const Tokenizer tok = Tokenizer::for_checkpoint(ctx.dir);
-    tok_desc = tok.describe();
-    const int64_t vocab = ctx.config.value("vocab_size", int64_t{0});
-    if (tok.byte_level() && vocab > 0 && vocab < 256) {
-      problems.push_back(ctx.config_path + ": no tokenizer.model, and vocab_size " + std::to_string(vocab) +
-                         " < 256 cannot hold byte-level ids");
-      if (r.where.empty()) r.where = "tokenizer";
-    }
-    if (tok.byte_level()) tok_desc = "byte-level (no tokenizer.model)";
+    tok_desc = !tok.available() ? "none (" + tok.unavailable_reason() + ")"
+               : tok.byte_level() ? std::string("byte-level (vocab 256, no tokenizer file)")
+                                  : tok.describe();
   } catch (const std::exception& e) {
     problems.push_back(e.what());
     if (r.where.empty()) r.where = "tokenizer";

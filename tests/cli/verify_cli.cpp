@@ -1,0 +1,142 @@
+// `statecut verify` end to end: the exit codes (0 every check holds, 1 a check fails, 2 the input cannot be read),
+// the table on stdout, progress on stderr (none with --quiet), one JSON object with --json.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "optimized/io/safetensors.h"
+#include "tests/cli/cli_run.h"
+#include "tests/test_env.h"
+
+namespace {
+namespace fs = std::filesystem;
+using statecut::test::run_statecut;
+using statecut::test::TempDir;
+
+const std::string kFast = " --windows 1 --len 70";
+
+std::string fixture_or_skip(const std::string& name) { return statecut::test::fixture_dir(name); }
+
+bool contains(const std::string& s, const std::string& n) { return s.find(n) != std::string::npos; }
+
+/// A copy of `src` whose tensor `name` (F32) holds a NaN at flat index 3.
+void copy_with_nan(const std::string& src, const std::string& dst, const std::string& name) {
+  fs::create_directories(dst);
+  for (const auto& e : fs::directory_iterator(src))
+    if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), fs::path(dst) / e.path().filename());
+  const auto f = statecut::io::SafetensorsFile::open(src + "/model.safetensors");
+  statecut::io::SafetensorsWriter w;
+  for (const auto& n : f.names()) {
+    const auto& v = f.tensor(n);
+    if (n != name) {
+      w.add(v);
+      continue;
+    }
+    ASSERT_EQ(v.dtype, statecut::io::DType::F32);
+    std::vector<float> x(static_cast<size_t>(v.numel()));
+    std::memcpy(x.data(), v.data, v.nbytes);
+    x[3] = std::numeric_limits<float>::quiet_NaN();
+    w.add(n, v.dtype, v.shape, x.data(), v.nbytes);
+  }
+  w.write(dst + "/model.safetensors");
+}
+
+TEST(Cli_Verify, fixturePassesWithExitZeroAndATable) {
+  const std::string dir = fixture_or_skip("fla_gated_deltanet");
+  if (dir.empty()) GTEST_SKIP() << "fixture not found";
+  const auto r = run_statecut("verify --checkpoint " + dir + kFast + " --quiet");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;  // --quiet: no progress
+  for (const char* s : {"load", "reference", "chunk-recurrent", "state-carry", "theorems.eff-rank", "determinism",
+                        "limit:", "OK:"})
+    EXPECT_TRUE(contains(r.out, s)) << s << "\n" << r.out;
+}
+
+TEST(Cli_Verify, progressGoesToStderr) {
+  const std::string dir = fixture_or_skip("fla_delta_net");
+  if (dir.empty()) GTEST_SKIP() << "fixture not found";
+  const auto r = run_statecut("verify --checkpoint " + dir + kFast + " --only load,determinism");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "verify [")) << r.err;
+  EXPECT_FALSE(contains(r.out, "verify [")) << r.out;
+}
+
+TEST(Cli_Verify, jsonIsOneObjectWithEveryRow) {
+  const std::string dir = fixture_or_skip("hf_mamba2");
+  if (dir.empty()) GTEST_SKIP() << "fixture not found";
+  const auto r = run_statecut("verify --checkpoint " + dir + kFast + " --json --quiet");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["passed"].get<bool>());
+  EXPECT_EQ(j["model_type"], "mamba2");
+  ASSERT_TRUE(j["checks"].is_array());
+  bool saw_reference = false;
+  for (const auto& c : j["checks"]) {
+    for (const char* k : {"name", "status", "figure", "threshold", "reason", "where", "message"})
+      EXPECT_TRUE(c.contains(k)) << k << " missing in " << c.dump();
+    if (c["name"] == "reference") {
+      saw_reference = true;
+      EXPECT_EQ(c["status"], "pass");
+      EXPECT_FALSE(c["reason"].get<std::string>().empty());
+    }
+  }
+  EXPECT_TRUE(saw_reference);
+}
+
+TEST(Cli_Verify, nanWeightExitsOneNamingTheTensor) {
+  const std::string src = fixture_or_skip("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  TempDir tmp("verify-cli-nan");
+  const std::string bad = "model.layers.0.attn.q_conv1d.weight";
+  copy_with_nan(src, tmp / "ckpt", bad);
+  const auto r = run_statecut("verify --checkpoint " + (tmp / "ckpt") + kFast + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "FAIL")) << r.out;
+  EXPECT_TRUE(contains(r.out, bad)) << r.out;
+}
+
+TEST(Cli_Verify, unreadableCheckpointExitsTwoWithOneLine) {
+  TempDir tmp("verify-cli-unreadable");
+  auto r = run_statecut("verify --checkpoint " + (tmp / "missing") + " --quiet");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, tmp / "missing")) << r.err;
+
+  const std::string src = fixture_or_skip("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  const std::string dir = tmp / "truncated";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src)) fs::copy_file(e.path(), fs::path(dir) / e.path().filename());
+  fs::resize_file(fs::path(dir) / "model.safetensors", 64);
+  r = run_statecut("verify --checkpoint " + dir + " --quiet");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
+}
+
+TEST(Cli_Verify, unknownCheckIsRejected) {
+  const std::string dir = fixture_or_skip("fla_delta_net");
+  if (dir.empty()) GTEST_SKIP() << "fixture not found";
+  const auto r = run_statecut("verify --checkpoint " + dir + " --only loud --quiet");
+  EXPECT_NE(r.code, 0);
+  EXPECT_TRUE(contains(r.err, "unknown check 'loud'")) << r.err;
+}
+
+TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
+  const std::string src = fixture_or_skip("hf_qwen3_5");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  TempDir tmp("verify-cli-pruned");
+  const auto p = run_statecut("prune --quiet --checkpoint " + src + " --method l1 --ratio 0.5 --out " + (tmp / "out"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto r = run_statecut("verify --checkpoint " + (tmp / "out") + " --source " + src + kFast + " --json --quiet");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const auto& c : j["checks"])
+    if (c["name"] == "pruned.weights") EXPECT_EQ(c["status"], "pass") << c.dump();
+}
+
+}  // namespace

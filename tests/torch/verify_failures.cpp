@@ -1,0 +1,146 @@
+// `statecut verify` must see what is wrong and say where: each broken checkpoint below fails exactly the check that
+// owns the fault, with a message naming the tensor / layer / head (issue 12's list of failures).
+#include <limits>
+
+#include "optimized/io/checkpoint.h"
+#include "tests/torch/verify_test_util.h"
+
+namespace {
+using namespace verify_test;
+using statecut::verify::run_verify;
+using statecut::verify::Unreadable;
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+TEST(Verify_Failures, nanInOneConvWeightFailsLoadNamingTheTensor) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-nan");
+  const std::string dir = tmp / "ckpt";
+  copy_checkpoint(src, dir);
+  const std::string bad = "model.layers.1.attn.k_conv1d.weight";
+  edit_tensor(dir, bad, [](torch::Tensor& t) { t[5][0][2] = std::numeric_limits<float>::quiet_NaN(); });
+  const Report r = run_verify(quick(dir));
+  EXPECT_EQ(r.exit_code(), 1);
+  const CheckResult& load = row(r, "load");
+  EXPECT_EQ(load.status, Status::Fail);
+  EXPECT_EQ(load.where, bad);
+  EXPECT_TRUE(contains(load.message, bad + ": 1 NaN")) << load.message;
+  EXPECT_TRUE(contains(load.message, "[5,0,2]")) << load.message;
+  EXPECT_EQ(row(r, "reference").status, Status::Skip);  // nothing runs on a model that does not load
+}
+
+TEST(Verify_Failures, recordWithTwoKeptRowsSwappedFailsPrunedNamingTheHead) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-swap");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  ASSERT_TRUE(run_verify(quick(out, src)).passed());
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    auto& keep = j["selection"]["layers"][1]["keep"][0];
+    std::swap(keep[2], keep[5]);
+  });
+  const Report r = run_verify(quick(out, src));
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(row(r, "pruned.record").status, Status::Pass);  // still a valid record: it just disagrees with the weights
+  const CheckResult& w = row(r, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Fail);
+  EXPECT_TRUE(contains(w.where, "layer 1 head 0")) << w.where;
+  EXPECT_TRUE(contains(w.message, "channel 2 of the record")) << w.message;
+  EXPECT_TRUE(contains(w.message, "holds source channel")) << w.message;
+}
+
+TEST(Verify_Failures, gatedDeltaNetExpandVNotUpdatedFailsConfig) {
+  const std::string src = fixture("fla_gated_deltanet");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_gated_deltanet not found";
+  TempDir tmp("verify-expandv");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  const double old_expand_v = statecut::io::read_config(src)["expand_v"].get<double>();
+  edit_json(out + "/config.json", [&](nlohmann::json& j) { j["expand_v"] = old_expand_v; });  // the paper code's bug
+  auto o = quick(out);
+  const Report r = run_verify(o);
+  EXPECT_EQ(r.exit_code(), 1);
+  const CheckResult& c = row(r, "config");
+  EXPECT_EQ(c.status, Status::Fail);
+  EXPECT_TRUE(contains(c.message, "expand_v")) << c.message;
+  EXPECT_TRUE(contains(c.where, "v_proj")) << c.where;
+  EXPECT_EQ(row(r, "load").status, Status::Fail);  // and the loader cannot bind v_proj either
+}
+
+TEST(Verify_Failures, qRowsKeptButConvChannelsNotFailsPruned) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-conv");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  // Layer 0's q conv gets the channels the record DROPPED (what a surgery that forgot the conv would leave).
+  const auto rec = statecut::io::read_json_file(out + "/statecut.json");
+  const auto keep = rec["selection"]["layers"][0]["keep"].get<std::vector<std::vector<int64_t>>>();
+  const int64_t dk = rec["head_k_dim"].get<int64_t>();
+  const auto src_ws = statecut::WeightSource::open_dir(src);
+  const torch::Tensor conv = src_ws.raw("model.layers.0.attn.q_conv1d.weight");
+  std::vector<int64_t> rows;
+  for (size_t h = 0; h < keep.size(); ++h)
+    for (int64_t c = 0; c < dk && rows.size() < (h + 1) * keep[h].size(); ++c)
+      if (std::find(keep[h].begin(), keep[h].end(), c) == keep[h].end()) rows.push_back(static_cast<int64_t>(h) * dk + c);
+  const torch::Tensor wrong = conv.index_select(0, torch::tensor(rows, torch::kInt64));
+  edit_tensor(out, "model.layers.0.attn.q_conv1d.weight", [&](torch::Tensor& t) { t.copy_(wrong); });
+  const Report r = run_verify(quick(out, src));
+  EXPECT_EQ(r.exit_code(), 1);
+  const CheckResult& w = row(r, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Fail);
+  EXPECT_TRUE(contains(w.where, "layer 0 head 0 q conv")) << w.where;
+  EXPECT_TRUE(contains(w.message, "model.layers.0.attn.q_conv1d.weight")) << w.message;
+  EXPECT_EQ(row(r, "pruned.record").status, Status::Pass);
+}
+
+// The shipped model: its strong-RRQR selections need swaps (max rho in (1.01, 1.5]); the fixtures' QRCP pivots
+// already have rho <= 1, so no record f > 1 could fail there.
+TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-cert");
+  statecut::PruneOptions o;
+  o.checkpoint = src;
+  o.out = tmp / "pruned";
+  o.method = "drrqr";
+  o.ratio = 0.5;
+  o.calib = {(kRoot / "assets" / "corpora" / "pydocs_train.txt").string()};
+  o.calib_seqs = 4;
+  o.calib_len = 512;
+  statecut::prune_checkpoint(o);
+  auto v = quick(o.out, src);
+  v.only = {"pruned"};
+  const Report ok = run_verify(v);
+  const CheckResult& c = row(ok, "pruned.certificate");
+  ASSERT_EQ(c.status, Status::Pass) << c.message;
+  EXPECT_LE(c.figure, 1.5);
+  ASSERT_GT(c.figure, 1.01) << "no swap was needed: the edit below could not break the certificate";
+  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) { j["f"] = 1.01; });
+  const Report bad = run_verify(v);
+  const CheckResult& b = row(bad, "pruned.certificate");
+  EXPECT_EQ(b.status, Status::Fail);
+  EXPECT_EQ(bad.exit_code(), 1);
+  EXPECT_TRUE(contains(b.message, "not a strong-RRQR selection")) << b.message;
+  EXPECT_EQ(b.where, c.where);  // the head that needed the largest swap bound
+  EXPECT_EQ(row(bad, "pruned.weights").status, Status::Pass);  // the weights still match the record
+}
+
+TEST(Verify_Failures, unreadableInputThrowsNamingTheFile) {
+  TempDir tmp("verify-unreadable");
+  EXPECT_THROW(run_verify(quick(tmp / "nope")), Unreadable);
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  const std::string dir = tmp / "ckpt";
+  copy_checkpoint(src, dir);
+  fs::resize_file(fs::path(dir) / "model.safetensors", 100);  // truncated: header length past EOF
+  try {
+    run_verify(quick(dir));
+    ADD_FAILURE() << "no exception";
+  } catch (const Unreadable& e) {
+    EXPECT_TRUE(contains(e.what(), "model.safetensors")) << e.what();
+  }
+}
+
+}  // namespace
