@@ -1,0 +1,124 @@
+// `statecut generate`: continue a prompt with incremental decoding (optimized/generate/generate.h): one prefill of the
+// prompt into the state cache, then one recurrent step per new token; greedy unless --temperature > 0.
+// Prints the continuation on stdout as it is produced (byte-level checkpoints: the bytes; other tokenizers: the ids,
+// statecut has no detokenizer for them yet), speed on stderr; --json prints one object instead.
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "cli/tokenizer_option.h"
+#include "cli/usage.h"
+#include "optimized/generate/generate.h"
+#include "optimized/models/model.h"
+#include "optimized/text/tokenizer.h"
+
+namespace {
+
+struct Args {
+  std::string checkpoint, prompt, prompt_file, device = "cpu", dtype = "f32", mode = "chunk";
+  statecut::GenerateOptions gen;
+  bool json = false, has_prompt = false;
+  statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
+};
+
+std::string read_prompt_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open the prompt file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int run(Args& a) {
+  if (a.has_prompt == !a.prompt_file.empty()) {  // a missing (or doubled) required option: usage, exit 2
+    std::fprintf(stderr, "statecut generate: usage: give exactly one of --prompt TEXT and --prompt-file FILE; see "
+                         "'statecut generate --help'\n");
+    return statecut::cli::kExitUsage;
+  }
+  const std::string text = a.has_prompt ? a.prompt : read_prompt_file(a.prompt_file);
+  if (text.empty()) throw statecut::cli::UsageError((a.has_prompt ? std::string("--prompt") : a.prompt_file) + ": the prompt is empty");
+  statecut::check_sampling(a.gen.sampling);
+  if (a.gen.max_new_tokens < 0) throw statecut::cli::UsageError("--max-new-tokens must be >= 0");
+  if (a.device == "cuda" && !torch::cuda::is_available())
+    throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+  const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
+  const auto tok = statecut::Tokenizer::for_checkpoint(a.checkpoint, a.tokenizer);
+  auto model = statecut::load_causal_lm(a.checkpoint, dtype, device);
+  const auto ids = tok.encode(text);
+  if (ids.empty()) throw statecut::cli::UsageError("the prompt encodes to no tokens");
+  for (int64_t id : ids)
+    if (id < 0 || id >= model->vocab_size())
+      throw std::runtime_error(a.checkpoint + ": the tokenizer gave id " + std::to_string(id) +
+                               " outside the model's vocabulary [0, " + std::to_string(model->vocab_size()) + ")");
+  auto prompt = torch::tensor(ids, torch::TensorOptions().dtype(torch::kInt64)).view({1, -1});
+  a.gen.prefill_mode = a.mode == "recurrent" ? statecut::RecurrenceMode::Recurrent : statecut::RecurrenceMode::Chunk;
+  const bool bytes = tok.byte_level();
+  if (!a.json && !bytes)
+    std::fprintf(stderr, "statecut generate: %s has no detokenizer in statecut; printing token ids\n",
+                 tok.describe().c_str());
+  auto on_token = [&](int64_t, const std::vector<int64_t>& next) {
+    if (a.json) return;
+    if (bytes) {
+      const char c = static_cast<char>(static_cast<unsigned char>(next[0]));
+      std::fwrite(&c, 1, 1, stdout);
+    } else {
+      std::printf("%lld ", static_cast<long long>(next[0]));
+    }
+    std::fflush(stdout);
+  };
+  const auto r = statecut::generate(*model, prompt, a.gen, on_token);
+  const auto& out = r.tokens[0];
+  const double decode_tps = r.steps > 0 ? static_cast<double>(r.steps) / r.decode_seconds : 0.0;
+  if (a.json) {
+    nlohmann::json j{{"checkpoint", a.checkpoint},
+                     {"tokenizer", tok.describe()},
+                     {"prompt_tokens", r.prompt_tokens},
+                     {"new_tokens", out.size()},
+                     {"ids", out},
+                     {"prefill_seconds", r.prefill_seconds},
+                     {"decode_seconds", r.decode_seconds},
+                     {"decode_tokens_per_s", decode_tps},
+                     {"state_bytes", r.state_bytes},
+                     {"temperature", a.gen.sampling.temperature},
+                     {"top_k", a.gen.sampling.top_k},
+                     {"top_p", a.gen.sampling.top_p},
+                     {"seed", a.gen.seed}};
+    j["text"] = bytes ? nlohmann::json(statecut::decode_bytes(out)) : nlohmann::json(nullptr);
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s; state %lld bytes\n",
+                 out.size(), static_cast<long long>(r.prompt_tokens), r.prefill_seconds, decode_tps,
+                 static_cast<long long>(r.state_bytes));
+  }
+  return 0;
+}
+
+statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
+  auto a = std::make_shared<Args>();
+  app.description("continue a prompt by incremental decoding (greedy by default)");
+  app.add_option("--checkpoint", a->checkpoint, "model folder")->required();
+  app.add_option_function<std::string>("--prompt", [a](const std::string& v) { a->prompt = v, a->has_prompt = true; },
+                                       "prompt text");
+  app.add_option("--prompt-file", a->prompt_file, "file holding the prompt (UTF-8)");
+  app.add_option("--max-new-tokens", a->gen.max_new_tokens, "tokens to generate")->capture_default_str();
+  app.add_option("--temperature", a->gen.sampling.temperature, "0 = greedy")->capture_default_str();
+  app.add_option("--top-k", a->gen.sampling.top_k, "sample among the K most likely (0 = all)")->capture_default_str();
+  app.add_option("--top-p", a->gen.sampling.top_p, "nucleus mass (1 = all)")->capture_default_str();
+  app.add_option("--seed", a->gen.seed, "sampling seed")->capture_default_str();
+  app.add_option("--device", a->device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  app.add_option("--dtype", a->dtype, "f32 | bf16 | f64")->check(CLI::IsMember({"f32", "bf16", "f64"}))->capture_default_str();
+  app.add_option("--mode", a->mode, "prefill form: chunk | recurrent")
+      ->check(CLI::IsMember({"chunk", "recurrent"}))
+      ->capture_default_str();
+  statecut::cli::add_tokenizer_option(app, a->tokenizer);
+  app.add_flag("--json", a->json, "print one object {ids, text, speeds} on stdout");
+  return [a]() { return run(*a); };
+});
+
+}  // namespace

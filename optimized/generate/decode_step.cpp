@@ -1,0 +1,100 @@
+// The greedy decode step, eager or replayed from a CUDA graph (decode_step.h).
+#include "optimized/generate/decode_step.h"
+
+#include <torch/version.h>
+
+#if defined(STATECUT_WITH_CUDA_KERNELS) && (TORCH_VERSION_MAJOR > 1 || TORCH_VERSION_MINOR >= 10)
+#define STATECUT_CUDA_GRAPHS 1
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace statecut {
+
+struct GreedyStepper::Graph {
+#ifdef STATECUT_CUDA_GRAPHS
+  at::cuda::CUDAGraph graph;
+#endif
+};
+
+#ifdef STATECUT_CUDA_GRAPHS
+namespace {
+bool has_kv_cache(const DecodeCache& c) {
+  for (const auto& l : c.layers)
+    if (l.key.defined()) return true;
+  return false;
+}
+}  // namespace
+#endif
+
+GreedyStepper::GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph,
+                             int warmup)
+    : model_(model), cache_(cache), ids_(first_ids.to(torch::kInt64).contiguous().clone()) {
+  TORCH_CHECK(ids_.dim() == 2 && ids_.size(1) == 1, "GreedyStepper: first_ids must be [B,1]");
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < warmup; ++i) eager_step();
+#ifdef STATECUT_CUDA_GRAPHS
+  if (use_graph && ids_.is_cuda() && !has_kv_cache(cache_)) {
+    cache_.check_ids = false;  // no host synchronisation inside the captured step
+    // A side stream: capture is not allowed on the legacy default stream.
+    auto stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ids_.device().index());
+    stream.synchronize();
+    c10::cuda::getCurrentCUDAStream(ids_.device().index()).synchronize();
+    {
+      c10::cuda::CUDAStreamGuard guard(stream);
+      eager_step();  // one step on the capture stream (library handles, workspaces)
+      stream.synchronize();
+      graph_ = std::make_unique<Graph>();
+      graph_->graph.capture_begin();
+      logits_ = model_.forward_cached(ids_, cache_).logits;
+      ids_.copy_(logits_.select(1, 0).argmax(-1).view({-1, 1}));
+      graph_->graph.capture_end();
+    }
+    stream.synchronize();
+    cache_.position -= 1;  // capture recorded the step without running it; step() counts each replay
+  }
+#else
+  (void)use_graph;
+#endif
+}
+
+GreedyStepper::~GreedyStepper() = default;
+
+bool GreedyStepper::graphed() const { return graph_ != nullptr; }
+
+void GreedyStepper::eager_step() {
+  logits_ = model_.forward_cached(ids_, cache_).logits;
+  ids_ = logits_.select(1, 0).argmax(-1).view({-1, 1}).contiguous();
+}
+
+void GreedyStepper::step() {
+  torch::NoGradGuard no_grad;
+#ifdef STATECUT_CUDA_GRAPHS
+  if (graph_) {
+    graph_->graph.replay();
+    cache_.position += 1;
+    return;
+  }
+#endif
+  eager_step();
+}
+
+DecodeCache clone_cache(const DecodeCache& c) {
+  DecodeCache out;
+  out.batch = c.batch;
+  out.position = c.position;
+  out.check_ids = c.check_ids;
+  auto cl = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
+  for (const auto& l : c.layers) {
+    LayerDecodeState s;
+    for (const auto& t : l.conv) s.conv.push_back(cl(t));
+    s.state = cl(l.state);
+    s.key = cl(l.key);
+    s.value = cl(l.value);
+    out.layers.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace statecut

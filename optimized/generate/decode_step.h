@@ -1,0 +1,43 @@
+/// One greedy decode step of a whole model, repeated: ids [B,1] → forward_cached → argmax of the logits → ids.
+/// On CUDA (builds with the kernels, LibTorch ≥ 1.10) the step is captured once into a CUDA graph and replayed, so a
+/// step costs one graph launch instead of hundreds of kernel launches from the host (which dominate small batches).
+/// Capture needs fixed shapes and addresses: every cache tensor is written in place (decode_cache.h), token ids are
+/// not range-checked (argmax ids are in range), and the model must hold no growing KV cache — models with softmax
+/// layers (Qwen3.5) step eagerly, and so does everything on CPU.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "optimized/models/model.h"
+
+namespace statecut {
+
+class GreedyStepper {
+ public:
+  /// cache: already prefilled (its tensors allocated); first_ids [B,1] int64 on the model's device. use_graph: capture
+  /// when possible (graphed() says whether it did). Runs `warmup` eager steps first (they advance the cache).
+  GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph, int warmup = 2);
+  ~GreedyStepper();
+  GreedyStepper(const GreedyStepper&) = delete;
+  GreedyStepper& operator=(const GreedyStepper&) = delete;
+
+  /// One token for every row; the new ids are ids(), the step's logits [B,1,V] logits().
+  void step();
+  bool graphed() const;
+  const torch::Tensor& ids() const { return ids_; }
+  const torch::Tensor& logits() const { return logits_; }
+
+ private:
+  void eager_step();
+  CausalLM& model_;
+  DecodeCache& cache_;
+  torch::Tensor ids_, logits_;
+  struct Graph;
+  std::unique_ptr<Graph> graph_;
+};
+
+/// A deep copy of a cache (every tensor cloned), e.g. to run the same step twice.
+DecodeCache clone_cache(const DecodeCache& c);
+
+}  // namespace statecut

@@ -1,0 +1,46 @@
+/// The decode loop of `statecut generate`: prefill the prompt into a DecodeCache (one forward_cached over it), then
+/// one forward_cached step per new token, each token chosen from the previous position's logits (sampling.h).
+///   ids_0 = pick(logits(prompt)[last]),  ids_i = pick(forward_cached(ids_{i−1})),  i < max_new_tokens
+/// so N new tokens cost one prefill and N − 1 steps. Greedy decoding therefore equals repeating "argmax of a full
+/// forward over prompt + tokens so far" (tests/cli/generate_cli.cpp checks that on the shipped model).
+/// Text: byte-level checkpoints decode ids as the bytes they are (decode_bytes); other tokenizers have no
+/// detokenizer in statecut yet (Tokenizer has encode() only), so callers print ids there.
+#pragma once
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "optimized/generate/sampling.h"
+#include "optimized/models/model.h"
+
+namespace statecut {
+
+struct GenerateOptions {
+  int64_t max_new_tokens = 64;
+  SamplingOptions sampling;
+  uint64_t seed = 42;                              ///< the sampler's std::mt19937_64 seed (unused when greedy)
+  RecurrenceMode prefill_mode = RecurrenceMode::Chunk;
+  std::vector<int64_t> stop_ids;                   ///< a row stops after emitting one of these (kept in its output)
+};
+
+struct GenerateResult {
+  std::vector<std::vector<int64_t>> tokens;  ///< per row, the new ids (≤ max_new_tokens)
+  int64_t prompt_tokens = 0;                 ///< T of the prompt
+  double prefill_seconds = 0.0;              ///< the prefill forward and the first pick
+  double decode_seconds = 0.0;               ///< the steps after it
+  int64_t steps = 0;                         ///< forward_cached steps run (new tokens − 1 when no row stopped early)
+  int64_t state_bytes = 0;                   ///< the cache at the end, whole batch (DecodeCache::bytes)
+};
+
+/// prompt [B, T] int64 (T ≥ 1; on any device, moved to the model's). on_token(step, ids) is called with the B ids
+/// picked at each step (ids of rows already stopped repeat their stop id). Throws one line on a bad option.
+GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const GenerateOptions& opt,
+                        const std::function<void(int64_t, const std::vector<int64_t>&)>& on_token = {});
+
+/// Byte-level ids → the bytes they stand for (ids ≥ 256 throw: not a byte-level vocabulary).
+std::string decode_bytes(const std::vector<int64_t>& ids);
+
+}  // namespace statecut

@@ -1,0 +1,73 @@
+// CLI end to end: `statecut bench` on the fla DeltaNet fixture and its 50% prune (tiny sizes, CPU): every figure is
+// there and positive, the decode step checked itself against an eager step, the state of the pruned model is
+// smaller by the pruned key dim (dk 32 → 16: the recurrent state halves, the conv windows shrink by a quarter), and the
+// speedup column is the ratio of the two runs' tokens/s. Bad sizes are one line, exit 1.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "tests/cli/cli_run.h"
+#include "tests/test_env.h"
+
+namespace {
+
+using statecut::test::fixture_dir;
+using statecut::test::run_statecut;
+
+TEST(Cli_Bench, figuresAndSpeedupOfAModelAndItsPrune) {
+  const std::string full = fixture_dir("fla_delta_net"), pruned = fixture_dir("fla_delta_net_pruned50");
+  if (full.empty() || pruned.empty()) GTEST_SKIP() << "fixtures fla_delta_net(_pruned50) not found";
+  const auto r = run_statecut("bench --checkpoint " + full + " --compare " + pruned +
+                              " --prefill 1x16,2x70 --decode 1,3 --prompt 9 --new-tokens 5 --repeats 1 --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("models").size(), 2u);
+  for (const auto& m : j.at("models")) {
+    EXPECT_EQ(m.at("model_type"), "delta_net");
+    ASSERT_EQ(m.at("prefill").size(), 2u);
+    ASSERT_EQ(m.at("decode").size(), 2u);
+    for (const auto& f : m.at("prefill")) EXPECT_GT(f.at("tokens_per_s").get<double>(), 0.0) << f.dump();
+    for (const auto& f : m.at("decode")) {
+      EXPECT_GT(f.at("tokens_per_s").get<double>(), 0.0) << f.dump();
+      EXPECT_GT(f.at("floor_ms").get<double>(), 0.0) << f.dump();
+      EXPECT_LT(f.at("check_rel_err").get<double>(), 1e-6) << f.dump();  // eager CPU step vs eager step: same ops
+    }
+  }
+  // fixture: 2 layers, 2 heads, dk = dv = 32 (pruned: dk 16), conv 4 on q, k, v, fp32:
+  // state layers·heads·dk·dv·4 = 2·2·32·32·4 = 16 KiB, conv windows layers·(W−1)·(64+64+64)·4 = 4.5 KiB; pruned
+  // 8 KiB + 2·3·(32+32+64)·4 = 3 KiB.
+  const auto& m0 = j.at("models")[0];
+  const auto& m1 = j.at("models")[1];
+  EXPECT_EQ(m0.at("state_bytes_per_seq").get<int64_t>(), 2 * 2 * 32 * 32 * 4 + 2 * 3 * 192 * 4);
+  EXPECT_EQ(m1.at("state_bytes_per_seq").get<int64_t>(), 2 * 2 * 16 * 32 * 4 + 2 * 3 * 128 * 4);
+  const auto& sp = j.at("speedup")[0];
+  for (size_t k = 0; k < 2; ++k) {
+    const double want = m1.at("decode")[k].at("tokens_per_s").get<double>() /
+                        m0.at("decode")[k].at("tokens_per_s").get<double>();
+    EXPECT_NEAR(sp.at("decode")[k].at("speedup").get<double>(), want, 1e-9 * want);
+  }
+}
+
+TEST(Cli_Bench, humanTableHasASpeedupColumn) {
+  const std::string full = fixture_dir("fla_delta_net"), pruned = fixture_dir("fla_delta_net_pruned50");
+  if (full.empty() || pruned.empty()) GTEST_SKIP() << "fixtures not found";
+  const auto r = run_statecut("bench --checkpoint " + full + " --compare " + pruned +
+                              " --prefill 1x8 --decode 2 --prompt 4 --new-tokens 2 --repeats 1 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ms/step"), std::string::npos) << r.out;
+}
+
+TEST(BadInput_Bench, badSizesAreOneLineAndExitOne) {
+  const std::string full = fixture_dir("fla_delta_net");
+  if (full.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  for (const std::string bad : {"--prefill 8y16", "--prefill 0x16", "--decode 1,x", "--decode 0"}) {
+    const auto r = run_statecut("bench --checkpoint " + full + " " + bad);
+    EXPECT_EQ(r.code, 1) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+}  // namespace

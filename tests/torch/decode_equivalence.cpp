@@ -1,0 +1,223 @@
+// Equivalence: incremental decoding (CausalLM::forward_cached with a DecodeCache) equals one forward over the whole
+// sequence, for every model family, in the metamorphic form run(x[0:P+n]) = prefill(x[0:P]) then n one-token steps.
+//
+// Every fixture (fla delta_net incl. gate and pruned dk, gated_deltanet incl. GVA and pruned dk, HF mamba2, Qwen3.5 with
+// its softmax layers' KV cache, packed Qwen3-Next), batch 2 with different ids per row, prompt lengths 1, 63, 65
+// (either side of the chunk size 64) and 100 (not a multiple of it), then 8 decoded tokens (more than the conv window,
+// and 63 + 8 crosses a chunk boundary while stepping); a second test prefills 40, continues with a 30-token chunk on
+// the filled cache (chunked form with an initial state, across the 64 boundary) and steps 4 more. Verdict: normwise
+// relative error ‖y − y_ref‖_F / ‖y_ref‖_F in double over every position, of the final (normed) hidden state in the
+// model's dtype and of the logits; the worst position printed as a diagnostic.
+//
+// Thresholds and why (both sides compute the same math; only the summation order differs: chunked WY form + conv over
+// the whole sequence vs. the recurrent step + conv over a 4-token window):
+//   f64 CPU  hidden 1e-13: ~900 unit roundoffs (1.1e-16) for the recurrence's growth over ≤ 108 steps and 2 layers
+//            (measured ≤ 6.8e-16); logits 1e-6: every family returns fp32 logits, so one-ulp flips (6e-8) can show.
+//   f32 CPU  4e-6: unit roundoff 6e-8, same growth (measured ≤ 4e-7 on logits and hidden states: 10× margin).
+//   f32 CUDA 1e-4: TF32 switched off (cuBLAS and cuDNN), so both sides are fp32; GPU reductions reorder more (not
+//            measured here: no GPU on the CPU machines).
+//   bf16 CUDA (the project's chunk kernel for the prefill, its decode kernel for the steps): the project rule for
+//            low-precision paths — the error against an f64 forward at most 2× the same-precision one-forward error.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include <ATen/Context.h>
+#endif
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "optimized/models/decode_cache.h"
+#include "optimized/models/model.h"
+#include "optimized/models/recurrence.h"
+#include "tests/test_env.h"
+
+namespace statecut {
+namespace {
+
+/// ‖y − y_ref‖_F / ‖y_ref‖_F in double; +inf on a shape mismatch or a non-finite y (NaN/Inf fail first).
+double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
+  auto a = y.detach().to(torch::kCPU, torch::kFloat64), b = ref.detach().to(torch::kCPU, torch::kFloat64);
+  if (a.sizes() != b.sizes() || !torch::isfinite(a).all().item<bool>()) return INFINITY;
+  return (a - b).norm().item<double>() / b.norm().item<double>();
+}
+
+/// The position (along T) whose logits differ most, relative to that position's norm (a diagnostic, never a verdict).
+std::pair<int64_t, double> worst_position(const torch::Tensor& y, const torch::Tensor& ref) {
+  auto a = y.to(torch::kCPU, torch::kFloat64), b = ref.to(torch::kCPU, torch::kFloat64);
+  const std::vector<int64_t> dims = {0, 2};
+  auto per = (a - b).pow(2).sum(dims).sqrt() / b.pow(2).sum(dims).sqrt();
+  const int64_t t = per.argmax().item<int64_t>();
+  return {t, per[t].item<double>()};
+}
+
+const std::vector<std::string> kFixtures = {"fla_delta_net",          "fla_delta_net_bf16",       "fla_delta_net_pruned50",
+                                           "fla_gated_deltanet",     "fla_gated_deltanet_gva",   "fla_gated_deltanet_pruned50",
+                                           "hf_mamba2",              "hf_qwen3_5",               "hf_qwen3_next"};
+
+struct Case {
+  std::string fixture;
+  torch::Dtype dtype;
+  bool cuda;
+};
+
+std::string dtype_name(torch::Dtype d);
+void PrintTo(const Case& c, std::ostream* os) {  // gtest prints the case, not its bytes
+  *os << c.fixture << " " << dtype_name(c.dtype) << (c.cuda ? " cuda" : " cpu");
+}
+
+std::string dtype_name(torch::Dtype d) {
+  return d == torch::kFloat64 ? "f64" : d == torch::kBFloat16 ? "bf16" : "f32";
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return info.param.fixture + "_" + dtype_name(info.param.dtype) + (info.param.cuda ? "_cuda" : "_cpu");
+}
+
+/// Threshold on the final hidden state (model dtype) and on the fp32 logits.
+std::pair<double, double> tolerance(const Case& c) {
+  if (c.dtype == torch::kFloat64) return {1e-13, 1e-6};
+  const double t = c.cuda ? 1e-4 : 4e-6;
+  return {t, t};
+}
+
+/// Seeded ids [B, T] in [0, vocab): rows differ, so a batch mix-up shows.
+torch::Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  return torch::randint(vocab, {B, T}, gen, torch::TensorOptions().dtype(torch::kInt64));
+}
+
+bool cuda_usable() {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  return torch::cuda::is_available();
+#else
+  return false;
+#endif
+}
+
+class Equiv_Decode : public testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    const auto& c = GetParam();
+    if (c.cuda && !cuda_usable()) GTEST_SKIP() << "no CUDA device or built without the kernels";
+    dir_ = test::fixture_dir(c.fixture);
+    if (dir_.empty()) GTEST_SKIP() << "fixture " << c.fixture << " not found";
+#ifdef STATECUT_WITH_CUDA_KERNELS
+    if (c.cuda) {  // fp32 on both sides (cuDNN's conv defaults to TF32)
+      at::globalContext().setAllowTF32CuBLAS(false);
+      at::globalContext().setAllowTF32CuDNN(false);
+    }
+#endif
+    model_ = load_causal_lm(dir_, c.dtype, c.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
+    if (c.dtype == torch::kBFloat16) ref64_ = load_causal_lm(dir_, torch::kFloat64, torch::kCPU);
+  }
+
+  /// Runs `pieces` (lengths) of ids through forward_cached in order and compares the concatenated logits with one
+  /// forward over all of ids.
+  void expect_pieces_match_forward(const torch::Tensor& ids, const std::vector<int64_t>& pieces,
+                                   const std::string& label) {
+    const auto& c = GetParam();
+    torch::NoGradGuard no_grad;
+    const auto dev = c.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    ForwardOptions opt;
+    opt.output_hidden_states = true;
+    DecodeCache cache;
+    std::vector<torch::Tensor> out, hid;
+    int64_t at = 0;
+    for (int64_t len : pieces) {
+      auto r = model_->forward_cached(ids.narrow(1, at, len).to(dev), cache, opt);
+      out.push_back(r.logits.cpu());
+      hid.push_back(r.hidden_states.back().cpu());
+      at += len;
+      ASSERT_EQ(cache.position, at);
+    }
+    auto got = torch::cat(out, 1), got_h = torch::cat(hid, 1);
+    auto fr = model_->forward(ids.to(dev), opt);
+    auto full = fr.logits.cpu(), full_h = fr.hidden_states.back().cpu();
+    const double e = rel_err(got, full), eh = rel_err(got_h, full_h);
+    const auto [t, et] = worst_position(got_h, full_h);
+    if (c.dtype == torch::kBFloat16) {
+      auto ref = ref64_->forward(ids).logits;
+      const double e_dec = rel_err(got, ref), e_fwd = rel_err(full, ref);
+      std::printf("[errors] %s %s: decode vs f64 %.3e, one forward vs f64 %.3e (decode vs forward %.3e, worst t=%lld)\n",
+                  case_name({c, 0}).c_str(), label.c_str(), e_dec, e_fwd, e, static_cast<long long>(t));
+      EXPECT_LE(e_dec, 2.0 * e_fwd) << label;
+      return;
+    }
+    const auto [tol_h, tol] = tolerance(c);
+    std::printf("[errors] %s %s: hidden %.3e (threshold %.0e), logits %.3e (threshold %.0e), worst position t=%lld %.3e\n",
+                case_name({c, 0}).c_str(), label.c_str(), eh, tol_h, e, tol, static_cast<long long>(t), et);
+    EXPECT_LT(eh, tol_h) << label << " final hidden state (worst position " << t << ")";
+    EXPECT_LT(e, tol) << label << " logits";
+  }
+
+  std::string dir_;
+  std::unique_ptr<CausalLM> model_, ref64_;
+};
+
+TEST_P(Equiv_Decode, promptThenStepsMatchesOneForward) {
+  const uint64_t seed = test::env_seed(14);
+  const int64_t steps = 8;
+  for (int64_t prompt : {1, 63, 65, 100}) {
+    auto ids = random_ids(2, prompt + steps, model_->vocab_size(), seed + static_cast<uint64_t>(prompt));
+    std::vector<int64_t> pieces = {prompt};
+    for (int64_t i = 0; i < steps; ++i) pieces.push_back(1);
+    expect_pieces_match_forward(ids, pieces, "prompt " + std::to_string(prompt) + " + " + std::to_string(steps));
+  }
+}
+
+TEST_P(Equiv_Decode, chunkContinuationMatchesOneForward) {
+  const uint64_t seed = test::env_seed(14);
+  auto ids = random_ids(2, 40 + 30 + 4, model_->vocab_size(), seed + 1000);
+  expect_pieces_match_forward(ids, {40, 30, 1, 1, 1, 1}, "40 | 30 | 4 steps");
+}
+
+TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
+  torch::NoGradGuard no_grad;
+  const auto dev = GetParam().cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  auto ids = random_ids(2, 20, model_->vocab_size(), test::env_seed(14)).to(dev);
+  DecodeCache cache;
+  model_->forward_cached(ids.narrow(1, 0, 10), cache);
+  const int64_t after_prefill = cache.recurrent_bytes();
+  EXPECT_GT(after_prefill, 0);
+  for (int64_t t = 10; t < 20; ++t) model_->forward_cached(ids.narrow(1, t, 1), cache);
+  EXPECT_EQ(cache.recurrent_bytes(), after_prefill);  // only softmax layers' KV cache grows
+  for (const auto& l : cache.layers)
+    if (l.key.defined()) EXPECT_EQ(l.key.size(2), 20);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cs;
+  for (const auto& f : kFixtures) {
+    cs.push_back({f, torch::kFloat32, false});
+    cs.push_back({f, torch::kFloat64, false});
+    cs.push_back({f, torch::kFloat32, true});
+    cs.push_back({f, torch::kBFloat16, true});
+  }
+  return cs;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, Equiv_Decode, testing::ValuesIn(all_cases()), case_name);
+
+// Bad input: a cache is tied to its batch size; a different B is refused with one line, not silently mixed.
+TEST(BadInput_Decode, batchSizeChangeIsRefused) {
+  const std::string dir = test::fixture_dir("fla_delta_net");
+  if (dir.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  torch::NoGradGuard no_grad;
+  auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+  DecodeCache cache;
+  model->forward_cached(random_ids(2, 5, model->vocab_size(), 1), cache);
+  try {
+    model->forward_cached(random_ids(3, 1, model->vocab_size(), 2), cache);
+    FAIL() << "a batch of 3 on a cache of 2 was accepted";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("holds 2 sequences"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace statecut
