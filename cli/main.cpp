@@ -20,7 +20,7 @@
 
 int main(int argc, char** argv) {
   using namespace statecut::cli;
-  CLI::App app{"statecut: prune key/query channels of linear-attention models, verified against a double reference"};
+  CLI::App app{"statecut: prune key/query channels of linear-attention models, verified against a double reference", "statecut"};
   app.set_version_flag("--version", "statecut " STATECUT_VERSION);
   app.footer("Exit codes: 0 ok, 1 failure (bad input included), 2 usage error.\n"
              "'statecut <command> --help' lists a command's options.");

@@ -31,7 +31,7 @@ void expect_usage(const CliRun& r, const std::string& needle) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
-const std::vector<std::string> kCommands = {"eval", "info", "logits", "prune", "rank", "select", "tokenize"};
+const std::vector<std::string> kCommands = {"bench", "eval", "finetune", "generate", "info", "logits", "prune", "rank", "select", "tokenize", "verify"};
 
 }  // namespace
 

@@ -140,7 +140,7 @@ TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   EXPECT_EQ(read_tokens(dir / "t.u32.bin", 0).ids, (std::vector<int64_t>{70000, 3}));
   test::write_bytes(dir / "v.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
   EXPECT_EQ(read_tokens(dir / "v.bin", 151936).ids, (std::vector<int64_t>{70000, 3}));
-  EXPECT_EQ(read_tokens(dir / "v.bin", 256).ids.size(), 4u) << "uint16 for a small vocabulary";
+  EXPECT_EQ(read_tokens(dir / "v.bin", 65536).ids, (std::vector<int64_t>{4464, 1, 3, 0})) << "uint16 up to 65536 ids";
   expect_error([&] { read_tokens(dir / "t.safetensors", 32000); }, "token 3 = 31999 outside the vocabulary [0, 32000)");
 }
 
@@ -156,9 +156,14 @@ TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {
   w2.add("input_ids", DType::I32, {1, 2}, neg, sizeof neg);
   w2.write(dir / "n.safetensors");
   expect_error([&] { read_tokens(dir / "n.safetensors"); }, "input_ids: token 1 is out of range");
-  SafetensorsWriter w3;
+  SafetensorsWriter w3;  // a file's only tensor is read as the ids, whatever its name
   w3.add("ids", DType::I32, {1, 2}, neg, sizeof neg);
-  w3.write(dir / "m.safetensors");
+  w3.write(dir / "one.safetensors");
+  expect_error([&] { read_tokens(dir / "one.safetensors"); }, "ids: token 1 is out of range");
+  SafetensorsWriter w4;
+  w4.add("ids", DType::I32, {1, 2}, neg, sizeof neg);
+  w4.add("mask", DType::I32, {1, 2}, neg, sizeof neg);
+  w4.write(dir / "m.safetensors");
   expect_error([&] { read_tokens(dir / "m.safetensors"); }, "missing tensor 'input_ids'");
   test::write_bytes(dir / "odd.bin", {1, 2, 3});
   expect_error([&] { read_tokens(dir / "odd.bin"); }, "size 3 is not a multiple of the token width 2");
