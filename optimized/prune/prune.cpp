@@ -125,6 +125,10 @@ struct CalibrationRun {
 /// what `opt.method` needs (features, rows, RMS, gradients or PCA statistics). Sets the load/calibrate timings.
 CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, const Progress& progress,
                                     PruneResult& res, std::chrono::steady_clock::time_point t0) {
+  torch::Device dev(opt.device);
+  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
+  // The checkpoint first: a broken one is named as such before its text is tokenised.
+  auto model = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
   const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   const int64_t vocab = cfg.value("vocab_size", tok.vocab_size());
   TokenStream all;
@@ -135,9 +139,6 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
     all.bytes += s.bytes;
   }
   const Windows w = sample_windows(all, opt.calib_seqs, opt.calib_len, opt.seed);
-  torch::Device dev(opt.device);
-  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
-  auto model = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
   res.seconds_load = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   CalibrationNeeds needs;
