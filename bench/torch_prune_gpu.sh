@@ -57,7 +57,7 @@ rc=0
 for m in $METHODS; do
   # Wall, user + sys CPU and peak host memory of the whole command (load + calibrate + select + write).
   python3 - "$OUT/time_$m.txt" timeout 170 "$BIN/statecut" prune --checkpoint "$WORK/model" \
-    --method "$m" --ratio 0.5 --calib "$corpus" --calib-seqs "$SEQS" --calib-len "$LEN" --device "$DEVICE" \
+    --method "$m" --ratio 0.5 --tokenizer bytes --calib "$corpus" --calib-seqs "$SEQS" --calib-len "$LEN" --device "$DEVICE" \
     --out "$WORK/pruned_$m" --quiet --json >"$OUT/prune_$m.json" 2>"$OUT/prune_$m.err" <<'PY'
 import resource, subprocess, sys, time
 t = time.monotonic()

@@ -34,7 +34,7 @@ TEST(Cli_RandomCheckpoint, writesDeltaNetShapesThatPruneLoadsAndCuts) {
   EXPECT_EQ(params, 2 * V * H + H + L * (H + 4 * H * H + heads * H + 3 * H * 4 + H / heads + H + 3 * I * H));
   EXPECT_EQ(f.tensor("model.layers.1.attn.k_proj.weight").shape, (std::vector<int64_t>{H, H}));
   head_bytes(kCorpora / "pydocs_train.txt", d / "calib.txt", 4096);
-  const CliRun p = run_statecut("prune --json --quiet --method drrqr --ratio 0.5 --calib-seqs 2 --calib-len 256 --checkpoint " +
+  const CliRun p = run_statecut("prune --json --quiet --method drrqr --ratio 0.5 --calib-seqs 2 --calib-len 256 --tokenizer bytes --checkpoint " +
                                 (d / "m") + " --calib " + (d / "calib.txt") + " --out " + (d / "p"));
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_EQ(json::parse(p.out)["new_head_k_dim"], 32);
