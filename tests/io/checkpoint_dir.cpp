@@ -141,7 +141,7 @@ TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   test::write_bytes(dir / "v.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
   EXPECT_EQ(read_tokens(dir / "v.bin", 151936).ids, (std::vector<int64_t>{70000, 3}));
   EXPECT_EQ(read_tokens(dir / "v.bin", 65536).ids, (std::vector<int64_t>{4464, 1, 3, 0})) << "uint16 up to 65536 ids";
-  expect_error([&] { read_tokens(dir / "t.safetensors", 32000); }, "token 3 = 31999 outside the vocabulary [0, 32000)");
+  expect_error([&] { read_tokens(dir / "t.safetensors", 31999); }, "token 3 = 31999 outside the vocabulary [0, 31999)");
 }
 
 TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {
