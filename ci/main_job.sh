@@ -77,3 +77,7 @@ for m, r, x in rows:
 print(json.dumps({"model": "assets/byte_delta_net_4L", "corpora": corpora, "seed": int(seed), "seconds": secs,
                   "rows": [dict(method=m, ratio=r, **x) for m, r, x in rows]}))
 PY
+# Last: `statecut verify` on one checkpoint pruned above, against its source (README "Verify a checkpoint in your CI");
+# its table goes to stderr so that stdout still ends with the JSON line; a failing check fails the job.
+vm=drrqr; [[ " $methods " == *" drrqr "* ]] || vm="${methods%% *}"
+"$bin" verify --quiet --checkpoint "$work/ckpt-$vm-${ratios%% *}" --source "$model" --text "$corpora/pydocs_valid.txt" >&2

@@ -71,13 +71,17 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
                                   .to(torch::kCPU, torch::kFloat64)
                                   .contiguous();
       const torch::Tensor S64 = S.to(torch::kCPU, torch::kFloat64);
-      for (int64_t b = 0; b < d.B; ++b)
-        for (int64_t j = 0; j < d.Hv; ++j) {
-          const ref::HeadResult hr = ref_head(ctx, d, b, j, 0, d.T);
-          const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
-          w.add(rel_err(head_mat(o, b, j, 0, d.T), hr.o), at + " (output)");
-          w.add(rel_err(to_mat(S64[b][j]), hr.state), at + " (final state)");
-        }
+      std::vector<double> eo(d.B * d.Hv), es(d.B * d.Hv);
+      parallel_for_each(d.B * d.Hv, [&](int64_t i) {
+        const ref::HeadResult hr = ref_head(ctx, d, i / d.Hv, i % d.Hv, 0, d.T);
+        eo[i] = rel_err(head_mat(o, i / d.Hv, i % d.Hv, 0, d.T), hr.o);
+        es[i] = rel_err(to_mat(S64[i / d.Hv][i % d.Hv]), hr.state);
+      });
+      for (int64_t i = 0; i < d.B * d.Hv; ++i) {
+        const std::string at = at_head(d.layer, static_cast<int>(i % d.Hv), static_cast<int>(i / d.Hv));
+        w.add(eo[i], at + " (output)");
+        w.add(es[i], at + " (final state)");
+      }
     }
     if (!ran) {
       out.push_back(skipped(r.name, "this build has no CUDA kernels for these shapes (delta_rule_uses_cuda_kernels)"));

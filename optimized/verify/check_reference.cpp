@@ -5,7 +5,12 @@
 
 namespace statecut::verify {
 
-double recurrence_threshold(torch::Dtype compute, std::string* reason) {
+double recurrence_threshold(torch::Dtype compute, bool kernels, std::string* reason) {
+  if (kernels) {
+    *reason = "the CUDA chunk kernel takes TF32 operands (u = 4.9e-4) with fp32 accumulation: <= 3.4e-4 measured on "
+              "every fixture (recurrence.h); 2e-3 flags a wrong term";
+    return 2e-3;
+  }
   if (compute == torch::kFloat64) {
     *reason = "f64 recurrence on the same inputs: the transition is non-expansive (||k|| = 1, beta <= 2, decay <= 1), "
               "so rounding stays ~(dk + dv) u64 per step without growth; 1e-10 leaves 1e3x headroom";
@@ -50,11 +55,12 @@ void check_reference(Context& ctx, std::vector<CheckResult>& out) {
   CheckResult r;
   r.name = "reference";
   const torch::Dtype ct = compute_dtype(ctx.run_dtype);
-  r.threshold = recurrence_threshold(ct, &r.reason);
+  bool kernels = false;
   Worst worst, worst_o, worst_s;
   nlohmann::json per_layer = nlohmann::json::array();
   for (size_t li = 0; li < ctx.layers.size(); ++li) {
     const LayerData d = layer_data(ctx, li);
+    kernels = kernels || d.kernels;
     ctx.say("reference: layer " + std::to_string(d.layer));
     torch::Tensor S_unused;
     // The call the family made (same function, same mode), whose output the boundary does not keep.
@@ -62,16 +68,19 @@ void check_reference(Context& ctx, std::vector<CheckResult>& out) {
                                 .to(torch::kCPU, torch::kFloat64)
                                 .contiguous();
     const torch::Tensor S = d.final_state.to(torch::kCPU, torch::kFloat64).contiguous();
+    std::vector<double> eo(d.B * d.Hv), es(d.B * d.Hv);
+    parallel_for_each(d.B * d.Hv, [&](int64_t i) {
+      const int64_t b = i / d.Hv, j = i % d.Hv;
+      const ref::HeadResult hr = ref_head(ctx, d, b, j, 0, d.T);
+      eo[i] = rel_err(head_mat(o, b, j, 0, d.T), hr.o);
+      es[i] = rel_err(to_mat(S[b][j]), hr.state);
+    });
     Worst lo, ls;
-    for (int64_t b = 0; b < d.B; ++b)
-      for (int64_t j = 0; j < d.Hv; ++j) {
-        const ref::HeadResult hr = ref_head(ctx, d, b, j, 0, d.T);
-        const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
-        const double eo = rel_err(head_mat(o, b, j, 0, d.T), hr.o);
-        const double es = rel_err(to_mat(S[b][j]), hr.state);
-        lo.add(eo, at);
-        ls.add(es, at);
-      }
+    for (int64_t i = 0; i < d.B * d.Hv; ++i) {
+      const std::string at = at_head(d.layer, static_cast<int>(i % d.Hv), static_cast<int>(i / d.Hv));
+      lo.add(eo[i], at);
+      ls.add(es[i], at);
+    }
     worst_o.add(lo.figure(), lo.where);
     worst_s.add(ls.figure(), ls.where);
     worst.add(lo.figure(), lo.where + " (output)");
@@ -79,10 +88,11 @@ void check_reference(Context& ctx, std::vector<CheckResult>& out) {
     per_layer.push_back({{"layer", d.layer}, {"output", lo.figure()}, {"final_state", ls.figure()},
                          {"worst_output_at", lo.where}, {"worst_state_at", ls.where}});
   }
+  r.threshold = recurrence_threshold(ct, kernels, &r.reason);
   r.figure = worst.figure();
   r.where = worst.where;
   r.status = le(r.figure, r.threshold);
-  r.message = std::string("layer recurrence (") + dtype_label(ct) + ", chunk) vs reference/ (f64, recurrent): output " +
+  r.message = std::string("layer recurrence (") + (kernels ? "CUDA kernels" : dtype_label(ct)) + ", chunk) vs reference/ (f64, recurrent): output " +
               fmt(worst_o.figure()) + ", final state " + fmt(worst_s.figure()) + " (normwise relative, worst head)";
   if (r.status == Status::Fail)
     r.message = "recurrence of " + r.where + " differs from the f64 reference by " + fmt(r.figure) + " > " +

@@ -33,7 +33,7 @@ struct HeadState {
   Mat K, U, S, Q;  // keys [T, dk], effective values [T, dv], state [dk, dv], queries [T, dk]
 };
 
-HeadState head_state(Context& ctx, const LayerData& d, int64_t b, int64_t j) {
+HeadState head_state(const Context& ctx, const LayerData& d, int64_t b, int64_t j) {
   const int64_t hk = j / (d.Hv / d.Hk);
   HeadState h;
   h.K = head_mat(d.k64, b, hk, 0, d.T);
@@ -107,6 +107,51 @@ CheckResult invariance_row(const std::string& name, const torch::Tensor& a, cons
   return r;
 }
 
+/// Both theorems on one head's state.
+struct HeadVerdict {
+  double u = 0;
+  bool er_ran = false, er_ok = true;
+  double er_ratio = 0;  ///< lhs / rhs of Eq. (4)
+  bool ro_ran = false, ro_ok = true;
+  double ro_ratio = 0, attained = 0, kappa = 0;
+};
+
+HeadVerdict head_theorems(const Context& ctx, const LayerData& d, int64_t b, int64_t j) {
+  const HeadState h = head_state(ctx, d, b, j);
+  HeadVerdict v;
+  const double er = ref::effective_rank(h.S);
+  v.u = ref::rank_utilization(h.S);
+  // Eq. (4), needs K of full column rank
+  const double kK = ref::condition_number(h.K);
+  const double n = static_cast<double>(d.T + d.dk + d.dv);
+  if (d.T >= d.dk && std::isfinite(kK) && kK < 1e12 && er > 0) {
+    const double lhs = ref::nu(h.U, h.K) / (kK * kK);
+    v.er_ran = true;
+    v.er_ratio = lhs / er;
+    v.er_ok = lhs <= er * (1.0 + 16.0 * n * kEps);
+  }
+  // Prop. 2.1, on a non-singular state
+  const double kS = ref::condition_number(h.S);
+  if (std::isfinite(kS) && kS < 1e12 && er > 0) {
+    const double tol = 4.0 * static_cast<double>(d.dk + d.dv) * kS * kEps;
+    const ref::AmplificationPair p = ref::max_amplification_pair(h.S);
+    v.attained = std::abs(ref::readout_amplification(h.S, p.q, p.eps) - kS) / kS;
+    Eigen::JacobiSVD<Mat> svd(h.S, Eigen::ComputeFullU);
+    const Mat Ud = svd.matrixU().leftCols(std::min<Index>(d.dk, d.dv));
+    double worst = (1.0 / std::sqrt(v.u)) / kS;
+    for (int64_t t = std::max<int64_t>(0, d.T - 8); t < d.T; ++t) {
+      const Vec q = Ud * (Ud.transpose() * h.Q.row(t).transpose());  // the part of q the state can answer
+      if (q.norm() == 0) continue;
+      worst = std::max(worst, ref::readout_amplification(h.S, q, p.eps) / kS);
+    }
+    v.ro_ran = true;
+    v.ro_ratio = worst;
+    v.kappa = kS;
+    v.ro_ok = worst <= 1.0 + tol && v.attained <= tol;
+  }
+  return v;
+}
+
 void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
   CheckResult er_row, ro_row;
   er_row.name = "theorems.eff-rank";
@@ -117,77 +162,60 @@ void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
   ro_row.threshold = 1;
   ro_row.reason = "Prop. 2.1: R(q, eps)/kappa(S) <= 1 and (1/sqrt(u))/kappa <= 1, + 4 (dk + dv) kappa eps64 "
                   "(the norms of S^T x near sigma_min); the maximising pair must reach kappa to that accuracy";
-  Worst wer, wro, wattain;
-  int er_heads = 0, er_skipped = 0, ro_heads = 0, ro_skipped = 0;
+  Worst wer, wro, wattain, low_u;  // low_u tracks -u: the least utilised head
+  int er_heads = 0, er_skipped = 0, ro_heads = 0, ro_skipped = 0, total = 0;
   bool er_fail = false, ro_fail = false;
   double min_ratio = 1e300, sum_u = 0;
-  Worst low_u;  // -u: the least utilised head
+  std::string er_fail_at, ro_fail_at;
   nlohmann::json layers = nlohmann::json::array();
   for (size_t li = 0; li < ctx.layers.size(); ++li) {
     const LayerData d = layer_data(ctx, li);
     ctx.say("theorems: layer " + std::to_string(d.layer));
+    std::vector<HeadVerdict> hv(d.B * d.Hv);
+    parallel_for_each(d.B * d.Hv, [&](int64_t i) { hv[i] = head_theorems(ctx, d, i / d.Hv, i % d.Hv); });
     nlohmann::json heads = nlohmann::json::array();
-    for (int64_t b = 0; b < d.B; ++b)
-      for (int64_t j = 0; j < d.Hv; ++j) {
-        const HeadState h = head_state(ctx, d, b, j);
-        const std::string at = at_head(d.layer, static_cast<int>(j), static_cast<int>(b));
-        const double er = ref::effective_rank(h.S), u = ref::rank_utilization(h.S);
-        nlohmann::json hj = {{"window", b}, {"head", j}, {"u", u}};
-        sum_u += u;
-        low_u.add(-u, at);
-        // Eq. (4)
-        const double kK = ref::condition_number(h.K);
-        const double n = static_cast<double>(d.T + d.dk + d.dv);
-        if (d.T >= d.dk && std::isfinite(kK) && kK < 1e12 && er > 0) {
-          const double lhs = ref::nu(h.U, h.K) / (kK * kK);
-          const double ratio = lhs / er;
-          hj["eff_rank_ratio"] = ratio;
-          wer.add(ratio, at);
-          min_ratio = std::min(min_ratio, ratio);
-          if (!(lhs <= er * (1.0 + 16.0 * n * kEps))) er_fail = true;
-          ++er_heads;
-        } else {
-          ++er_skipped;
-        }
-        // Prop. 2.1
-        const double kS = ref::condition_number(h.S);
-        if (std::isfinite(kS) && kS < 1e12 && er > 0) {
-          const double tol = 4.0 * static_cast<double>(d.dk + d.dv) * kS * kEps;
-          const ref::AmplificationPair p = ref::max_amplification_pair(h.S);
-          const double attained = std::abs(ref::readout_amplification(h.S, p.q, p.eps) - kS) / kS;
-          wattain.add(attained, at);
-          Eigen::JacobiSVD<Mat> svd(h.S, Eigen::ComputeFullU);
-          const Index dd = std::min<Index>(d.dk, d.dv);
-          const Mat Ud = svd.matrixU().leftCols(dd);
-          double worst = (1.0 / std::sqrt(u)) / kS;
-          for (int64_t t = std::max<int64_t>(0, d.T - 8); t < d.T; ++t) {
-            const Vec q = Ud * (Ud.transpose() * h.Q.row(t).transpose());  // the part of q the state can answer
-            if (q.norm() == 0) continue;
-            worst = std::max(worst, ref::readout_amplification(h.S, q, p.eps) / kS);
-          }
-          hj["readout_ratio"] = worst;
-          hj["kappa"] = kS;
-          wro.add(worst, at);
-          if (!(worst <= 1.0 + tol) || !(attained <= tol)) ro_fail = true;
-          ++ro_heads;
-        } else {
-          ++ro_skipped;
-        }
-        heads.push_back(hj);
+    for (int64_t i = 0; i < d.B * d.Hv; ++i) {
+      const HeadVerdict& v = hv[i];
+      const std::string at = at_head(d.layer, static_cast<int>(i % d.Hv), static_cast<int>(i / d.Hv));
+      nlohmann::json hj = {{"window", i / d.Hv}, {"head", i % d.Hv}, {"u", v.u}};
+      sum_u += v.u;
+      ++total;
+      low_u.add(-v.u, at);
+      if (v.er_ran) {
+        hj["eff_rank_ratio"] = v.er_ratio;
+        wer.add(v.er_ratio, at);
+        min_ratio = std::min(min_ratio, v.er_ratio);
+        if (!v.er_ok && !er_fail) er_fail = true, er_fail_at = at;
+        ++er_heads;
+      } else {
+        ++er_skipped;
       }
+      if (v.ro_ran) {
+        hj["readout_ratio"] = v.ro_ratio;
+        hj["kappa"] = v.kappa;
+        wro.add(v.ro_ratio, at);
+        wattain.add(v.attained, at);
+        if (!v.ro_ok && !ro_fail) ro_fail = true, ro_fail_at = at;
+        ++ro_heads;
+      } else {
+        ++ro_skipped;
+      }
+      heads.push_back(hj);
+    }
     layers.push_back({{"layer", d.layer}, {"heads", heads}});
   }
-  const int total = er_heads + er_skipped;
   const double mean_u = total ? sum_u / total : 0;
   er_row.figure = wer.figure();
-  er_row.where = wer.where;
+  er_row.where = er_fail ? er_fail_at : wer.where;
   er_row.status = er_heads == 0 ? Status::Skip : (er_fail ? Status::Fail : Status::Pass);
   er_row.message = "lhs/rhs over " + std::to_string(er_heads) + " heads in [" + fmt(min_ratio) + ", " +
                    fmt(wer.figure()) + "] (tightness); mean u " + fmt(mean_u) + ", lowest u " + fmt(-low_u.value) +
-                   " at " + low_u.where + (er_skipped ? "; " + std::to_string(er_skipped) + " heads with rank-deficient K skipped" : "");
+                   " at " + low_u.where +
+                   (er_skipped ? "; " + std::to_string(er_skipped) + " heads with rank-deficient K skipped" : "");
+  if (er_heads == 0) er_row.message = "no head has keys of full column rank (windows shorter than dk?)";
   er_row.details = {{"mean_u", mean_u}, {"layers", layers}};
   ro_row.figure = wro.figure();
-  ro_row.where = wro.where;
+  ro_row.where = ro_fail ? ro_fail_at : wro.where;
   ro_row.status = ro_heads == 0 ? Status::Skip : (ro_fail ? Status::Fail : Status::Pass);
   ro_row.message = "R/kappa for the last 8 queries and 1/(sqrt(u) kappa), worst over " + std::to_string(ro_heads) +
                    " heads; maximising pair reaches kappa to " + fmt(wattain.figure()) + " relative" +

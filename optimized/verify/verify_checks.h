@@ -26,6 +26,7 @@ void check_certificate(Context& ctx, const nlohmann::json& record, const std::st
 CheckResult skipped(const std::string& name, const std::string& why);
 /// The recurrence threshold of a compute dtype and its one-line reason (shared by reference, chunk-recurrent,
 /// state-carry: all three compare recurrences on the same inputs).
-double recurrence_threshold(torch::Dtype compute, std::string* reason);
+/// kernels: the layer runs the CUDA kernels (bf16/fp16 on CUDA), whose chunk form takes TF32 operands.
+double recurrence_threshold(torch::Dtype compute, bool kernels, std::string* reason);
 
 }  // namespace statecut::verify

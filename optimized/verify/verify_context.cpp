@@ -1,7 +1,11 @@
 #include "optimized/verify/verify_context.h"
 
 #include <chrono>
+#include <ATen/Parallel.h>
+
 #include <cmath>
+#include <exception>
+#include <mutex>
 
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
@@ -105,6 +109,7 @@ LayerData layer_data(Context& ctx, size_t li) {
     d.v = bd.v;
     d.beta = bd.beta;
     d.scale = 1.0 / std::sqrt(static_cast<double>(d.dk));
+    d.kernels = delta_rule_uses_cuda_kernels(d.q, d.k, d.v);
   }
   auto f64 = [](const torch::Tensor& t) {
     return t.defined() ? t.detach().to(torch::kCPU, torch::kFloat64).contiguous() : torch::Tensor();
@@ -147,7 +152,7 @@ torch::Tensor from_mat(const Mat& m) {
   return t;
 }
 
-ref::HeadResult ref_head(Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n, const Mat* S0,
+ref::HeadResult ref_head(const Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n, const Mat* S0,
                          bool chunked) {
   const int64_t hk = j / (d.Hv / d.Hk);  // grouped values: value head j reads key head j / (Hv/Hk)
   Mat q = head_mat(d.q64, b, hk, t0, n), k = head_mat(d.k64, b, hk, t0, n);
@@ -184,6 +189,22 @@ torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceM
   const torch::Tensor q = ctx.l2norm_qk ? l2_normalize(sl(d.q)) : sl(d.q).to(ct);
   const torch::Tensor k = ctx.l2norm_qk ? l2_normalize(sl(d.k)) : sl(d.k).to(ct);
   return gated_delta_rule(q, k, sl(d.v), sl(d.beta), sl(d.g), d.scale, S0, mode, S);
+}
+
+void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
+  std::mutex mu;
+  std::exception_ptr first;
+  at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      try {
+        f(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    }
+  });
+  if (first) std::rethrow_exception(first);
 }
 
 double rel_err(const Mat& a, const Mat& b) {

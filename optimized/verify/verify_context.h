@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,7 @@ struct LayerData {
   int layer = 0, Hk = 0, Hv = 0, dk = 0, dv = 0;
   int64_t B = 0, T = 0;
   bool gated = false;  ///< a log decay g is present (GDN, Qwen, Mamba-2)
+  bool kernels = false;  ///< the forward ran this layer through the CUDA kernels (recurrence.h's dispatch)
   double scale = 1.0;
   // As the optimized recurrence takes them (device, activation/compute dtype): q, k raw (pre-L2) for Delta;
   // Mamba-2: q = C, k = B, v = dt·x (dt = g / A), g = dt·A.
@@ -88,12 +90,16 @@ Mat to_mat(const torch::Tensor& t);
 torch::Tensor from_mat(const Mat& m);
 
 /// reference/ on value head j of window b, steps [t0, t0+n), start state S0 (nullptr = 0).
-ref::HeadResult ref_head(Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n,
+ref::HeadResult ref_head(const Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n,
                          const Mat* S0 = nullptr, bool chunked = false);
 /// The optimized recurrence (recurrence.h) on steps [t0, t0+n) from state S0 (undefined = 0): o [B,n,Hv,dv] and
 /// *S [B,Hv,dk,dv] in the compute dtype. With t0 = 0, n = T and no S0 it is the call the family made.
 torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceMode mode, int64_t t0, int64_t n,
                              const torch::Tensor& S0, torch::Tensor* S);
+
+/// f(i) for i in [0, n) on LibTorch's intra-op threads (heads are independent; the f64 reference dominates the run
+/// time). The first exception thrown by any f(i) is rethrown here.
+void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f);
 
 /// ‖a − b‖_F / ‖b‖_F (0 when both are 0; NaN when a holds NaN/Inf).
 double rel_err(const Mat& a, const Mat& b);
