@@ -13,7 +13,8 @@ struct WeightSource::Impl {
   std::unique_ptr<io::Checkpoint> checkpoint;  // open_dir: config.json + model.safetensors or its shards
   std::unique_ptr<io::SafetensorsFile> file;   // open_file
   std::map<std::string, torch::Tensor> memory;
-  std::string origin;  // for in-memory sources
+  TensorMaker make;    // generated
+  std::string origin;  // for in-memory and generated sources
 
   /// The stored view of `name` and the file holding it, or nullptr when no file holds it.
   const io::TensorView* view(const std::string& name, std::string* path = nullptr) const {
@@ -96,8 +97,17 @@ WeightSource WeightSource::from_tensors(std::map<std::string, torch::Tensor> ten
   return w;
 }
 
+WeightSource WeightSource::generated(TensorMaker make, std::string origin) {
+  auto impl = std::make_shared<Impl>();
+  impl->make = std::move(make);
+  impl->origin = std::move(origin);
+  WeightSource w;
+  w.impl_ = std::move(impl);
+  return w;
+}
+
 bool WeightSource::has(const std::string& name) const {
-  return impl_->view(name) != nullptr || impl_->memory.count(name);
+  return impl_->make || impl_->view(name) != nullptr || impl_->memory.count(name);
 }
 
 std::vector<std::string> WeightSource::names() const {
@@ -140,6 +150,12 @@ torch::Tensor WeightSource::raw(const std::string& name) const {
 
 torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
                                 torch::Device device) const {
+  if (impl_->make) {
+    auto t = impl_->make(name, expected_shape);
+    if (t.sizes().vec() != expected_shape)
+      throw io::Error(origin(name) + ": " + name + ": made " + shape_str(t.sizes().vec()) + " for " + shape_str(expected_shape));
+    return t.to(device, dtype).contiguous().clone();
+  }
   const auto s = shape(name);
   if (s != expected_shape)
     throw io::Error(origin(name) + ": " + name + ": shape " + shape_str(s) + " but the config implies " +

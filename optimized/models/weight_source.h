@@ -7,6 +7,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +26,10 @@ class WeightSource {
   static WeightSource open_file(const std::string& path);
   /// In-memory tensors; `origin` names them in error messages.
   static WeightSource from_tensors(std::map<std::string, torch::Tensor> tensors, std::string origin = "<memory>");
+  /// Tensors made on request (a fresh model, `statecut train`): get(name, shape, ...) returns make(name, shape), checked
+  /// and cast like a stored tensor; has() is true for every name, names() is empty, shape() and raw() throw.
+  using TensorMaker = std::function<torch::Tensor(const std::string& name, const std::vector<int64_t>& shape)>;
+  static WeightSource generated(TensorMaker make, std::string origin = "<init>");
 
   bool has(const std::string& name) const;
   std::vector<std::string> names() const;  ///< sorted

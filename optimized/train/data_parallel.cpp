@@ -14,7 +14,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #define STATECUT_HAVE_GLOO 1
 #endif
-#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>)
+#if defined(USE_C10D_NCCL) && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>) && \
+    __has_include(<nccl.h>) && __has_include(<c10/cuda/CUDAFunctions.h>)
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>

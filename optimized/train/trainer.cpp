@@ -14,7 +14,9 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
 #include "optimized/text/token_stream.h"
+#include "optimized/prune/surgery.h"
 #include "optimized/train/data_parallel.h"
+#include "optimized/train/init.h"
 #include "optimized/train/lora.h"
 #include "optimized/train/loss.h"
 #include "optimized/train/optimizer.h"
@@ -43,7 +45,7 @@ const char* dtype_label(torch::Dtype d) { return d == torch::kFloat64 ? "f64" : 
 
 /// What a resumed run must share with the run that saved the state (everything that changes the arithmetic).
 nlohmann::json recipe_json(const FinetuneOptions& o, int world) {
-  return {{"checkpoint", o.checkpoint}, {"teacher", o.no_kd ? "" : o.teacher}, {"text", o.text},
+  return {{"checkpoint", o.config.empty() ? o.checkpoint : o.config}, {"teacher", o.no_kd ? "" : o.teacher}, {"text", o.text},
           {"steps", o.steps},           {"seq_len", o.seq_len},                {"batch", o.batch},
           {"accum", o.accum},           {"lr", o.lr},                          {"warmup", o.warmup},
           {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay},  {"max_grad_norm", o.max_grad_norm},
@@ -206,6 +208,35 @@ nlohmann::json read_record(const std::string& dir) {
   return io::read_json_file(p.string());
 }
 
+/// train: the tokenizer files beside the config (tokenizer.model / tokenizer.json), else byte-level for vocab 256 (or
+/// --tokenizer bytes); otherwise only token files can be read.
+Tokenizer tokenizer_beside_config(const FinetuneOptions& opt, int64_t vocab) {
+  const std::string dir = fs::absolute(fs::path(opt.config)).parent_path().string();
+  if (opt.tokenizer == TokenizerChoice::Bytes || vocab == 256) return Tokenizer::bytes();
+  if (fs::exists(fs::path(dir) / "tokenizer.model") || fs::exists(fs::path(dir) / "tokenizer.json"))
+    return Tokenizer::for_checkpoint(dir, opt.tokenizer);
+  for (const auto& f : opt.text) {
+    const std::string ext = fs::path(f).extension().string();
+    if (ext != ".safetensors" && ext != ".bin")
+      fail(f + ": text needs a tokenizer, and " + opt.config + " has vocab_size " + std::to_string(vocab) +
+           " with no tokenizer.model / tokenizer.json beside it (give token files, or --tokenizer bytes)");
+  }
+  return Tokenizer::bytes();
+}
+
+/// train's output: config.json as transformers writes it, model.safetensors of every parameter (the training dtype),
+/// the tokenizer files beside the config.
+void write_fresh_checkpoint(CausalLM& model, const nlohmann::json& config, const std::string& config_path,
+                            const std::string& dir) {
+  Named params;
+  for (auto& [n, t] : model.named_parameters()) params.emplace_back(n, t);
+  save_tensor_file((fs::path(dir) / "model.safetensors").string(), params);
+  write_text_atomically((fs::path(dir) / "config.json").string(), python_json_dump(config));
+  const fs::path src = fs::absolute(fs::path(config_path)).parent_path();
+  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(src / extra)) fs::copy_file(src / extra, fs::path(dir) / extra);
+}
+
 }  // namespace
 
 std::string finetune_state_dir(const std::string& out) {
@@ -219,7 +250,12 @@ void validate_finetune_options(const FinetuneOptions& o) {
     if (d.empty()) fail(std::string(what) + " is required");
     if (!fs::exists(fs::path(d) / "config.json")) fail(d + ": not a checkpoint folder (no config.json)");
   };
-  need_dir(o.checkpoint, "--checkpoint");
+  if (!o.config.empty()) {
+    if (!fs::is_regular_file(o.config)) fail(o.config + ": no such config file");
+    if (!o.no_kd || !o.full) fail("train: a fresh model trains every parameter without a teacher");
+  } else {
+    need_dir(o.checkpoint, "--checkpoint");
+  }
   if (!o.no_kd) {
     if (o.teacher.empty()) fail("--teacher is required for distillation (or --no-kd)");
     need_dir(o.teacher, "--teacher");
@@ -262,8 +298,17 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   if (!opt.resume && fs::exists(state_dir))
     fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");
 
-  const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
-  auto student = load_causal_lm(opt.checkpoint, opt.dtype, device);
+  const bool scratch = !opt.config.empty();
+  nlohmann::json config;
+  std::unique_ptr<CausalLM> student;
+  if (scratch) {
+    config = io::read_json_file(opt.config);
+    student = fresh_causal_lm(config, opt.config, opt.dtype, device, mix(opt.seed, 0x1A17ULL));
+  } else {
+    student = load_causal_lm(opt.checkpoint, opt.dtype, device);
+  }
+  const Tokenizer tok = scratch ? tokenizer_beside_config(opt, student->vocab_size())
+                                : Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   std::unique_ptr<CausalLM> teacher;
   if (!opt.no_kd) {
     teacher = load_causal_lm(opt.teacher, opt.dtype, device);
@@ -359,11 +404,11 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   const StepRecord& final_rec = st.history.back();
   nlohmann::json eval = nlohmann::json::object();
   nlohmann::json rec = {
-      {"source", opt.checkpoint},
+      {"source", scratch ? opt.config : opt.checkpoint},
       {"teacher", opt.no_kd ? nlohmann::json() : nlohmann::json(opt.teacher)},
       {"text", opt.text},
       {"recipe",
-       {{"mode", opt.full ? "full" : "lora"},
+       {{"mode", scratch ? "scratch" : opt.full ? "full" : "lora"},
         {"lora_rank", opt.full ? 0 : opt.lora_rank},
         {"lora_alpha", opt.full ? 0.0 : opt.lora_alpha},
         {"lora_targets", "q, k, v row blocks of every linear-attention layer"},
@@ -405,14 +450,21 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
     for (auto& [n, t] : student->named_parameters())
       if (t.requires_grad()) changed.emplace(n, t.detach());
     AtomicDir out(opt.out);
-    write_updated_checkpoint(opt.checkpoint, changed, out.path());
-    nlohmann::json record = read_record(opt.checkpoint);
-    if (record.contains("finetune")) record["finetune_previous"].push_back(record["finetune"]);
-    record["finetune"] = rec;
+    nlohmann::json record;
+    if (scratch) {
+      write_fresh_checkpoint(*student, config, opt.config, out.path());
+      record["train"] = rec;
+    } else {
+      write_updated_checkpoint(opt.checkpoint, changed, out.path());
+      record = read_record(opt.checkpoint);
+      if (record.contains("finetune")) record["finetune_previous"].push_back(record["finetune"]);
+      record["finetune"] = rec;
+    }
     write_text_atomically((fs::path(out.path()) / "statecut.json").string(), record.dump(2) + "\n");
     write_text_atomically((fs::path(out.path()) / "loss.csv").string(), loss_csv(st.history));
     write_text_atomically((fs::path(out.path()) / "loss.svg").string(),
-                          loss_svg(st.history, "statecut finetune: " + fs::path(opt.out).filename().string()));
+                          loss_svg(st.history, std::string(scratch ? "statecut train: " : "statecut finetune: ") +
+                                                   fs::path(opt.out).filename().string()));
     out.commit();
     std::error_code ec;
     fs::remove_all(state_dir, ec);

@@ -35,6 +35,10 @@ class DataParallel;
 
 struct FinetuneOptions {
   std::string checkpoint;  ///< the student (pruned) checkpoint
+  /// `statecut train`: a config.json instead of a checkpoint; the student is a fresh model (init.h), every parameter
+  /// is trained with cross-entropy alone, and the output is a new checkpoint (config.json as given, model.safetensors
+  /// in the training dtype, tokenizer files found beside the config) with a "train" record in statecut.json.
+  std::string config;
   std::string teacher;     ///< the unpruned checkpoint ("" with no_kd)
   std::vector<std::string> text;
   std::string out;
@@ -90,7 +94,7 @@ struct FinetuneCallbacks {
 /// Checks the options without loading anything (numbers, files exist, out absent); throws std::runtime_error.
 void validate_finetune_options(const FinetuneOptions& opt);
 
-/// The whole command. Throws std::runtime_error with a one-line message, leaving no output directory. With a
+/// `statecut finetune` (opt.config empty) or `statecut train` (opt.config set). Throws std::runtime_error with a one-line message, leaving no output directory. With a
 /// DataParallel, every rank runs this with the same options and rank 0 writes.
 FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb = {}, DataParallel* dp = nullptr);
 
