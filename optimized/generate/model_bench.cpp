@@ -174,8 +174,14 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
     f.steps = cfg.new_tokens;
     try {
       DecodeCache cache;
-      auto prompt = random_ids(B, std::max<int64_t>(1, cfg.prompt), V, cfg.seed + static_cast<uint64_t>(B), dev);
-      auto logits = model.forward_cached(prompt, cache).logits;
+      const int64_t P = std::max<int64_t>(1, cfg.prompt);
+      auto prompt = random_ids(B, P, V, cfg.seed + static_cast<uint64_t>(B), dev);
+      // The prompt in pieces of at most 16384 tokens in all (a large batch would otherwise hold B·P·V logits at once);
+      // a cache continued piece by piece equals one prefill (Equiv_Decode.chunkContinuationMatchesOneForward).
+      const int64_t piece = std::max<int64_t>(1, 16384 / B);
+      torch::Tensor logits;
+      for (int64_t at = 0; at < P; at += piece)
+        logits = model.forward_cached(prompt.narrow(1, at, std::min(piece, P - at)), cache).logits;
       if (r.state_bytes_per_seq == 0) {
         r.state_bytes_per_seq = cache.recurrent_bytes() / B;
         r.kv_bytes_per_token = cache.kv_bytes() / (B * cache.position);
