@@ -11,6 +11,8 @@ struct FamilyCase {
   bool theorem_rotation;  ///< fla delta_net only: the rotation check runs (else it skips and says why)
 };
 
+void PrintTo(const FamilyCase& c, std::ostream* os) { *os << c.fixture; }
+
 class Verify_Family : public ::testing::TestWithParam<FamilyCase> {};
 
 TEST_P(Verify_Family, fixturePassesEveryCheck) {
