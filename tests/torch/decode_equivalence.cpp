@@ -185,8 +185,9 @@ TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
   EXPECT_GT(after_prefill, 0);
   for (int64_t t = 10; t < 20; ++t) model_->forward_cached(ids.narrow(1, t, 1), cache);
   EXPECT_EQ(cache.recurrent_bytes(), after_prefill);  // only softmax layers' KV cache grows
-  for (const auto& l : cache.layers)
+  for (const auto& l : cache.layers) {
     if (l.key.defined()) EXPECT_EQ(l.key.size(2), 20);
+  }
 }
 
 std::vector<Case> all_cases() {
