@@ -18,6 +18,10 @@ function(statecut_add_test)
   # Tests of the LibTorch path share one precompiled header (tests/CMakeLists.txt makes statecut_test_pch).
   if(TARGET statecut_test_pch AND "statecut_opt" IN_LIST T_LIBS)
     target_precompile_headers(${T_NAME} REUSE_FROM statecut_test_pch)
+    # GCC rejects a PCH built with other code-model flags (-Winvalid-pch, then parses LibTorch again): with the
+    # project-wide POSITION_INDEPENDENT_CODE the object library gets -fPIC and an executable -fPIE, so both drop it
+    # (GCC's default, PIE on Debian, is then the same for both).
+    set_target_properties(${T_NAME} PROPERTIES POSITION_INDEPENDENT_CODE OFF)
   endif()
   gtest_discover_tests(${T_NAME}
     PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
