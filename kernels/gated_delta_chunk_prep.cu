@@ -12,7 +12,7 @@ namespace {
 /// prep_kernel's shared memory: token vectors, solve scratch, then the q/k tiles, later reused for A/T and P.
 __host__ __device__ inline size_t prep_smem_bytes(int Kp) {
   const size_t qk = 2 * 2 * C * static_cast<size_t>(qk_stride(Kp)), tp = sizeof(float) * 2 * C * ldc;
-  return sizeof(float) * (4 * C + (kThreadsA / 32) * kXw) + (qk > tp ? qk : tp);
+  return sizeof(double) * C + sizeof(float) * (3 * C + (kThreadsA / 32) * kXw) + (qk > tp ? qk : tp);
 }
 
 /// hi + lo split of fp32 values into two TF32 values (3xTF32 products: hi*hi + hi*lo + lo*hi, fp32-accurate).
@@ -97,8 +97,11 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
                                                          float* __restrict__ wsT, float* __restrict__ wsP,
                                                          float* __restrict__ wsS) {
   extern __shared__ __align__(16) float sm[];
-  float* Gs = sm;               // [C] cumulative log gate
-  float* Bs = Gs + C;           // [C] beta
+  // [C] cumulative log gate, in double: the in-chunk decays are e^{G_r - G_c}, and after a strong-decay stretch
+  // (32 steps of g = -20 make G = -640) an fp32 G keeps no digits of the weak steps that follow, so their
+  // differences would cancel (issue 19.1). Double G makes G_r - G_c exact to ~1e-16 |G| before the fp32 exp.
+  double* Gs = reinterpret_cast<double*>(sm);
+  float* Bs = sm + 2 * C;       // [C] beta
   float* Rk = Bs + C;           // [C] 1 / |k|
   float* Rq = Rk + C;           // [C] scale / |q|
   float* Xw = Rq + C;           // [8 warps][16 x 8] solve scratch
@@ -124,18 +127,19 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
   load_rows<T, kThreadsA>(Qb, static_cast<const T*>(a.q), a, h, c0, Lc, Kp, ldb);
   cp_async_commit();
   if (warp == 0) {  // gates: inclusive cumsum over the chunk, two tokens per lane
-    float g0 = 0.f, g1 = 0.f, b0 = 0.f, b1 = 0.f;
+    double g0 = 0.0, g1 = 0.0;
+    float b0 = 0.f, b1 = 0.f;
     const int t0 = 2 * lane, t1 = 2 * lane + 1;
     if (t0 < Lc) g0 = detail::token_log_gate(a, c0 + t0, hv), b0 = detail::token_beta(a, c0 + t0, hv);
     if (t1 < Lc) g1 = detail::token_log_gate(a, c0 + t1, hv), b1 = detail::token_beta(a, c0 + t1, hv);
-    const float pair = g0 + g1;
-    float incl = pair;
+    const double pair = g0 + g1;
+    double incl = pair;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, incl, off);
+      const double y = __shfl_up_sync(0xffffffffu, incl, off);
       if (lane >= off) incl += y;
     }
-    const float excl = incl - pair;
+    const double excl = incl - pair;
     Gs[t0] = excl + g0, Gs[t1] = excl + pair;
     Bs[t0] = b0, Bs[t1] = b1;
   }
@@ -180,7 +184,7 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
         const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * ct + 2 * t + (e & 1);
         float v = 0.f;
         if (is_q ? c <= r : c < r) {
-          const float d = __expf(Gs[r] - Gs[c]) * Rk[c];
+          const float d = __expf(static_cast<float>(Gs[r] - Gs[c])) * Rk[c];
           v = (is_q ? Rq[r] : Bs[r] * Rk[r]) * d * acc[j][e];
         }
         dst[r * ldc + c] = v;
@@ -244,12 +248,13 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
   }
   if (tid < C) {
     float* os = wsS + slot * kScal;
-    const float gl = Gs[C - 1], e = __expf(Gs[tid]);
+    const double gl = Gs[C - 1];
+    const float e = __expf(static_cast<float>(Gs[tid]));
     os[tid] = Bs[tid];
     os[C + tid] = Bs[tid] * e * Rk[tid];
     os[2 * C + tid] = e * Rq[tid];
-    os[3 * C + tid] = __expf(gl - Gs[tid]) * Rk[tid];
-    if (tid == 0) os[4 * C] = __expf(gl);
+    os[3 * C + tid] = __expf(static_cast<float>(gl - Gs[tid])) * Rk[tid];
+    if (tid == 0) os[4 * C] = __expf(static_cast<float>(gl));
   }
 }
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The second wave's GPU checks on the H200 machine, in three device calls of <= 10 minutes that share one build:
+#   bash bench/h200_wave2.sh build   # one ninja over every target below; ci/device.sh (ctest -L GPU, the CLI's CUDA
+#                                    # test, compute-sanitizer memcheck on the kernels' bad input); then one deliberate
+#                                    # breakage: the chunk kernel's old fp32 in-chunk gate cumsum (e^{G_i - G_j} from
+#                                    # fp32 G, issue 19.1) is put back, equiv_gated_delta_cuda rebuilt and its reset-
+#                                    # token case run (it must fail), and the fix restored
+#   bash bench/h200_wave2.sh speed   # bench/decode_h200.sh (Equiv_Decode CUDA, generate, 1.3B bench full vs 50%)
+#   bash bench/h200_wave2.sh verify  # bench/verify_h200.sh (verify on CUDA, 1.3B), finetune tokens/s on CUDA
+# Each call rebuilds only what is missing, so the second also works on a fresh machine (it then spends the build
+# time again). Results: $OUT/<step>/..., each step's own 00_summary.log first.
+set -uo pipefail
+OUT=${OUT:-/tmp/statecut-wave2}
+export BUILD=${BUILD:-build-gpu-device}
+mkdir -p "$OUT"
+S="$OUT/00_wave2.log"
+say() { echo "$*" | tee -a "$S"; }
+t0=$(date +%s)
+TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+launcher=(); command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$OUT/configure.log" 2>&1 ||
+    { say "configure FAILED"; tail -30 "$OUT/configure.log" | tee -a "$S"; exit 1; }
+fi
+gpu_tests=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
+# shellcheck disable=SC2086
+cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint logits_cmd bench_cuda_gated_delta \
+  decode_equivalence $gpu_tests >"$OUT/build.log" 2>&1 ||
+  { say "build FAILED"; grep -E "error|FAILED" -A3 "$OUT/build.log" | head -60 | tee -a "$S"; exit 1; }
+say "build: $(( $(date +%s) - t0 )) s ($(nproc) cores)"
+
+case "${1:-build}" in
+  build)
+    OUT="$OUT/device" SANITIZE_TOOLS=memcheck SANITIZE_FILTER='*1000x32*:*varlen*' timeout 420 bash ci/device.sh
+    say "ci/device.sh rc=$?"
+    f=kernels/gated_delta_chunk_prep.cu
+    cp "$f" "$OUT/prep.fixed"
+    # the old scan: fp32 G (the double cumsum's declaration and the shuffled partial sums back to float)
+    sed -i -e 's/double g0 = 0.0, g1 = 0.0;/float g0 = 0.f, g1 = 0.f;/' -e 's/const double pair = g0 + g1;/const float pair = g0 + g1;/' \
+      -e 's/    double incl = pair;/    float incl = pair;/' -e 's/const double y = __shfl_up_sync/const float y = __shfl_up_sync/' \
+      -e 's/const double excl = incl - pair;/const float excl = incl - pair;/' \
+      -e 's/Gs\[t0\] = excl + g0, Gs\[t1\] = excl + pair;/Gs[t0] = static_cast<float>(excl + g0), Gs[t1] = static_cast<float>(excl + pair);/' "$f"
+    diff "$OUT/prep.fixed" "$f" >"$OUT/breakage.diff"
+    if cmake --build "$BUILD" -j"$(nproc)" --target equiv_gated_delta_cuda >"$OUT/break_build.log" 2>&1; then
+      "$BUILD/tests/equiv_gated_delta_cuda" --gtest_filter='*1000x32*:*20x32then*' >"$OUT/break_run.log" 2>&1
+      say "breakage (fp32 in-chunk G): rc=$? (must be non-zero); $(grep -cE '^\[  FAILED  \] .*kernelsMatch' "$OUT/break_run.log") failed"
+      grep -ohE "\[errors\].*" "$OUT/break_run.log" | cut -c1-240 | tee -a "$S"
+    else
+      say "breakage build FAILED"; grep -E "error" -A3 "$OUT/break_build.log" | head -20 | tee -a "$S"
+    fi
+    cp "$OUT/prep.fixed" "$f"
+    cmake --build "$BUILD" -j"$(nproc)" --target equiv_gated_delta_cuda >/dev/null 2>&1
+    ;;
+  speed)
+    OUT="$OUT/decode" WORK=/tmp/statecut-decode-work timeout 480 bash bench/decode_h200.sh
+    say "decode_h200.sh rc=$?"
+    ;;
+  verify)
+    OUT="$OUT/verify" SKIP_BUILD=1 timeout 330 bash bench/verify_h200.sh
+    say "verify_h200.sh rc=$?"
+    # finetune on CUDA: the shipped model pruned to 50% (drrqr), 20 steps of 4 x 512 tokens, teacher = the original
+    W=/tmp/statecut-ft
+    rm -rf "$W" && mkdir -p "$W"
+    SC="$BUILD/cli/statecut"
+    timeout 60 "$SC" prune --quiet --checkpoint assets/byte_delta_net_4L --method drrqr --ratio 0.5 \
+      --text assets/corpora/pydocs_train.txt --device cuda --out "$W/p50" >"$OUT/ft_prune.log" 2>&1
+    ft0=$(date +%s%N)
+    timeout 90 "$SC" finetune --checkpoint "$W/p50" --teacher assets/byte_delta_net_4L \
+      --text assets/corpora/pydocs_train.txt --out "$W/ft" --steps 20 --seq-len 512 --batch 4 --device cuda --json \
+      >"$OUT/finetune.json" 2>"$OUT/finetune.err"
+    say "finetune --device cuda: rc=$? wall $(( ($(date +%s%N) - ft0) / 1000000 )) ms; $(tr '\r' '\n' <"$OUT/finetune.err" | grep 'tok/s' | tail -1)"
+    ;;
+esac
+say "wave2 $1: $(( $(date +%s) - t0 )) s"
