@@ -30,10 +30,10 @@ cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint
   { say "build FAILED"; grep -E "error|FAILED" -A3 "$OUT/build.log" | head -60 | tee -a "$S"; exit 1; }
 say "build: $(( $(date +%s) - t0 )) s ($(nproc) cores)"
 
-case "${1:-build}" in
-  build)
-    OUT="$OUT/device" SANITIZE_TOOLS=memcheck SANITIZE_FILTER='*1000x32*:*varlen*' timeout 420 bash ci/device.sh
-    say "ci/device.sh rc=$?"
+# One deliberate breakage: the chunk kernel's old fp32 in-chunk gate cumsum (G rounded to fp32, so e^{G_i - G_j}
+# cancels after a strong-decay stretch) is put back, equiv_gated_delta_cuda rebuilt and the mixed-decay cases run
+# (the reset-token case must fail), then the fix is restored and rebuilt.
+break_check() {
     f=kernels/gated_delta_chunk_prep.cu
     cp "$f" "$OUT/prep.fixed"
     # the old scan: fp32 G (the double cumsum's declaration and the shuffled partial sums back to float)
@@ -51,9 +51,21 @@ case "${1:-build}" in
     fi
     cp "$OUT/prep.fixed" "$f"
     cmake --build "$BUILD" -j"$(nproc)" --target equiv_gated_delta_cuda >/dev/null 2>&1
+}
+
+case "${1:-build}" in
+  build)
+    OUT="$OUT/device" SANITIZE_TOOLS=memcheck SANITIZE_FILTER='*1000x32*:*varlen*' timeout 420 bash ci/device.sh
+    say "ci/device.sh rc=$?"
+    break_check
     ;;
   speed)
-    OUT="$OUT/decode" WORK=/tmp/statecut-decode-work timeout 480 bash bench/decode_h200.sh
+    "$BUILD/tests/equiv_gated_delta_cuda" >"$OUT/equiv_gd.log" 2>&1
+    say "equiv_gated_delta_cuda (whole registry): rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/equiv_gd.log" | tr '\n' ' ')"
+    grep -E "1000x32|20x32" "$OUT/equiv_gd.log" | grep -ohE "\[errors\].*" | cut -c1-240 | tee -a "$S"
+    grep -A2 "Failure" "$OUT/equiv_gd.log" | head -20 | tee -a "$S"
+    break_check
+    OUT="$OUT/decode" WORK=/tmp/statecut-decode-work timeout 430 bash bench/decode_h200.sh
     say "decode_h200.sh rc=$?"
     ;;
   verify)

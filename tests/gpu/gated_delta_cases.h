@@ -92,11 +92,13 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 128, c.V = 128, c.T = 200, c.g_lo = -20.0, c.g_hi = -1e-3, c.g_strong = 32, c.g_period = 64;
     cs.push_back(c); }  // the same pattern in every chunk
   // reset tokens (g = -1000: a GDN gate -exp(A_log) softplus(x) of a strongly activated token) then weak decay, in
-  // every chunk, fp16 output (its rounding is below the TF32 unit, so the bound is tight): G = -32000 after the
-  // resets, where fp32's spacing (3.9e-3) exceeds the weak steps (1e-3), so an fp32 e^{G_i - G_j} reads decay 1
-  // for them (up to 3% off over 32 steps); the double in-chunk cumsum keeps them exact
+  // every chunk: G = -32000 after the resets, where fp32's spacing (3.9e-3) exceeds the weak steps (1e-3), so an
+  // fp32 e^{G_i - G_j} reads decay 1 for them (up to 3% off over 32 steps); the double in-chunk cumsum keeps them
+  // exact. beta <= 0.1 keeps the state a long-memory decayed sum (a large beta lets the delta rule overwrite it, and
+  // the wrong decays then barely show: beta in [0, 1] moved the state error only from 2.9e-4 to 9.6e-4); the last
+  // chunk ends in its weak part (T = 180) so the final state holds them; fp16 output (rounding below TF32's)
   { GdCase c; c.K = 89, c.V = 128, c.T = 180, c.g_lo = -1000.0, c.g_hi = -1e-3, c.g_strong = 32, c.g_period = 64;
-    c.dtype = at::kHalf; cs.push_back(c); }
+    c.b_lo = 0.0, c.b_hi = 0.1, c.dtype = at::kHalf; cs.push_back(c); }
   { GdCase c; c.K = 89, c.V = 128, c.T = 100, c.H = 2, c.HV = 4, c.gate_in_kernel = true, c.beta_sigmoid = true;
     cs.push_back(c); }                                                                                 // fla layer
   { GdCase c; c.K = 89, c.V = 128, c.T = 100, c.v_first = true; cs.push_back(c); }
