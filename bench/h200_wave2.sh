@@ -69,7 +69,14 @@ case "${1:-build}" in
     say "decode_h200.sh rc=$?"
     ;;
   verify)
-    OUT="$OUT/verify" SKIP_BUILD=1 timeout 330 bash bench/verify_h200.sh
+    "$BUILD/tests/equiv_gated_delta_cuda" >"$OUT/equiv_gd.log" 2>&1
+    say "equiv_gated_delta_cuda (whole registry): rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/equiv_gd.log" | cut -c1-160 | tr '\n' ' ')"
+    grep -A2 "Failure" "$OUT/equiv_gd.log" | head -20 | tee -a "$S"
+    break_check
+    OUT=/tmp/w2decode WORK=/tmp/statecut-decode-work timeout 200 bash bench/decode_h200.sh >/dev/null 2>&1
+    say "decode_h200.sh rc=$?"; cat /tmp/w2decode/00_summary.log >>"$S"; cp /tmp/w2decode/bench_dn13*.json "$OUT/" 2>/dev/null
+    rm -rf /tmp/statecut-decode-work
+    OUT="$OUT/verify" SKIP_BUILD=1 timeout 200 bash bench/verify_h200.sh
     say "verify_h200.sh rc=$?"
     # finetune on CUDA: the shipped model pruned to 50% (drrqr), 20 steps of 4 x 512 tokens, teacher = the original
     W=/tmp/statecut-ft

@@ -104,10 +104,8 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
       for (int e = 0; e < KPL; ++e) sk += kv[e] * kv[e], sq += qv[e] * qv[e];
       sk = group_sum<LG>(sk);
       sq = group_sum<LG>(sq);
-      // IEEE 1/sqrt, not rsqrtf (2 ulp): k enters (I - b k k^T) every step, and with weak decay the state keeps
-      // every step's rounding; rsqrtf gave 3.5-4.5x the plain fp32 loop's state error there (H200, 2026-12-01)
-      kscale = 1.f / sqrtf(sk + detail::kL2Eps);
-      qscale *= 1.f / sqrtf(sq + detail::kL2Eps);
+      kscale = rsqrtf(sk + detail::kL2Eps);
+      qscale *= rsqrtf(sq + detail::kL2Eps);
     }
 #pragma unroll
     for (int e = 0; e < KPL; ++e) kv[e] *= kscale, qv[e] *= qscale;
@@ -193,7 +191,7 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
         ss += x[u] * x[u];
       }
       float mul = warp == 0 ? 1.f : a.scale;
-      if (a.l2norm_qk) mul *= 1.f / sqrtf(group_sum<32>(ss) + detail::kL2Eps);  // IEEE, as above
+      if (a.l2norm_qk) mul *= rsqrtf(group_sum<32>(ss) + detail::kL2Eps);
       float* dst = warp == 0 ? ks[p] : qs[p];
 #pragma unroll
       for (int u = 0; u < 8; ++u)

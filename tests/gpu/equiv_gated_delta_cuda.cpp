@@ -45,7 +45,8 @@ Errors measure(const GdCase& c, uint64_t seed) {
 }
 #endif
 
-constexpr double kTf32Unit = 1.0 / 2048;  // 2^-11, unit roundoff of the chunk kernel's TF32 matrix operands
+constexpr double kTf32Unit = 1.0 / 2048;      // 2^-11, unit roundoff of the chunk kernel's TF32 matrix operands
+constexpr double kFp32Unit = 1.0 / 16777216;  // 2^-24, fp32's unit roundoff
 
 TEST_P(Equiv_GatedDeltaCuda, kernelsMatchDoubleLoop) {
 #ifndef STATECUT_WITH_CUDA_KERNELS
@@ -58,13 +59,19 @@ TEST_P(Equiv_GatedDeltaCuda, kernelsMatchDoubleLoop) {
   ASSERT_TRUE(std::isfinite(e.o_rec) && std::isfinite(e.o_chunk) && std::isfinite(e.s_rec) && std::isfinite(e.s_chunk));
   // Recurrent kernel: same fp32 arithmetic as the plain loop, only summed in another order.
   EXPECT_LE(e.o_rec, 2 * e.o_plain) << c.name();
-  // 1e-6: when the plain loop's state error is itself a few fp32 ulps, reassociation alone can double it.
-  EXPECT_LE(e.s_rec, 2 * e.s_plain + 1e-6) << c.name();
+  // The plain loop's state error is one sample of an fp32 recurrence's error, not its bound: with weak decay the
+  // state keeps every step's rounding, and the kernel's other order measured 3.5-4.5x the loop's there (no decay:
+  // 1.19e-6 vs 3.4e-7; 32 x -20 then -1e-3: 2.5e-6 vs 5.6e-7 at T = 130), <= 1.4x elsewhere. So 2x the loop plus
+  // T fp32 units: the first-order bound of T steps whose updates are contractive (alpha <= 1, ||I - b k k^T|| <= 1)
+  // and each add at most one rounding of the state's size.
+  EXPECT_LE(e.s_rec, 2 * e.s_plain + static_cast<double>(c.T) * kFp32Unit) << c.name();
   // Chunk kernel: o within 2x the plain loop (the bf16 output rounding dominates); for fp16 output, whose
   // rounding is finer than TF32's, within 2x the TF32 unit.
   EXPECT_LE(e.o_chunk, 2 * std::max(e.o_plain, kTf32Unit)) << c.name();
-  // State: products on TF32 operands over T/64 chunks; 4 TF32 units leaves room for that growth.
-  EXPECT_LE(e.s_chunk, 4 * kTf32Unit) << c.name();
+  // State: the last chunks' products on TF32 operands (earlier chunks' rounding decays away: no growth with T,
+  // T = 4096 measured 0.45 units); 0.02-0.61 units over the registry on the H200. One unit: the old fp32 in-chunk
+  // gate cumsum (issue 19.1) gave 2.0 units on the reset-token case (9.8e-4) and passed the former 4 units.
+  EXPECT_LE(e.s_chunk, kTf32Unit) << c.name();
 #endif
 }
 
