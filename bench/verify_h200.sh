@@ -8,7 +8,8 @@
 #   (d) the same pruned to dk 64 by l1, verified against it with --source (pruned rows bit for bit; kernels timed
 #       at dk 64 vs 128).
 # Every run's table and its wall time land in $OUT (default /tmp/statecut-verify-h200), one log per run.
-# Env: BUILD (default build-gpu-verify; configured + built here unless SKIP_BUILD=1), SKIP_BIG=1 skips (c) and (d).
+# Env: BUILD (default build-gpu-verify; configured + built here unless SKIP_BUILD=1), SKIP_CPU=1 skips (a),
+# SKIP_BIG=1 skips (c) and (d).
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-verify-h200}
 BUILD=${BUILD:-build-gpu-verify}
@@ -45,9 +46,11 @@ run() {  # run NAME LIMIT_S ARGS...: one verify, its table in $OUT/NAME.log, wal
 }
 
 model=assets/byte_delta_net_4L
+if [ "${SKIP_CPU:-0}" != 1 ]; then
 run cpu2_random 300 taskset -c 0,1 env OMP_NUM_THREADS=2 "$BIN/statecut" verify --quiet --checkpoint $model
 run cpu2_pydocs 300 taskset -c 0,1 env OMP_NUM_THREADS=2 "$BIN/statecut" verify --quiet --checkpoint $model \
   --text assets/corpora/pydocs_valid.txt
+fi
 run cuda_shipped 300 "$BIN/statecut" verify --quiet --checkpoint $model --text assets/corpora/pydocs_valid.txt --device cuda
 if [ "${SKIP_BIG:-0}" != 1 ]; then
   rm -rf "$WORK/big" "$WORK/big-l1"
