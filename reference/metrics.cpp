@@ -64,4 +64,22 @@ AmplificationPair max_amplification_pair(const Mat& S) {
   return {U.col(r - 1), U.col(0)};
 }
 
+StateSpectrum state_spectrum(const Mat& S) {
+  StateSpectrum sp;
+  const Index r = std::min(S.rows(), S.cols());
+  if (!S.allFinite() || r == 0) {
+    sp.er = sp.u = sp.kappa = kNaN;
+    return sp;
+  }
+  Eigen::JacobiSVD<Mat> svd(S, Eigen::ComputeFullU);
+  sp.sigma = svd.singularValues();
+  sp.U = svd.matrixU();
+  const double fro2 = S.squaredNorm(), s_max = sp.sigma(0), s_min = sp.sigma(r - 1);
+  sp.er = (fro2 == 0.0 || s_max == 0.0) ? 0.0 : fro2 / (s_max * s_max);
+  sp.u = sp.er / static_cast<double>(r);
+  sp.kappa = s_min == 0.0 ? std::numeric_limits<double>::infinity() : s_max / s_min;
+  sp.pair = {sp.U.col(r - 1), sp.U.col(0)};
+  return sp;
+}
+
 }  // namespace statecut::ref

@@ -31,4 +31,15 @@ struct AmplificationPair {
 };
 AmplificationPair max_amplification_pair(const Mat& S);
 
+/// Everything above that depends on S alone, from ONE Jacobi SVD (each function above takes its own): for checks
+/// that need all of them per head (verify's theorems run ~1,500 heads x windows on a 1.3B model). Same guards:
+/// a zero S gives er = u = 0, kappa = inf; non-finite S gives NaN and empty vectors.
+struct StateSpectrum {
+  Vec sigma;                  ///< singular values, descending
+  Mat U;                      ///< left singular vectors [dk, dk] (full)
+  double er = 0, u = 0, kappa = 0;
+  AmplificationPair pair;     ///< as max_amplification_pair(S)
+};
+StateSpectrum state_spectrum(const Mat& S);
+
 }  // namespace statecut::ref

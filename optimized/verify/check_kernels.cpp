@@ -46,13 +46,21 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
   }
   for (const RecurrenceMode mode : {RecurrenceMode::Chunk, RecurrenceMode::Recurrent}) {
     const bool chunk = mode == RecurrenceMode::Chunk;
+    // Two rows per kernel: the final state (fp32, the kernel's own arithmetic) and the output (written in the
+    // inputs' bf16, so its rounding adds up to bf16's unit roundoff 2^-8 per entry, hence normwise).
     CheckResult r;
     r.name = chunk ? "kernels.prefill" : "kernels.decode";
     // Measured on every fixture (recurrence.h): <= 3.4e-4 chunk (TF32 operands), <= 4.8e-7 recurrent (fp32).
     r.threshold = chunk ? 2e-3 : 1e-5;
     r.reason = chunk ? "TF32 operands (u = 4.9e-4) with fp32 accumulation: <= 3.4e-4 measured on every fixture"
                      : "fp32 state in registers on bf16 inputs: <= 4.8e-7 measured on every fixture";
-    Worst w;
+    CheckResult ro;
+    ro.name = r.name + ".output";
+    constexpr double kBf16Unit = 1.0 / 256;  // 2^-8
+    ro.threshold = kBf16Unit + r.threshold;
+    ro.reason = "the state's limit + bf16's unit roundoff 2^-8 (the output is written in the inputs' bf16; the H200 "
+                "measured 1.7e-3 on the shipped model)";
+    Worst w, wo;
     bool ran = false;
     for (size_t li = 0; li < ctx.layers.size(); ++li) {
       LayerData d = layer_data(ctx, li);
@@ -79,8 +87,8 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
       });
       for (int64_t i = 0; i < d.B * d.Hv; ++i) {
         const std::string at = at_head(d.layer, static_cast<int>(i % d.Hv), static_cast<int>(i / d.Hv));
-        w.add(eo[i], at + " (output)");
-        w.add(es[i], at + " (final state)");
+        wo.add(eo[i], at);
+        w.add(es[i], at);
       }
     }
     if (!ran) {
@@ -91,7 +99,12 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
     r.where = w.where;
     r.status = le(r.figure, r.threshold);
     r.message = std::string(chunk ? "gated_delta_chunk" : "gated_delta_recurrent") +
-                " on this model's bf16 activations vs reference/ in f64 (normwise relative, worst head)";
+                " on this model's bf16 activations vs reference/ in f64: final state (normwise relative, worst head)";
+    ro.figure = wo.figure();
+    ro.where = wo.where;
+    ro.status = le(ro.figure, ro.threshold);
+    ro.message = std::string(chunk ? "gated_delta_chunk" : "gated_delta_recurrent") +
+                 ": output o (bf16) vs reference/ in f64 (normwise relative, worst head)";
     if (chunk && !ctx.opt.source.empty()) {
       try {
         const auto src_layers = prunable_layers_from_config(io::read_config(ctx.opt.source), ctx.opt.source);
@@ -107,6 +120,7 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
       }
     }
     out.push_back(std::move(r));
+    out.push_back(std::move(ro));
   }
 }
 

@@ -12,7 +12,6 @@
 //   theorems.rotation   a random orthogonal T per head on the q/k rows leaves the logits unchanged, in layers without
 //                       convs (fla delta_net evaluated with use_short_conv = false, qk_activation = identity)
 #include <Eigen/QR>
-#include <Eigen/SVD>
 #include <random>
 
 #include "optimized/models/model_registry.h"
@@ -119,8 +118,9 @@ struct HeadVerdict {
 HeadVerdict head_theorems(const Context& ctx, const LayerData& d, int64_t b, int64_t j) {
   const HeadState h = head_state(ctx, d, b, j);
   HeadVerdict v;
-  const double er = ref::effective_rank(h.S);
-  v.u = ref::rank_utilization(h.S);
+  const ref::StateSpectrum sp = ref::state_spectrum(h.S);  // one SVD of S for er, u, kappa(S) and the pair
+  const double er = sp.er;
+  v.u = sp.u;
   // Eq. (4), needs K of full column rank
   const double kK = ref::condition_number(h.K);
   const double n = static_cast<double>(d.T + d.dk + d.dv);
@@ -131,13 +131,12 @@ HeadVerdict head_theorems(const Context& ctx, const LayerData& d, int64_t b, int
     v.er_ok = lhs <= er * (1.0 + 16.0 * n * kEps);
   }
   // Prop. 2.1, on a non-singular state
-  const double kS = ref::condition_number(h.S);
+  const double kS = sp.kappa;
   if (std::isfinite(kS) && kS < 1e12 && er > 0) {
     const double tol = 4.0 * static_cast<double>(d.dk + d.dv) * kS * kEps;
-    const ref::AmplificationPair p = ref::max_amplification_pair(h.S);
+    const ref::AmplificationPair& p = sp.pair;
     v.attained = std::abs(ref::readout_amplification(h.S, p.q, p.eps) - kS) / kS;
-    Eigen::JacobiSVD<Mat> svd(h.S, Eigen::ComputeFullU);
-    const Mat Ud = svd.matrixU().leftCols(std::min<Index>(d.dk, d.dv));
+    const Mat Ud = sp.U.leftCols(std::min<Index>(d.dk, d.dv));
     double worst = (1.0 / std::sqrt(v.u)) / kS;
     for (int64_t t = std::max<int64_t>(0, d.T - 8); t < d.T; ++t) {
       const Vec q = Ud * (Ud.transpose() * h.Q.row(t).transpose());  // the part of q the state can answer

@@ -65,5 +65,36 @@ TEST(Unit_Metrics, readoutAmplificationHandComputedAndMaximisedByThePair) {
   EXPECT_GE(condition_number(S), 1.0 / std::sqrt(rank_utilization(S)));
 }
 
+// state_spectrum takes one SVD for what the separate functions compute with one each: the same figures on a
+// graded rectangular state (dk = 89 x dv = 64: u divides by 64), a rank-deficient one (kappa = inf) and the guards.
+TEST(Unit_Metrics, stateSpectrumEqualsTheSeparateMetrics) {
+  test::Rng rng(test::test_seed(20261201, "stateSpectrumEqualsTheSeparateMetrics"));
+  Mat S = rng.normal(89, 64);
+  for (Index j = 0; j < S.cols(); ++j) S.col(j) *= std::pow(0.9, j);  // graded columns: kappa ~ 1e3
+  Mat deficient = S;
+  deficient.col(5) = deficient.col(2);
+  for (const Mat& m : {S, Mat(S.transpose()), deficient}) {
+    const StateSpectrum sp = state_spectrum(m);
+    EXPECT_NEAR(sp.er, effective_rank(m), 1e-13 * effective_rank(m));
+    EXPECT_NEAR(sp.u, rank_utilization(m), 1e-13 * rank_utilization(m));
+    const double k = condition_number(m);
+    if (std::isinf(k)) EXPECT_GT(sp.kappa, 1e12);  // a repeated column: sigma_min is 0 or rounding noise
+    else EXPECT_NEAR(sp.kappa, k, 1e-10 * k);
+    const AmplificationPair p = max_amplification_pair(m);
+    EXPECT_NEAR(std::abs(sp.pair.q.dot(p.q)), 1.0, 1e-10);  // singular vectors up to sign
+    EXPECT_NEAR(std::abs(sp.pair.eps.dot(p.eps)), 1.0, 1e-10);
+    if (sp.kappa < 1e12)  // the pair attains kappa (Prop. 2.1) to ~kappa eps
+      EXPECT_NEAR(readout_amplification(m, sp.pair.q, sp.pair.eps), sp.kappa, 1e-8 * sp.kappa);
+  }
+  const StateSpectrum zero = state_spectrum(Mat::Zero(3, 2));
+  EXPECT_EQ(zero.er, 0.0);
+  EXPECT_EQ(zero.u, 0.0);
+  EXPECT_TRUE(std::isinf(zero.kappa));
+  Mat bad = diag(1, 2);
+  bad(1, 0) = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(std::isnan(state_spectrum(bad).er));
+  EXPECT_TRUE(std::isnan(state_spectrum(Mat(0, 4)).u));
+}
+
 }  // namespace
 }  // namespace statecut::ref
