@@ -88,5 +88,6 @@ import json,sys
 j=json.load(open('$OUT/bench_dn13_eager.json'))
 for m in j['models']: print('eager', m['checkpoint'], ' '.join(f'B={f[\"batch\"]}:{f.get(\"ms_per_step\",-1):.3f}ms' for f in m['decode']))
 " >>"$S" 2>&1
+python3 bench/compare.py bench/baselines/h200.json "$OUT/bench_dn13.json" >>"$S" 2>&1 || rc=1  # regression gate
 say "decode_h200.sh rc=$rc, $(( $(date +%s) - t0 )) s"
 exit $rc

@@ -6,7 +6,8 @@
 # the kernels' bad-input test and a slice of the equivalence cases.
 # $OUT (default /tmp/statecut-device) gets few files, so a tool that returns only some of them keeps the verdict:
 # 00_summary.log (every step's result, the error lines the tests print, failed test names), bench.log and bench.json
-# (BENCH=1), and the full log of any step that failed. Full logs stay in $LOGS (default /tmp/statecut-device-logs).
+# (BENCH=1, with bench_compare.log: bench/compare.py against bench/baselines/h200.json), and the full log of any
+# step that failed. Full logs stay in $LOGS (default /tmp/statecut-device-logs).
 # Env: BUILD (default build-gpu-device), SKIP_SANITIZER=1, SANITIZE_TOOLS (default "memcheck racecheck"),
 # SANITIZE_TIMEOUT (s per run, default 300), SANITIZE_FILTER, BENCH=1 (also run bench_cuda_gated_delta), BENCH_FILTER.
 set -uo pipefail
@@ -57,6 +58,12 @@ if [ "${BENCH:-0}" = 1 ]; then
   r=$?
   [ $r -ne 0 ] && rc=1
   say "bench rc=$r ($(grep -c manual_time "$OUT/bench.log") timings)"
+  # the regression gate: the ratios of bench/baselines/h200.json (speedup vs dk 128, fraction of copy bandwidth)
+  python3 bench/compare.py bench/baselines/h200.json "$OUT/bench.json" >"$OUT/bench_compare.log" 2>&1
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "bench/compare.py rc=$r: $(tail -1 "$OUT/bench_compare.log")"
+  grep -E "SLOWER|MISSING" "$OUT/bench_compare.log" | tee -a "$SUM"
 fi
 say "device.sh rc=$rc, $(( $(date +%s) - t0 )) s"
 exit $rc
