@@ -8,6 +8,8 @@
 #   bash bench/h200_wave2.sh speed   # bench/decode_h200.sh (Equiv_Decode CUDA, generate, 1.3B bench full vs 50%)
 #   bash bench/h200_wave2.sh verify  # the registry, the breakage and the decode bench again (SKIP_DECODE=1 skips
 #                                    # them), bench/verify_h200.sh (SKIP_CPU=1: CUDA runs only), finetune tok/s on CUDA
+#   bash bench/h200_wave2.sh gate    # bench_cuda_gated_delta on the baseline's shapes + bench/compare.py; verify's
+#                                    # kernels rows on CUDA (shipped model)
 # The calls of 2026-12-01: build; speed; verify (from a clean `git archive HEAD` in build-wave2src/, carried, so
 # that other engineers' uncommitted edits stay out); SKIP_DECODE=1 SKIP_CPU=1 verify.
 # Each call rebuilds only what is missing, so the second also works on a fresh machine (it then spends the build
@@ -28,8 +30,10 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
 fi
 gpu_tests=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
 # shellcheck disable=SC2086
-cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint logits_cmd bench_cuda_gated_delta \
-  decode_equivalence $gpu_tests >"$OUT/build.log" 2>&1 ||
+targets="statecut statecut-random-checkpoint logits_cmd bench_cuda_gated_delta decode_equivalence $gpu_tests"
+[ "${1:-build}" = gate ] && targets="statecut bench_cuda_gated_delta"
+# shellcheck disable=SC2086
+cmake --build "$BUILD" -j"$(nproc)" --target $targets >"$OUT/build.log" 2>&1 ||
   { say "build FAILED"; grep -E "error|FAILED" -A3 "$OUT/build.log" | head -60 | tee -a "$S"; exit 1; }
 say "build: $(( $(date +%s) - t0 )) s ($(nproc) cores)"
 
@@ -57,6 +61,18 @@ break_check() {
 }
 
 case "${1:-build}" in
+  gate)  # the kernels' benchmark on the baseline's shapes through the regression gate; verify's kernels rows on CUDA
+    timeout 200 "$BUILD/bench/bench_cuda_gated_delta" \
+      --benchmark_filter='copy_1GiB|decode/B:(64|256|1024)/dk:(128|64)/vfirst:1|prefill/B:(1|8|32)/T:(8192|2048)/dk:(128|64)' \
+      --benchmark_out="$OUT/bench.json" --benchmark_out_format=json >/tmp/w2bench.log 2>&1
+    say "bench_cuda_gated_delta rc=$?"
+    python3 bench/compare.py bench/baselines/h200.json "$OUT/bench.json" 2>&1 | tee -a "$S"
+    say "compare.py rc=${PIPESTATUS[0]}"
+    timeout 60 "$BUILD/cli/statecut" verify --quiet --checkpoint assets/byte_delta_net_4L --device cuda \
+      --text assets/corpora/pydocs_valid.txt >/tmp/w2verify_k.log 2>&1
+    say "verify --device cuda (shipped): rc=$?"
+    grep -E "^kernels|^OK|^FAILED" /tmp/w2verify_k.log | tee -a "$S"
+    ;;
   build)
     OUT="$OUT/device" SANITIZE_TOOLS=memcheck SANITIZE_FILTER='*1000x32*:*varlen*' timeout 420 bash ci/device.sh
     say "ci/device.sh rc=$?"
