@@ -6,10 +6,10 @@
 //   l1 | swanda | grad : --wq/--wk [dk, hidden] (+ --rms [hidden] for swanda, --grad-wq/--grad-wk for grad)
 // Output: {"keep": [sorted indices], "method": ..., "dk": ..., "k": ..., ...}; pca prints "rotation"
 // [k, dk] instead of "keep". Any bad input: one line on stderr naming the file, exit 1, no stdout.
+// The selector is ref::select_head, the one `statecut prune` runs per head; --layer/--head name the head for the
+// seed rule (reference/select_rng.h), so rand and drrqr --faithful on a head's matrix draw what prune drew.
 #include "cli/command_registry.h"
 #include "optimized/io/safetensors.h"
-#include "reference/pca.h"
-#include "reference/rrqr.h"
 #include "reference/selection_budget.h"
 #include "reference/selectors.h"
 
@@ -30,6 +30,7 @@ struct Args {
   double ratio = 0.0, f = 1.5;
   bool faithful = false, adversarial = false, keep_given = false, ratio_given = false;
   std::uint64_t seed = 42;
+  long layer = 0, head = 0;
 };
 
 // A float tensor of the file as a double matrix ([n] becomes [n, 1]); rejects other ranks/dtypes.
@@ -73,9 +74,10 @@ int run(const Args& a) {
   opt.f = a.f;
   opt.faithful = a.faithful;
   opt.pca_adversarial = a.adversarial;
-  LayerInputs in;
-  in.heads.resize(1);
-  HeadInputs& h = in.heads[0];
+  if (a.layer < 0 || a.head < 0) throw UsageError("--layer and --head must be >= 0");
+  opt.layer = a.layer;
+  HeadInputs h;
+  Vec rms;
   nlohmann::ordered_json out;
   Mat M;
   Index dk = 0;
@@ -100,7 +102,7 @@ int run(const Args& a) {
       if (r.size() != h.wq.cols())
         throw UsageError(a.file + ": --rms has " + std::to_string(r.size()) + " entries, Wq has " +
                          std::to_string(h.wq.cols()) + " input features");
-      in.rms = Eigen::Map<const Vec>(r.data(), r.size());
+      rms = Eigen::Map<const Vec>(r.data(), r.size());
     }
     if (method == SelectMethod::Grad) {
       h.grad_wq = read_matrix(st, need_name(a.grad_wq, "--grad-wq", a.method), "dL/dWq");
@@ -120,35 +122,31 @@ int run(const Args& a) {
   out["method"] = a.method;
   out["dk"] = dk;
   out["k"] = k;
+  if (method == SelectMethod::Drrqr || method == SelectMethod::Rand) h.m = M;  // drrqr: M is [Q; K] as given
+  if (method == SelectMethod::Pca) {
+    h.k = M;  // pca of the matrix as key features (for M = [Q; K] the same directions as prune's averaged q/k moments)
+    opt.side = ScoreSide::KOnly;
+  }
+  const HeadSelection r = select_head(h, rms, opt, a.head);
   if (method == SelectMethod::Drrqr) {
-    RrqrOptions ro;
-    ro.f = a.f;
-    ro.mode = a.faithful ? DrrqrMode::Faithful : DrrqrMode::Strong;
-    ro.seed = a.seed;
-    const RrqrResult r = strong_rrqr(M, k, ro);
-    std::vector<Index> pivots(r.perm.begin(), r.perm.begin() + k), keep = pivots;
-    std::sort(keep.begin(), keep.end());
-    out["keep"] = keep;
-    out["pivots"] = pivots;
+    out["keep"] = r.keep;
+    out["pivots"] = r.pivots;
     out["mode"] = a.faithful ? "faithful" : "strong";
     out["f"] = a.f;
-    out["rows"] = M.rows();
+    out["rows"] = r.rows;
     out["swaps"] = r.swaps;
     out["max_rho"] = r.max_rho;
     out["certified"] = r.certified;
     out["k_certified"] = r.k_certified;
   } else if (method == SelectMethod::Pca) {
-    h.k = M;  // pca of the matrix as key features
-    opt.side = ScoreSide::KOnly;
-    const Mat T = pca_rotations(in, opt).at(0);
+    const Mat& T = r.rotation;
     std::vector<std::vector<double>> rows(T.rows(), std::vector<double>(T.cols()));
     for (Index i = 0; i < T.rows(); ++i)
       for (Index j = 0; j < T.cols(); ++j) rows[i][j] = T(i, j);
     out["rotation"] = rows;
     out["adversarial"] = a.adversarial;
   } else {
-    if (method == SelectMethod::Rand) h.wq = Mat::Zero(dk, 1);
-    out["keep"] = select_channels(in, opt).at(0);
+    out["keep"] = r.keep;
     out["select"] = a.side;
     if (method == SelectMethod::Rand) out["seed"] = a.seed;
   }
@@ -169,6 +167,8 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
   app.add_flag("--faithful", a->faithful, "drrqr: reproduce the published code (5000 rows, <= 20 swaps)");
   app.add_option("--f", a->f, "strong-RRQR parameter f > 1 (default 1.5)");
   app.add_option("--seed", a->seed, "seed for rand and the faithful row subsample (default 42)");
+  app.add_option("--layer", a->layer, "the model layer this head is from, for the seed rule (default 0)");
+  app.add_option("--head", a->head, "the key head within the layer, for the seed rule (default 0)");
   app.add_option("--select", a->side, "score side: qk|q|k (paper Table 16; weight methods)");
   app.add_option("--wq", a->wq, "Wq rows of the head [dk, hidden] (l1, swanda, grad)");
   app.add_option("--wk", a->wk, "Wk rows of the head [dk, hidden] (l1, swanda, grad)");

@@ -1,7 +1,7 @@
 // Strong rank-revealing QR (Gu & Eisenstat 1996) and the published code's DRRQR loop. Math: rrqr.h.
 #include "reference/rrqr.h"
 
-#include "reference/selectors.h"
+#include "reference/select_rng.h"
 
 #include <algorithm>
 #include <cmath>
@@ -167,12 +167,10 @@ void run_faithful(const Mat& M, Index k, const RrqrOptions& opt, RrqrResult& res
   const Index m = M.rows(), n = M.cols();
   Mat sub = M.cast<float>().cast<double>();  // rrqr.py works on a float32 copy
   if (m > opt.faithful_rows) {
-    SelectRng rng(opt.seed, opt.stream);
-    std::vector<Index> rows(m);
-    std::iota(rows.begin(), rows.end(), Index{0});
-    for (Index t = 0; t < opt.faithful_rows; ++t) std::swap(rows[t], rows[t + static_cast<Index>(rng.below(m - t))]);
-    Mat picked(opt.faithful_rows, n);
-    for (Index t = 0; t < opt.faithful_rows; ++t) picked.row(t) = sub.row(rows[t]);
+    SelectRng rng = SelectRng::for_head(opt.seed, opt.layer, opt.head);
+    const std::vector<Index> rows = faithful_subsample(m, opt.faithful_rows, rng);
+    Mat picked(static_cast<Index>(rows.size()), n);
+    for (std::size_t t = 0; t < rows.size(); ++t) picked.row(static_cast<Index>(t)) = sub.row(rows[t]);
     sub.swap(picked);
   }
   const Mat r0 = householder_r(sub);

@@ -26,7 +26,8 @@
 /// leading r columns and the remaining k - r pivots are QRCP's.
 ///
 /// Faithful mode reproduces the published rrqr.py: M is rounded to float32, 5,000 rows are drawn
-/// without replacement (seeded) when m > 5,000, QRCP, then at most 20 swaps of the first-in-row-major
+/// without replacement when m > 5,000 (faithful_subsample of select_rng.h, seeded by the seed rule with
+/// opt.seed, opt.layer, opt.head; the rows keep their order), QRCP, then at most 20 swaps of the first-in-row-major
 /// argmax, stopping when min |A_ii| < 1e-9 or max rho <= f, with omega_i = 1/(||row_i A^{-1}|| + 1e-12)
 /// and a fresh unpivoted QR after every swap (of the subsample's R factor; equal up to row signs,
 /// which rho ignores).
@@ -65,8 +66,9 @@ struct RrqrOptions {
   Index faithful_rows = 5000;
   Index faithful_max_swaps = 20;
   double faithful_singular = 1e-9;
-  std::uint64_t seed = 42;
-  std::uint64_t stream = 0;
+  std::uint64_t seed = 42;  ///< the row subsample: SelectRng::for_head(seed, layer, head) (select_rng.h)
+  Index layer = 0;
+  Index head = 0;
 };
 
 struct RrqrResult {

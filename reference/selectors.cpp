@@ -26,11 +26,13 @@ void need(const Mat& m, Index rows, Index cols, const std::string& what, Index h
 bool uses_q(ScoreSide s) { return s != ScoreSide::KOnly; }
 bool uses_k(ScoreSide s) { return s != ScoreSide::QOnly; }
 
-// dk of the layer, from the field the method reads.
-Index layer_dk(const LayerInputs& in, SelectMethod m, ScoreSide side) {
-  if (in.heads.empty()) throw ShapeError("select: the layer has no heads");
-  const HeadInputs& h = in.heads.front();
+// dk of a head, from the field the method reads.
+Index head_dk(const HeadInputs& h, SelectMethod m, ScoreSide side) {
+  if (m == SelectMethod::Drrqr && h.m.size() > 0) return h.m.cols();
+  if (m == SelectMethod::Pca && (h.pca_q.n > 0 || h.pca_k.n > 0))
+    return (uses_k(side) ? h.pca_k : h.pca_q).outer.cols();
   if (m == SelectMethod::Drrqr || m == SelectMethod::Pca) return uses_k(side) ? h.k.cols() : h.q.cols();
+  if (m == SelectMethod::Rand && h.wq.size() == 0 && h.wk.size() == 0) return h.m.cols();
   return uses_q(side) ? h.wq.rows() : h.wk.rows();
 }
 
@@ -98,29 +100,6 @@ std::vector<Index> top_k_sorted(const Vec& scores, Index k) {
   return idx;
 }
 
-SelectRng::SelectRng(std::uint64_t seed, std::uint64_t stream) {
-  // splitmix64 of (seed, stream) so nearby seeds/streams give unrelated generators
-  auto mix = [](std::uint64_t z) {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  gen_.seed(mix(seed ^ mix(stream)));
-}
-
-std::uint64_t SelectRng::next() { return gen_(); }
-
-std::uint64_t SelectRng::below(std::uint64_t n) {
-  if (n == 0) throw ShapeError("SelectRng::below: n must be >= 1");
-  // rejection of the top partial block keeps every residue equally likely
-  const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
-  std::uint64_t x;
-  do x = gen_();
-  while (x >= limit);
-  return x % n;
-}
-
 std::vector<Index> rand_subset(Index dk, Index k, SelectRng& rng) {
   validate_keep(k, dk);
   std::vector<Index> p(dk);
@@ -146,81 +125,121 @@ Index resolve_budget(const SelectOptions& opt, Index dk) {
   return budget_from_ratio(dk, opt.ratio);
 }
 
-std::vector<std::vector<Index>> select_channels(const LayerInputs& in, const SelectOptions& opt) {
-  if (opt.method == SelectMethod::Pca)
-    throw ShapeError("select: pca rotates the key space and returns no channel subset; use pca_rotations");
-  const Index dk = layer_dk(in, opt.method, opt.side);
-  const Index k = resolve_budget(opt, dk);
-  const Index hidden = in.heads.front().wq.cols();
-  SelectRng rng(opt.seed, opt.stream);
-  std::vector<std::vector<Index>> out;
-  out.reserve(in.heads.size());
-  for (std::size_t hi = 0; hi < in.heads.size(); ++hi) {
-    const HeadInputs& h = in.heads[hi];
-    const Index head = static_cast<Index>(hi);
-    switch (opt.method) {
-      case SelectMethod::Rand:
-        out.push_back(rand_subset(dk, k, rng));
-        break;
-      case SelectMethod::L1:
-      case SelectMethod::SWanda:
-      case SelectMethod::Grad: {
-        need(h.wq, dk, hidden, "Wq", head);
-        need(h.wk, dk, hidden, "Wk", head);
-        Vec s;
-        if (opt.method == SelectMethod::L1) {
-          s = l1_scores(h.wq, h.wk, opt.side);
-        } else if (opt.method == SelectMethod::SWanda) {
-          s = swanda_scores(h.wq, h.wk, in.rms, opt.side);
-        } else {
-          need(h.grad_wq, dk, hidden, "dL/dWq", head);
-          need(h.grad_wk, dk, hidden, "dL/dWk", head);
-          s = grad_scores(h.wq, h.wk, h.grad_wq, h.grad_wk, opt.side);
-        }
-        out.push_back(top_k_sorted(s, k));
-        break;
+namespace {
+
+// One head with the layer's dk, budget k and input width `hidden` (what every head of a layer must share).
+HeadSelection select_one(const HeadInputs& h, const Vec& rms, const SelectOptions& opt, Index head, Index dk, Index k,
+                         Index hidden) {
+  HeadSelection out;
+  switch (opt.method) {
+    case SelectMethod::Rand: {
+      SelectRng rng = SelectRng::for_head(opt.seed, opt.layer, head);
+      out.keep = rand_subset(dk, k, rng);
+      break;
+    }
+    case SelectMethod::L1:
+    case SelectMethod::SWanda:
+    case SelectMethod::Grad: {
+      need(h.wq, dk, hidden, "Wq", head);
+      need(h.wk, dk, hidden, "Wk", head);
+      Vec s;
+      if (opt.method == SelectMethod::L1) {
+        s = l1_scores(h.wq, h.wk, opt.side);
+      } else if (opt.method == SelectMethod::SWanda) {
+        s = swanda_scores(h.wq, h.wk, rms, opt.side);
+      } else {
+        need(h.grad_wq, dk, hidden, "dL/dWq", head);
+        need(h.grad_wk, dk, hidden, "dL/dWk", head);
+        s = grad_scores(h.wq, h.wk, h.grad_wq, h.grad_wk, opt.side);
       }
-      case SelectMethod::Drrqr: {
+      out.keep = top_k_sorted(s, k);
+      break;
+    }
+    case SelectMethod::Drrqr: {
+      Mat own;
+      if (h.m.size() > 0) {
+        need(h.m, h.m.rows(), dk, "M", head);
+      } else {
         if (uses_q(opt.side)) need(h.q, h.q.rows(), dk, "Q", head);
         if (uses_k(opt.side)) need(h.k, h.k.rows(), dk, "K", head);
-        RrqrOptions ro;
-        ro.f = opt.f;
-        ro.mode = opt.faithful ? DrrqrMode::Faithful : DrrqrMode::Strong;
-        ro.seed = opt.seed;
-        ro.stream = opt.stream * 1000003ULL + hi;  // one subsample stream per (layer, head)
-        std::vector<Index> p = drrqr_pivots(drrqr_matrix(h.q, h.k, opt.side), k, ro);
-        std::sort(p.begin(), p.end());
-        out.push_back(std::move(p));
-        break;
+        own = drrqr_matrix(h.q, h.k, opt.side);
       }
-      case SelectMethod::Pca:
-        break;
+      const Mat& M = h.m.size() > 0 ? h.m : own;
+      RrqrOptions ro;
+      ro.f = opt.f;
+      ro.mode = opt.faithful ? DrrqrMode::Faithful : DrrqrMode::Strong;
+      ro.seed = opt.seed;
+      ro.layer = opt.layer;
+      ro.head = head;
+      const RrqrResult r = strong_rrqr(M, k, ro);
+      out.pivots.assign(r.perm.begin(), r.perm.begin() + k);
+      out.keep = out.pivots;
+      std::sort(out.keep.begin(), out.keep.end());
+      out.rows = M.rows();
+      out.swaps = r.swaps;
+      out.k_certified = r.k_certified;
+      out.max_rho = r.max_rho;
+      out.certified = r.certified;
+      break;
+    }
+    case SelectMethod::Pca: {
+      PcaStats sq, sk;
+      if (h.pca_q.n > 0 || h.pca_k.n > 0) {
+        sq = h.pca_q;
+        sk = h.pca_k;
+      } else {
+        if (uses_q(opt.side)) {
+          need(h.q, h.q.rows(), dk, "Q", head);
+          sq.add(l2norm_rows_fla(h.q));
+        }
+        if (uses_k(opt.side)) {
+          need(h.k, h.k.rows(), dk, "K", head);
+          sk.add(l2norm_rows_fla(h.k));
+        }
+      }
+      if (opt.side == ScoreSide::Joint && sq.n != sk.n)
+        throw ShapeError("pca: head " + std::to_string(head) + ": Q and K have different token counts");
+      const PcaStats& s =
+          opt.side == ScoreSide::QOnly ? sq : opt.side == ScoreSide::KOnly ? sk : average_stats(sq, sk);
+      out.rotation = pca_rotation(s.covariance(), k, opt.pca_adversarial);
+      break;
     }
   }
   return out;
 }
 
+}  // namespace
+
+HeadSelection select_head(const HeadInputs& h, const Vec& rms, const SelectOptions& opt, Index head) {
+  const Index dk = head_dk(h, opt.method, opt.side);
+  return select_one(h, rms, opt, head, dk, resolve_budget(opt, dk), h.wq.cols());
+}
+
+std::vector<HeadSelection> select_layer(const LayerInputs& in, const SelectOptions& opt) {
+  if (in.heads.empty()) throw ShapeError("select: the layer has no heads");
+  const Index dk = head_dk(in.heads.front(), opt.method, opt.side);
+  const Index k = resolve_budget(opt, dk);
+  const Index hidden = in.heads.front().wq.cols();
+  std::vector<HeadSelection> out;
+  out.reserve(in.heads.size());
+  for (std::size_t hi = 0; hi < in.heads.size(); ++hi)
+    out.push_back(select_one(in.heads[hi], in.rms, opt, static_cast<Index>(hi), dk, k, hidden));
+  return out;
+}
+
+std::vector<std::vector<Index>> select_channels(const LayerInputs& in, const SelectOptions& opt) {
+  if (opt.method == SelectMethod::Pca)
+    throw ShapeError("select: pca rotates the key space and returns no channel subset; use pca_rotations");
+  std::vector<std::vector<Index>> out;
+  for (HeadSelection& s : select_layer(in, opt)) out.push_back(std::move(s.keep));
+  return out;
+}
+
 std::vector<Mat> pca_rotations(const LayerInputs& in, const SelectOptions& opt) {
-  const Index dk = layer_dk(in, SelectMethod::Pca, opt.side);
-  const Index r = resolve_budget(opt, dk);
+  SelectOptions o = opt;
+  o.method = SelectMethod::Pca;
   std::vector<Mat> out;
-  for (std::size_t hi = 0; hi < in.heads.size(); ++hi) {
-    const HeadInputs& h = in.heads[hi];
-    const Index head = static_cast<Index>(hi);
-    PcaStats sq, sk;
-    if (uses_q(opt.side)) {
-      need(h.q, h.q.rows(), dk, "Q", head);
-      sq.add(l2norm_rows_fla(h.q));
-    }
-    if (uses_k(opt.side)) {
-      need(h.k, h.k.rows(), dk, "K", head);
-      sk.add(l2norm_rows_fla(h.k));
-    }
-    if (opt.side == ScoreSide::Joint && sq.n != sk.n)
-      throw ShapeError("pca: head " + std::to_string(head) + ": Q and K have different token counts");
-    const PcaStats& s = opt.side == ScoreSide::QOnly ? sq : opt.side == ScoreSide::KOnly ? sk : average_stats(sq, sk);
-    out.push_back(pca_rotation(s.covariance(), r, opt.pca_adversarial));
-  }
+  for (HeadSelection& s : select_layer(in, o)) out.push_back(std::move(s.rotation));
   return out;
 }
 

@@ -13,11 +13,18 @@
 /// drrqr, pooled q+k statistics for pca); QOnly keeps only the Wq / Q terms; KOnly only the Wk / K.
 /// Top-k: the k' largest scores; ties go to the lower channel index. Returned indices are sorted
 /// ascending (canonical form; the paper's drrqr returns pivot order, see drrqr_pivots in rrqr.h).
+/// Seeds: rand and the faithful subsample of layer l, head h draw from SelectRng::for_head(seed, l, h)
+/// (select_rng.h), one generator per head.
+///
+/// select_head is the one per-head selector: `statecut prune` (from its calibration), `statecut select` (from a
+/// matrix file) and the library calls below all go through it, so one head's inputs, options, layer and head give
+/// one answer everywhere.
 #pragma once
+#include "reference/pca.h"
+#include "reference/select_rng.h"
 #include "reference/types.h"
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -38,6 +45,13 @@ struct HeadInputs {
   Mat wq, wk;            ///< [dk, hidden] rows h*dk..(h+1)*dk of q_proj / k_proj      (l1, swanda, grad)
   Mat grad_wq, grad_wk;  ///< [dk, hidden] dL/dW of the same rows, summed over sequences (grad)
   Mat q, k;              ///< [N, dk] features after conv + SiLU, before the L2 norm   (drrqr, pca)
+  /// drrqr, instead of q/k: the selection matrix itself, [Q; K] (or Q, or K: the side is already applied) —
+  /// possibly rows already drawn by faithful_subsample (then m <= 5,000 and no second draw happens), or, for the
+  /// strong mode, any R with R^T R = M^T M (the calibration's streamed R factor). rand reads its column count
+  /// as dk when wq is empty.
+  Mat m;
+  /// pca, instead of q/k: the moments of the L2-normed features (what calibration accumulates); n > 0 when given.
+  PcaStats pca_q, pca_k;
 };
 
 /// One layer: its heads (all with the same dk) and, for swanda, the RMS of the q_proj input.
@@ -51,9 +65,8 @@ struct SelectOptions {
   Index keep = 0;          ///< explicit k' (1 <= keep <= dk); 0 means "use ratio"
   double ratio = 0.0;      ///< pruning ratio in (0, 1), used when keep == 0
   ScoreSide side = ScoreSide::Joint;
-  std::uint64_t seed = 42; ///< rand, and drrqr's faithful row subsample
-  std::uint64_t stream = 0;///< e.g. the layer index. rand: one generator mix(seed, stream) per layer, heads
-                           ///< drawn in order; drrqr faithful: subsample stream stream*1000003 + head
+  std::uint64_t seed = 42; ///< rand, and drrqr's faithful row subsample (select_rng.h)
+  Index layer = 0;         ///< the model's layer index: with the head, it picks the head's generator
   double f = 1.5;          ///< strong-RRQR parameter, > 1
   bool faithful = false;   ///< drrqr: reproduce the published code (rrqr.h, DrrqrMode::Faithful)
   bool pca_adversarial = false;  ///< pca: keep the smallest-variance directions (ascending order)
@@ -61,6 +74,24 @@ struct SelectOptions {
 
 /// k' for this layer from opt.keep / opt.ratio (validated against dk).
 Index resolve_budget(const SelectOptions& opt, Index dk);
+
+/// One head's selection: the kept channels or, for pca, the rotation; drrqr adds its diagnostics.
+struct HeadSelection {
+  std::vector<Index> keep;    ///< sorted ascending, size k' (empty for pca)
+  Mat rotation;               ///< pca: T [k', dk], rows orthonormal
+  std::vector<Index> pivots;  ///< drrqr: the first k' pivots in pivot order
+  Index rows = 0;             ///< drrqr: rows of the matrix it was given (before any subsample)
+  Index swaps = 0, k_certified = 0;
+  double max_rho = 0.0;
+  bool certified = false;
+};
+
+/// THE per-head selector: head `head` of layer opt.layer, whose inputs are `h` (and, for swanda, the layer's RMS
+/// `rms`). Throws ShapeError on missing or mis-shaped inputs for the chosen method or a bad budget.
+HeadSelection select_head(const HeadInputs& h, const Vec& rms, const SelectOptions& opt, Index head);
+
+/// select_head for every head of a layer (all heads must have the same dk).
+std::vector<HeadSelection> select_layer(const LayerInputs& in, const SelectOptions& opt);
 
 /// Per head, the kept channel indices (sorted ascending, size k'). Throws ShapeError on missing or
 /// mis-shaped inputs for the chosen method, on a bad budget, and for Pca (which rotates: see below).
@@ -77,16 +108,6 @@ Vec grad_scores(const Mat& wq, const Mat& wk, const Mat& grad_wq, const Mat& gra
 /// Indices of the k largest scores (ties -> lower index), sorted ascending. Throws on NaN scores.
 std::vector<Index> top_k_sorted(const Vec& scores, Index k);
 
-/// Platform-independent generator for rand and the faithful subsample: mt19937_64 seeded with
-/// mix(seed, stream); uniform integers by rejection (no std::uniform_int_distribution).
-class SelectRng {
- public:
-  SelectRng(std::uint64_t seed, std::uint64_t stream);
-  std::uint64_t next();                  ///< raw 64-bit output
-  std::uint64_t below(std::uint64_t n);  ///< uniform in [0, n), n >= 1
- private:
-  std::mt19937_64 gen_;  // the standard fixes its output sequence, unlike the distributions
-};
 /// A uniformly random k-subset of 0..dk-1 (partial Fisher–Yates), sorted ascending.
 std::vector<Index> rand_subset(Index dk, Index k, SelectRng& rng);
 /// The drrqr matrix of a head: [Q; K] (Joint), Q (QOnly) or K (KOnly).

@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
-#include <random>
 #include <stdexcept>
-
-#include "optimized/text/token_stream.h"
 
 namespace statecut {
 namespace {
@@ -36,21 +33,17 @@ torch::Tensor LayerCalibration::rms() const {
 
 namespace {
 
-/// The faithful subsample: which rows of M (Joint: [Q; K], Q rows first) to keep, drawn once without replacement
-/// (partial Fisher–Yates, seeded; every row when faithful_rows >= the row count).
-std::vector<uint8_t> faithful_row_mask(int64_t m_total, const CalibrationNeeds& needs) {
-  std::vector<uint8_t> take(m_total, needs.faithful_rows >= m_total ? 1 : 0);
-  if (needs.faithful_rows < m_total) {
-    std::mt19937_64 rng(needs.seed);
-    std::vector<int64_t> perm(m_total);
-    std::iota(perm.begin(), perm.end(), 0);
-    for (int64_t i = 0; i < needs.faithful_rows; ++i) {
-      const int64_t j = i + static_cast<int64_t>(bounded_draw(rng, static_cast<uint64_t>(m_total - i)));
-      std::swap(perm[i], perm[j]);
-      take[perm[i]] = 1;
+/// The faithful subsample of every head: sorted row indices of M (Joint: [Q; K], Q rows first), one draw per
+/// (layer, head) by the seed rule (reference/select_rng.h).
+std::vector<std::vector<std::vector<ref::Index>>> faithful_rows_of(const std::vector<PrunableLayer>& layers,
+                                                                  int64_t m_total, const CalibrationNeeds& needs) {
+  std::vector<std::vector<std::vector<ref::Index>>> rows(layers.size());
+  for (size_t li = 0; li < layers.size(); ++li)
+    for (int h = 0; h < layers[li].num_key_heads; ++h) {
+      ref::SelectRng rng = ref::SelectRng::for_head(needs.seed, layers[li].layer, h);
+      rows[li].push_back(ref::faithful_subsample(m_total, needs.faithful_rows, rng));
     }
-  }
-  return take;
+  return rows;
 }
 
 void accumulate_rms(const LayerBoundary& bd, LayerCalibration& lc) {
@@ -63,25 +56,30 @@ void accumulate_rms(const LayerBoundary& bd, LayerCalibration& lc) {
 /// R ← qr_r([R; rows of this batch]) per head, folded where the activations are (f64 QR on the GPU too: it was 36
 /// of 46.6 s of a 1.3B drrqr prune when folded on the host).
 void accumulate_features(const LayerBoundary& bd, const torch::Tensor& q_host, const torch::Tensor& k_host,
-                         FeatureSide side, LayerCalibration& lc) {
+                         ref::ScoreSide side, LayerCalibration& lc) {
   const torch::Device dev = bd.q.device();
   const torch::Tensor qd = dev.is_cpu() ? q_host : head_rows(bd.q, dev);
   const torch::Tensor kd = dev.is_cpu() ? k_host : head_rows(bd.k, dev);
   torch::Tensor rows;
-  if (side == FeatureSide::Joint) rows = torch::cat({qd, kd}, 1);
-  else rows = side == FeatureSide::QOnly ? qd : kd;
+  if (side == ref::ScoreSide::Joint) rows = torch::cat({qd, kd}, 1);
+  else rows = side == ref::ScoreSide::QOnly ? qd : kd;
   torch::Tensor prev = lc.r.empty() ? torch::Tensor() : torch::stack(lc.r);
   const auto parts = tsqr_update(prev, rows).unbind(0);
   lc.r.assign(parts.begin(), parts.end());
 }
 
-/// Appends the rows of x [H, nt, dk] whose global index base + t0 + t is in the faithful subsample.
-void pick_rows(const torch::Tensor& x, const std::vector<uint8_t>& take, int64_t base, int64_t t0, int64_t nt,
-               std::vector<torch::Tensor>& parts) {
-  std::vector<int64_t> idx;
-  for (int64_t t = 0; t < nt; ++t)
-    if (take[base + t0 + t]) idx.push_back(t);
-  if (!idx.empty()) parts.push_back(x.index_select(1, torch::tensor(idx, torch::kInt64)).to(torch::kFloat32));
+/// Per head h, appends the rows t of x [H, nt, dk] whose global index base + t0 + t is in rows[h] (sorted).
+void pick_rows(const torch::Tensor& x, const std::vector<std::vector<ref::Index>>& rows, int64_t base, int64_t t0,
+               int64_t nt, std::vector<std::vector<torch::Tensor>>& parts) {
+  parts.resize(rows.size());
+  for (size_t h = 0; h < rows.size(); ++h) {
+    const auto lo = std::lower_bound(rows[h].begin(), rows[h].end(), base + t0);
+    const auto hi = std::lower_bound(lo, rows[h].end(), base + t0 + nt);
+    if (lo == hi) continue;
+    std::vector<int64_t> idx;
+    for (auto it = lo; it != hi; ++it) idx.push_back(*it - base - t0);
+    parts[h].push_back(x[static_cast<int64_t>(h)].index_select(0, torch::tensor(idx, torch::kInt64)).to(torch::kFloat32));
+  }
 }
 
 void accumulate_pca(const torch::Tensor& q, const torch::Tensor& k, LayerCalibration& lc) {
@@ -115,10 +113,10 @@ struct CalibrationPass {
 void boundary_pass(CalibrationPass& p, Calibration& cal) {
   const auto& needs = p.needs;
   const int64_t N = p.N, L = p.L;
-  std::vector<uint8_t> take;
-  if (needs.rows) take = faithful_row_mask(N * L * (needs.side == FeatureSide::Joint ? 2 : 1), needs);
-  std::vector<std::vector<torch::Tensor>> row_parts(p.layers.size());  // per layer: [H, m_b, dk] f32, Q then K
-  std::vector<std::vector<torch::Tensor>> row_parts_k(p.layers.size());
+  std::vector<std::vector<std::vector<ref::Index>>> take;  // [layer][head]: sorted rows of M
+  if (needs.rows) take = faithful_rows_of(p.layers, N * L * (needs.side == ref::ScoreSide::Joint ? 2 : 1), needs);
+  // per layer and head: the picked [m_b, dk] f32 pieces of Q (or the one side) and of K, in row order
+  std::vector<std::vector<std::vector<torch::Tensor>>> row_parts(p.layers.size()), row_parts_k(p.layers.size());
   torch::NoGradGuard no_grad;
   ForwardOptions fo;
   fo.capture_boundary = true;
@@ -140,11 +138,11 @@ void boundary_pass(CalibrationPass& p, Calibration& cal) {
       const torch::Tensor k = host_copy ? head_rows(bd.k, host) : torch::Tensor();
       if (needs.features) accumulate_features(bd, q, k, needs.side, lc);
       if (needs.rows) {
-        if (needs.side == FeatureSide::Joint) {
-          pick_rows(q, take, 0, b0 * L, nb * L, row_parts[li]);
-          pick_rows(k, take, N * L, b0 * L, nb * L, row_parts_k[li]);
+        if (needs.side == ref::ScoreSide::Joint) {
+          pick_rows(q, take[li], 0, b0 * L, nb * L, row_parts[li]);
+          pick_rows(k, take[li], N * L, b0 * L, nb * L, row_parts_k[li]);
         } else {
-          pick_rows(needs.side == FeatureSide::QOnly ? q : k, take, 0, b0 * L, nb * L, row_parts[li]);
+          pick_rows(needs.side == ref::ScoreSide::QOnly ? q : k, take[li], 0, b0 * L, nb * L, row_parts[li]);
         }
       }
       if (needs.pca) accumulate_pca(q, k, lc);
@@ -152,10 +150,13 @@ void boundary_pass(CalibrationPass& p, Calibration& cal) {
     if (p.progress) p.progress(++p.done, p.steps);
   }
   for (size_t li = 0; needs.rows && li < p.layers.size(); ++li) {
-    std::vector<torch::Tensor> parts = row_parts[li];
-    parts.insert(parts.end(), row_parts_k[li].begin(), row_parts_k[li].end());  // [Q rows; K rows]
-    const auto heads = torch::cat(parts, 1).unbind(0);
-    cal.layers[li].rows.assign(heads.begin(), heads.end());
+    row_parts[li].resize(take[li].size());
+    row_parts_k[li].resize(take[li].size());
+    for (size_t h = 0; h < take[li].size(); ++h) {
+      std::vector<torch::Tensor> parts = row_parts[li][h];
+      parts.insert(parts.end(), row_parts_k[li][h].begin(), row_parts_k[li][h].end());  // [Q rows; K rows]
+      cal.layers[li].rows.push_back(torch::cat(parts, 0));
+    }
   }
   for (auto& lc : cal.layers) {  // pad R to [dk, dk] when fewer rows than channels were seen
     for (auto& R : lc.r) {
@@ -239,6 +240,21 @@ void gradient_pass(CalibrationPass& p, Calibration& cal) {
 }
 
 }  // namespace
+
+CalibrationNeeds calibration_needs(ref::SelectMethod method, bool faithful) {
+  CalibrationNeeds n;
+  n.rms = method == ref::SelectMethod::SWanda;
+  n.grad = method == ref::SelectMethod::Grad;
+  n.pca = method == ref::SelectMethod::Pca;
+  n.features = method == ref::SelectMethod::Drrqr && !faithful;
+  n.rows = method == ref::SelectMethod::Drrqr && faithful;
+  return n;
+}
+
+bool needs_calibration(ref::SelectMethod method) {
+  const CalibrationNeeds n = calibration_needs(method, false);
+  return n.rms || n.grad || n.pca || n.features;
+}
 
 Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs, const Progress& progress) {
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 2)

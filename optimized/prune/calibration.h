@@ -5,8 +5,10 @@
 ///                     q, k = short conv + SiLU outputs BEFORE the L2 norm, rows = tokens. Streamed as a
 ///                     tall-skinny QR: R ← qr_r([R; X_chunk]), so Mᵀ M = Rᵀ R exactly in exact arithmetic and
 ///                     QRCP / strong-RRQR of R select the same columns as of M (reference/rrqr.h).
-///   rows (drrqr --faithful) per head up to `faithful_rows` rows of [Q; K] drawn uniformly without replacement
-///                     (seeded), f32, as the published code subsamples 5,000 rows.
+///   rows (drrqr --faithful) per head up to `faithful_rows` rows of [Q; K] drawn uniformly without replacement,
+///                     f32, as the published code subsamples 5,000 rows: layer l, head h keeps the rows
+///                     ref::faithful_subsample draws with SelectRng::for_head(seed, l, h) (reference/select_rng.h),
+///                     in M's row order, so ref::select_head given the whole M draws the very same rows.
 ///   pca               per head Σ x̂, Σ x̂ x̂ᵀ (f64) of the L2-normed q and k features, and the token count.
 ///   rms (swanda)      Σ_t x_tj² (f64) of the attention-norm output feeding the q/k projections, and the count.
 ///   grad              Σ over sequences of ∂L/∂W for the q and k row blocks of each layer ([Hk·dk, hidden] f32),
@@ -20,10 +22,9 @@
 #include <vector>
 
 #include "optimized/models/model.h"
+#include "reference/selectors.h"
 
 namespace statecut {
-
-enum class FeatureSide { Joint, QOnly, KOnly };
 
 struct CalibrationNeeds {
   bool features = false;
@@ -32,8 +33,8 @@ struct CalibrationNeeds {
   bool pca = false;
   bool rms = false;
   bool grad = false;
-  FeatureSide side = FeatureSide::Joint;
-  uint64_t seed = 42;     ///< the faithful row subsample
+  ref::ScoreSide side = ref::ScoreSide::Joint;  ///< which of Q, K the features and rows hold (--select)
+  uint64_t seed = 42;     ///< the faithful row subsample (the seed rule of reference/select_rng.h)
   int64_t batch = 0;      ///< sequences per forward; 0 = choose from the model size
 };
 
@@ -56,6 +57,12 @@ struct Calibration {
 };
 
 using Progress = std::function<void(int64_t done, int64_t total)>;
+
+/// What a selection method reads from the calibration pass (nothing for rand and l1; drrqr: the R factor, or the
+/// faithful rows); side, seed and batch are left for the caller to fill in.
+CalibrationNeeds calibration_needs(ref::SelectMethod method, bool faithful);
+/// True when calibration_needs(method, ...) asks for anything (swanda, grad, drrqr, pca).
+bool needs_calibration(ref::SelectMethod method);
 
 /// ids: [N, L] int64 (CPU). Throws std::runtime_error when the model exposes no boundary for a prunable layer.
 Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs,

@@ -10,9 +10,8 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
+#include "optimized/models/layers_common.h"
 #include "optimized/models/weight_source.h"
-#include "reference/pca.h"
-#include "reference/rrqr.h"
 #include "reference/selectors.h"
 
 namespace statecut {
@@ -20,8 +19,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-const std::vector<std::string> kMethods = {"rand", "l1", "swanda", "grad", "drrqr", "pca"};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -43,15 +40,26 @@ torch::Tensor from_mat(const ref::Mat& m) {
   return t;
 }
 
-FeatureSide feature_side(const std::string& s) {
-  if (s == "qk") return FeatureSide::Joint;
-  if (s == "q") return FeatureSide::QOnly;
-  return FeatureSide::KOnly;
+/// --method's name → the reference's enum (its one name table), or the CLI's one-line error.
+ref::SelectMethod method_of(const std::string& name) {
+  try {
+    return ref::method_from_name(name);
+  } catch (const ref::ShapeError&) {
+    throw std::runtime_error("unknown --method '" + name + "' (one of rand, l1, swanda, grad, drrqr, pca)");
+  }
+}
+
+ref::ScoreSide side_of(const std::string& name) {
+  try {
+    return ref::side_from_name(name);
+  } catch (const ref::ShapeError&) {
+    throw std::runtime_error("unknown --select '" + name + "' (one of qk, q, k)");
+  }
 }
 
 }  // namespace
 
-bool method_needs_calibration(const std::string& m) { return m == "swanda" || m == "grad" || m == "drrqr" || m == "pca"; }
+bool method_needs_calibration(const std::string& m) { return needs_calibration(method_of(m)); }
 
 void validate_prune_options(const PruneOptions& opt) {
   if (!opt.keep_from.empty()) {
@@ -62,14 +70,12 @@ void validate_prune_options(const PruneOptions& opt) {
     return;
   }
   if (opt.method.empty()) throw std::runtime_error("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
-  if (std::find(kMethods.begin(), kMethods.end(), opt.method) == kMethods.end())
-    throw std::runtime_error("unknown --method '" + opt.method + "' (one of rand, l1, swanda, grad, drrqr, pca)");
+  (void)method_of(opt.method);
   if ((opt.ratio != 0) == (opt.keep != 0)) throw std::runtime_error("give exactly one of --ratio R and --keep K");
   if (opt.keep == 0 && !(opt.ratio > 0 && opt.ratio < 1))
     throw std::runtime_error("--ratio must lie in the open interval (0, 1), got " + std::to_string(opt.ratio));
   if (opt.keep < 0) throw std::runtime_error("--keep must be >= 1, got " + std::to_string(opt.keep));
-  if (opt.select != "qk" && opt.select != "q" && opt.select != "k")
-    throw std::runtime_error("unknown --select '" + opt.select + "' (one of qk, q, k)");
+  (void)side_of(opt.select);
   if (opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw std::runtime_error("unknown --device '" + opt.device + "' (cpu or cuda)");
   if (!(opt.f > 1)) throw std::runtime_error("--f must be > 1");
@@ -95,7 +101,8 @@ int resolve_budget(const PruneOptions& opt, int dk, const std::string& cfg_path)
 }
 
 json source_record(const PruneOptions& opt, const json& cfg) {
-  return {{"checkpoint", opt.checkpoint}, {"model_type", cfg.value("model_type", "")}};
+  const std::string origin = (fs::path(opt.checkpoint) / "config.json").string();
+  return {{"checkpoint", opt.checkpoint}, {"model_type", cfg_string(cfg, "model_type", "", origin)}};
 }
 
 /// --keep-from: the selection is the file's; nothing is computed.
@@ -130,7 +137,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   // The checkpoint first: a broken one is named as such before its text is tokenised.
   auto model = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
   const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
-  const int64_t vocab = cfg.value("vocab_size", tok.vocab_size());
+  const int64_t vocab = cfg_int(cfg, "vocab_size", tok.vocab_size(), (fs::path(opt.checkpoint) / "config.json").string());
   TokenStream all;
   all.source = opt.calib.size() == 1 ? opt.calib.front() : std::string("calibration files");
   for (const auto& f : opt.calib) {
@@ -141,15 +148,10 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   const Windows w = sample_windows(all, opt.calib_seqs, opt.calib_len, opt.seed);
   res.seconds_load = seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  CalibrationNeeds needs;
-  needs.side = feature_side(opt.select);
+  CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
+  needs.side = side_of(opt.select);
   needs.seed = opt.seed;
   needs.batch = opt.batch;
-  needs.rms = opt.method == "swanda";
-  needs.grad = opt.method == "grad";
-  needs.pca = opt.method == "pca";
-  needs.features = opt.method == "drrqr" && !opt.faithful;
-  needs.rows = opt.method == "drrqr" && opt.faithful;
   CalibrationRun run;
   run.cal = calibrate(*model, w.ids, needs, progress);
   res.seconds_calibrate = seconds_since(t0);
@@ -165,62 +167,52 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   return run;
 }
 
-/// drrqr: per head, the first k' pivots of the strong RRQR of [Q; K] (its R, same columns) or, --faithful, of the
-/// published code's row subsample. Appends each head's swaps / max ρ / certificate to `heads`.
-void select_drrqr(const LayerCalibration& lc, int64_t H, int k, const PruneOptions& opt, uint64_t stream,
-                  LayerSelection& sel, json& heads) {
-  ref::RrqrOptions ro;
-  ro.f = opt.f;
-  ro.seed = opt.seed;
-  ro.stream = stream;
-  if (opt.faithful) ro.mode = ref::DrrqrMode::Faithful;
-  for (int64_t h = 0; h < H; ++h) {
-    const ref::RrqrResult rr = ref::strong_rrqr(to_mat(opt.faithful ? lc.rows[h] : lc.r[h]), k, ro);
-    std::vector<int64_t> keep(rr.perm.begin(), rr.perm.begin() + k);
-    std::sort(keep.begin(), keep.end());
-    sel.keep.push_back(keep);
-    heads.push_back({{"swaps", rr.swaps}, {"max_rho", rr.max_rho}, {"certified", rr.certified}});
-  }
-}
-
-/// pca: per head, the top-k' eigenvectors of the q, k or averaged covariance, as a rotation [k', dk].
-void select_pca(const LayerCalibration& lc, int64_t H, int k, ref::ScoreSide side, LayerSelection& sel) {
-  for (int64_t h = 0; h < H; ++h) {
-    ref::PcaStats sq, sk;
-    sq.sum = to_vec(lc.pca_sum_q[h]);
-    sq.outer = to_mat(lc.pca_outer_q[h]);
-    sq.n = lc.pca_n;
-    sk.sum = to_vec(lc.pca_sum_k[h]);
-    sk.outer = to_mat(lc.pca_outer_k[h]);
-    sk.n = lc.pca_n;
-    const ref::PcaStats st =
-        side == ref::ScoreSide::Joint ? ref::average_stats(sq, sk) : (side == ref::ScoreSide::QOnly ? sq : sk);
-    sel.rotation.push_back(from_mat(ref::pca_rotation(st.covariance(), k)));
-  }
-}
-
-/// rand, l1, swanda, grad: ref::select_channels on the head's q/k weight rows (and RMS or gradients).
-void select_by_scores(const PrunableLayer& L, const WeightSource& weights, const LayerCalibration* lc,
-                      const ref::SelectOptions& so, LayerSelection& sel) {
+/// One layer's inputs to ref::select_layer: per head the q/k weight rows (rand, l1, swanda, grad; + their gradients
+/// for grad), the matrix drrqr factors (the streamed R factor of [Q; K], or the faithful rows), or pca's moments.
+ref::LayerInputs layer_inputs(const PrunableLayer& L, const WeightSource& weights, const LayerCalibration* lc,
+                              ref::SelectMethod m) {
+  using ref::SelectMethod;
   const int64_t H = L.num_key_heads, dk = L.head_k_dim;
+  ref::LayerInputs in;
+  in.heads.resize(H);
+  if (m == SelectMethod::Drrqr || m == SelectMethod::Pca) {
+    for (int64_t h = 0; h < H; ++h) in.heads[h] = selection_inputs(*lc, m, h);
+    return in;
+  }
   const torch::Tensor wq = q_block_rows(weights.raw(L.q_weight), L).to(torch::kFloat64);
   const torch::Tensor wk = k_block_rows(weights.raw(L.k_weight), L).to(torch::kFloat64);
-  ref::LayerInputs in;
   for (int64_t h = 0; h < H; ++h) {
-    ref::HeadInputs hi;
+    ref::HeadInputs& hi = in.heads[h];
     hi.wq = to_mat(wq.narrow(0, h * dk, dk));
     hi.wk = to_mat(wk.narrow(0, h * dk, dk));
-    if (so.method == ref::SelectMethod::Grad) {
+    if (m == SelectMethod::Grad) {
       hi.grad_wq = to_mat(lc->grad_q.narrow(0, h * dk, dk));
       hi.grad_wk = to_mat(lc->grad_k.narrow(0, h * dk, dk));
     }
-    in.heads.push_back(std::move(hi));
   }
-  if (so.method == ref::SelectMethod::SWanda) in.rms = to_vec(lc->rms());
-  for (const auto& kh : ref::select_channels(in, so)) sel.keep.emplace_back(kh.begin(), kh.end());
+  if (m == SelectMethod::SWanda) in.rms = to_vec(lc->rms());
+  return in;
 }
 
 }  // namespace
+
+ref::HeadInputs selection_inputs(const LayerCalibration& lc, ref::SelectMethod method, int64_t head) {
+  ref::HeadInputs in;
+  if (method == ref::SelectMethod::Pca) {
+    in.pca_q.sum = to_vec(lc.pca_sum_q.at(head));
+    in.pca_q.outer = to_mat(lc.pca_outer_q.at(head));
+    in.pca_q.n = lc.pca_n;
+    in.pca_k.sum = to_vec(lc.pca_sum_k.at(head));
+    in.pca_k.outer = to_mat(lc.pca_outer_k.at(head));
+    in.pca_k.n = lc.pca_n;
+  } else if (method == ref::SelectMethod::Drrqr) {
+    in.m = to_mat(lc.rows.empty() ? lc.r.at(head) : lc.rows.at(head));
+  } else {
+    throw std::runtime_error(std::string("selection_inputs: ") + ref::method_name(method) +
+                             " reads the weights, not only the calibration");
+  }
+  return in;
+}
 
 PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progress) {
   validate_prune_options(opt);
@@ -253,9 +245,9 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
 
   t0 = std::chrono::steady_clock::now();
   ref::SelectOptions so;
-  so.method = ref::method_from_name(opt.method);
+  so.method = method_of(opt.method);
   so.keep = k;
-  so.side = ref::side_from_name(opt.select);
+  so.side = side_of(opt.select);
   so.seed = opt.seed;
   so.f = opt.f;
   so.faithful = opt.faithful;
@@ -263,19 +255,21 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   json diag = json::array();
   for (size_t li = 0; li < layers.size(); ++li) {
     const PrunableLayer& L = layers[li];
-    so.stream = static_cast<uint64_t>(L.layer);  // one seed stream per layer (rand, the faithful subsample)
+    so.layer = L.layer;  // the seed rule's layer (reference/select_rng.h): the model's layer index
     LayerSelection sel;
     sel.layer = L.layer;
     const LayerCalibration* lc = calib.cal.layers.empty() ? nullptr : &calib.cal.layers[li];
-    if (so.method == ref::SelectMethod::Drrqr) {
-      json heads = json::array();
-      select_drrqr(*lc, L.num_key_heads, k, opt, so.stream, sel, heads);
-      diag.push_back({{"layer", L.layer}, {"heads", heads}});
-    } else if (so.method == ref::SelectMethod::Pca) {
-      select_pca(*lc, L.num_key_heads, k, so.side, sel);
-    } else {
-      select_by_scores(L, weights, lc, so, sel);
+    json heads = json::array();
+    for (ref::HeadSelection& hs : ref::select_layer(layer_inputs(L, weights, lc, so.method), so)) {
+      if (so.method == ref::SelectMethod::Pca) {
+        sel.rotation.push_back(from_mat(hs.rotation));
+        continue;
+      }
+      sel.keep.emplace_back(hs.keep.begin(), hs.keep.end());
+      if (so.method == ref::SelectMethod::Drrqr)
+        heads.push_back({{"swaps", hs.swaps}, {"max_rho", hs.max_rho}, {"certified", hs.certified}});
     }
+    if (so.method == ref::SelectMethod::Drrqr) diag.push_back({{"layer", L.layer}, {"heads", heads}});
     json lr = {{"layer", L.layer}};
     if (sel.rotation.empty()) lr["keep"] = sel.keep;
     else lr["rotation"] = true;

@@ -1,5 +1,6 @@
 /// `statecut prune` as a library call: calibrate (when the method needs data), select k' key channels per head
-/// (reference/selectors.h), apply the surgery (surgery.h) and write the pruned checkpoint atomically with a
+/// with ref::select_head (reference/selectors.h: the same selector as `statecut select`; seeds by the rule of
+/// reference/select_rng.h, layer = the model's layer index), apply the surgery (surgery.h) and write the pruned checkpoint atomically with a
 /// statecut.json that records the method, its parameters, the calibration and the keep sets.
 ///
 /// Methods and what they read (DESIGN.md §4): rand (seed), l1 (weights), swanda (weights, RMS of attn_in),
@@ -44,6 +45,10 @@ struct PruneResult {
 
 /// True for the methods that need --calib.
 bool method_needs_calibration(const std::string& method);
+
+/// One head of a calibrated layer as ref::select_head reads it: drrqr's matrix (the streamed R factor of [Q; K],
+/// or the faithful rows) or pca's moments. What prune selects on, and what verify recomputes.
+ref::HeadInputs selection_inputs(const LayerCalibration& lc, ref::SelectMethod method, int64_t head);
 
 /// Checks the options without touching the model (method, ratio/keep, select, device, calib files exist).
 void validate_prune_options(const PruneOptions& opt);

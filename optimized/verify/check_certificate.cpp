@@ -9,7 +9,9 @@
 #include <filesystem>
 
 #include "optimized/io/checkpoint.h"
+#include "optimized/models/layers_common.h"
 #include "optimized/prune/calibration.h"
+#include "optimized/prune/prune.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "reference/rrqr.h"
@@ -51,7 +53,7 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   ctx.say("pruned.certificate: recomputing calibration features with " + source);
   const json src_cfg = io::read_config(source);
   const Tokenizer tok = Tokenizer::for_checkpoint(source);
-  const int64_t vocab = src_cfg.value("vocab_size", tok.vocab_size());
+  const int64_t vocab = cfg_int(src_cfg, "vocab_size", tok.vocab_size(), (fs::path(source) / "config.json").string());
   std::vector<int64_t> stream;
   for (const auto& f_ : cal["files"]) {
     const TokenStream s = read_tokens(f_.get<std::string>(), tok, vocab);
@@ -69,10 +71,14 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   }
   const torch::Tensor windows = torch::tensor(ids, torch::kInt64).view({static_cast<int64_t>(starts.size()), len});
   auto model = load_causal_lm(source, torch::kFloat32, torch::Device(torch::kCPU));
-  CalibrationNeeds needs;
-  needs.features = true;
+  // What prune's calibration collected for this record (the R factor of the --select side's features).
+  CalibrationNeeds needs = calibration_needs(ref::SelectMethod::Drrqr, /*faithful=*/false);
   const std::string side = rec.value("select", std::string("qk"));
-  needs.side = side == "q" ? FeatureSide::QOnly : side == "k" ? FeatureSide::KOnly : FeatureSide::Joint;
+  try {
+    needs.side = ref::side_from_name(side);
+  } catch (const ref::ShapeError&) {
+    throw std::runtime_error("statecut.json: unknown select '" + side + "' (one of qk, q, k)");
+  }
   needs.seed = rec.value("seed", uint64_t{42});
   const Calibration c = calibrate(*model, windows, needs);
 
@@ -86,7 +92,7 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
     const int layer = layers[li].layer;
     json hl = json::array();
     for (size_t h = 0; h < c.layers[li].r.size(); ++h) {
-      const Mat R0 = to_mat(c.layers[li].r[h]);
+      const Mat R0 = selection_inputs(c.layers[li], ref::SelectMethod::Drrqr, static_cast<int64_t>(h)).m;
       const Index n = R0.cols();
       const auto& kh = keep.at(layer).at(h);
       const Index k = static_cast<Index>(kh.size());

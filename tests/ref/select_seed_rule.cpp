@@ -1,0 +1,77 @@
+// The selectors' one seed rule (reference/select_rng.h): layer l, head h draw from SelectRng(seed, l*1000003 + h),
+// whoever asks — a whole layer (select_layer, what prune runs), one head (select_head, what `statecut select`
+// runs), or strong_rrqr's faithful mode given the whole matrix — and the faithful subsample is one function.
+#include "reference/rrqr.h"
+#include "reference/selectors.h"
+#include "tests/ref/selector_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace {
+using namespace statecut::ref;
+using statecut::test::gaussian;
+using statecut::test::master_seed;
+
+TEST(Unit_SeedRule, streamIsLayerTimes1000003PlusHead) {
+  EXPECT_EQ(selection_stream(0, 0), 0u);
+  EXPECT_EQ(selection_stream(0, 5), 5u);
+  EXPECT_EQ(selection_stream(3, 2), 3u * 1000003u + 2u);
+  SelectRng a = SelectRng::for_head(42, 3, 2), b(42, 3000011);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(a.next(), b.next());
+  EXPECT_THROW(selection_stream(-1, 0), ShapeError);
+}
+
+TEST(Unit_SeedRule, oneHeadAloneDrawsWhatItDrawsInsideItsLayer) {
+  // rand and faithful drrqr (6,000 rows > the 5,000 subsample) of head 2 of layer 7: the same as a lone call.
+  SelectRng gen(master_seed(), 11);
+  LayerInputs in;
+  for (int h = 0; h < 3; ++h) {
+    HeadInputs hi;
+    hi.m = gaussian(6000, 12, gen);
+    hi.m.col(3) *= 1e-3;  // a weak channel, so the selection is not a tie everywhere
+    in.heads.push_back(hi);
+  }
+  SelectOptions o;
+  o.keep = 5;
+  o.layer = 7;
+  o.seed = 1234;
+  for (SelectMethod m : {SelectMethod::Rand, SelectMethod::Drrqr}) {
+    o.method = m;
+    o.faithful = m == SelectMethod::Drrqr;
+    const std::vector<HeadSelection> layer = select_layer(in, o);
+    ASSERT_EQ(layer.size(), 3u);
+    const HeadSelection alone = select_head(in.heads[2], Vec(), o, 2);
+    EXPECT_EQ(alone.keep, layer[2].keep) << method_name(m);
+    if (m == SelectMethod::Drrqr) {
+      // ... and the rows are the ones strong_rrqr draws by the rule itself
+      RrqrOptions ro;
+      ro.mode = DrrqrMode::Faithful;
+      ro.seed = 1234;
+      ro.layer = 7;
+      ro.head = 2;
+      std::vector<Index> p = drrqr_pivots(in.heads[2].m, 5, ro);
+      EXPECT_EQ(p, alone.pivots);
+      // another head index (same matrix) is another subsample: the rule really reads the head
+      SelectRng other = SelectRng::for_head(1234, 7, 1), same = SelectRng::for_head(1234, 7, 2);
+      EXPECT_NE(faithful_subsample(6000, 5000, other), faithful_subsample(6000, 5000, same));
+    }
+  }
+}
+
+TEST(Unit_SeedRule, faithfulSubsampleIsSortedDistinctAndAllRowsWhenFew) {
+  SelectRng rng = SelectRng::for_head(master_seed(), 0, 0);
+  const std::vector<Index> r = faithful_subsample(9000, 5000, rng);
+  ASSERT_EQ(r.size(), 5000u);
+  EXPECT_TRUE(std::is_sorted(r.begin(), r.end()));
+  EXPECT_EQ(std::set<Index>(r.begin(), r.end()).size(), 5000u);
+  EXPECT_GE(r.front(), 0);
+  EXPECT_LT(r.back(), 9000);
+  const std::vector<Index> all = faithful_subsample(4000, 5000, rng);
+  ASSERT_EQ(all.size(), 4000u);
+  EXPECT_EQ(all.back(), 3999);
+}
+
+}  // namespace
