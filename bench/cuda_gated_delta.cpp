@@ -1,7 +1,7 @@
 // Google Benchmark of the CUDA gated delta rule kernels (issue 6 shapes, from tests/gpu/gated_delta_cases.h).
 // GPU time by CUDA events around the raw kernel launch (no host-side binding work inside the timed region), L2
 // flushed by a 256 MiB memset before every iteration, every output checked once before timing.
-// Counters: prefill TFLOP/s (notes/anchor-perf.md §4.2), decode GB/s of state read + written and its share of the
+// Counters: prefill TFLOP/s (prefill_flops of tests/gpu/gated_delta_cases.h), decode GB/s of state read + written and its share of the
 // device copy bandwidth measured in the same run, speedup of each reduced dk over dk = 128, and, when
 // STATECUT_FLA_TIMES names the file bench/cuda_fla_compare.py wrote, the ratio fla time / our time.
 #include <benchmark/benchmark.h>

@@ -1,5 +1,5 @@
 // Checkpoint I/O speed on a 1.3B-shaped DeltaNet checkpoint (fla-hub/delta_net-1.3B-100B shapes,
-// notes/anchor-fla.md §3.5: 339 tensors, 1,365,677,056 bf16 parameters, 2.73 GB), random weights written
+// its config.json: 339 tensors, 1,365,677,056 bf16 parameters, 2.73 GB), random weights written
 // by our own writer into a temporary directory (STATECUT_BENCH_DIR, default the system temp dir) and
 // deleted at exit. Targets (issue 4, item 6): open + reach the first tensor < 1 s; read everything from
 // the page cache at >= 1 GB/s (bytes of the file per second, converting bf16 → f32 as a model load does).

@@ -1,4 +1,4 @@
-// Chunked (WY/UT, chunk C = 64) prefill of the gated delta rule in two kernels (notes/anchor-fla.md §2.1).
+// Chunked (WY/UT, chunk C = 64) prefill of the gated delta rule in two kernels (the form of fla's chunk_gated_delta_rule).
 //
 // 1. prep_kernel, fully parallel over (chunk, value head, sequence): L2 norms of the chunk's q, k rows, the in-chunk
 //    cumulative log gate G, beta, and from the raw q, k (Kr Kr^T and Qr Kr^T as bf16/fp16 m16n8k16 products: the

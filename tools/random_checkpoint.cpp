@@ -1,6 +1,6 @@
 // statecut-random-checkpoint: writes an fla `delta_net` checkpoint (config.json + model.safetensors, bf16)
 // with random weights, by our own safetensors writer. Default shapes are fla-hub/delta_net-1.3B-100B's
-// (notes/anchor-fla.md §3.5: hidden 2048, 16 heads, 24 layers, MLP 5632, vocab 32000 → 339 tensors,
+// (its config.json: hidden 2048, 16 heads, 24 layers, MLP 5632, vocab 32000 → 339 tensors,
 // 1,365,677,056 parameters, 2.73 GB); smaller shapes serve the local rehearsal of bench/torch_prune_gpu.sh.
 //
 // Weights: linear and conv weights are slices of one pool of N(0, 0.02²)-like values (uniform with that std,

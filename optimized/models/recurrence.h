@@ -10,8 +10,9 @@
 /// initial_state [B,Hv,dk,dv] or undefined (zeros). Output o [B,T,Hv,dv] in the compute dtype.
 /// Compute dtype: fp32, or f64 when v is f64. final_state (if non-null) receives [B,Hv,dk,dv] in the compute dtype.
 ///
-/// Recurrent mode loops over t. Chunk mode is the WY/UT form with chunk C = 64 (notes/anchor-fla.md §2.1): inside a
-/// chunk with cumulative log gate G, A = (I + strict_lower(diag(β) K Kᵀ ⊙ D))⁻¹ with D_ij = exp(G_i − G_j),
+/// Recurrent mode loops over t. Chunk mode is the WY/UT form with chunk C = 64 (as fla's chunk_gated_delta_rule):
+/// inside a chunk with cumulative log gate G, A = (I + strict_lower(diag(β) K Kᵀ ⊙ D))⁻¹ with D_ij = exp(G_i − G_j),
+/// computed as exp(g_{j+1} + ... + g_i) (segment sums: a difference of large cumulative sums loses the weak steps),
 /// u = A (β ⊙ V), w = A (β ⊙ exp(G) ⊙ K); then per chunk v_new = u − w S,
 /// O = (Q ⊙ exp(G)) S + tril_incl(Q Kᵀ ⊙ D) v_new, S ← exp(G_last) S + (K ⊙ exp(G_last − G))ᵀ v_new.
 #pragma once

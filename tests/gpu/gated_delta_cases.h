@@ -122,7 +122,9 @@ inline std::vector<int> prefill_dks() { return {128, 96, 64, 32}; }
 inline std::vector<int> decode_batches() { return {1, 8, 64, 256}; }
 inline std::vector<int> decode_dks() { return {128, 64, 32}; }
 
-/// Prefill FLOPs, notes/anchor-perf.md §4.2: per token and value head 6KV + 6CK + 4CV + C^2/3, C = 64.
+/// Prefill FLOPs of the chunked form per token and value head, the count the kernels' benchmark has used since the
+/// first wave (the products with the state, the in-chunk products and the triangular solve): 6KV + 6CK + 4CV + C^2/3,
+/// C = 64.
 inline double prefill_flops(double tokens, double HV, double K, double V) {
   const double C = 64;
   return tokens * HV * (6 * K * V + 6 * C * K + 4 * C * V + C * C / 3);
