@@ -3,24 +3,45 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <memory>
 
 #include "cli/command_registry.h"
+#include "cli/progress_bar.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/analysis/rank_analysis.h"
 #include "optimized/analysis/svg.h"
+#include "optimized/io/atomic_dir.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 
 namespace {
 
+namespace fs = std::filesystem;
+
 struct Args {
   std::string checkpoint, text, svg, baseline, device = "cpu";
   int64_t len = 2048, offset = 0;
-  bool gated = false, json = false, curves = false;
+  bool gated = false, json = false, curves = false, quiet = false;
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
 };
 
-statecut::RankReport run(const std::string& ckpt, const Args& a) {
+// What --help says after the options: the definition of u and of the state each family is analysed in.
+constexpr const char* kFooter =
+    "u(t) = er(S_{t-1}) / min(dk, dv), er(S) = ||S||_F^2 / ||S||_2^2 (the stable rank of the state S, dk x dv per\n"
+    "value head): the share of the state's dimensions in use. u = 1/min(dk, dv) for a rank-one state, 1 when all\n"
+    "singular values are equal; u(0) = 0 (the zero state before the first token). Columns: mean, std and max of u(t)\n"
+    "over the positions, u(S_T) of the final state (exact SVD); 'mean u' averages heads, then layers (the paper's).\n"
+    "State (default = the paper's: the decay gate dropped):\n"
+    "  DeltaNet, Gated DeltaNet, Qwen3.5/Next  S_t = a_t (S_{t-1} - b_t k_t k_t^T S_{t-1}) + b_t k_t v_t^T, k L2-normed;\n"
+    "                                          a_t = 1 (ungated delta state), --gated: a_t = exp(g_t), the layer's gate\n"
+    "  Mamba-2 (key B, value dt*x per head)    S_t = a_t S_{t-1} + B_t (dt_t x_t)^T;\n"
+    "                                          a_t = 1 (the SSD state without its decay), --gated: a_t = exp(dt_t A),\n"
+    "                                          the state the model carries\n"
+    "  DeltaNet has no gate: --gated changes nothing there (a warning says so).\n"
+    "Exit codes: 0 ok, 1 failure (bad input included), 2 usage error.";
+
+statecut::RankReport run(const std::string& ckpt, const Args& a, const std::string& label) {
   torch::Device dev(a.device);
   if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
@@ -34,8 +55,10 @@ statecut::RankReport run(const std::string& ckpt, const Args& a) {
   const torch::Tensor ids =
       torch::tensor(std::vector<int64_t>(s.ids.begin() + a.offset, s.ids.begin() + a.offset + len), torch::kInt64)
           .unsqueeze(0);
+  statecut::ProgressBar bar(label, !a.quiet);
   statecut::RankOptions ro;
   ro.gated = a.gated;
+  ro.progress = bar.callback();
   return statecut::analyze_rank(*model, ids, ro);
 }
 
@@ -44,52 +67,95 @@ nlohmann::json to_json(const statecut::RankReport& r, const Args& a) {
   for (const auto& L : r.layers) {
     nlohmann::json heads = nlohmann::json::array();
     for (const auto& h : L.heads) {
-      nlohmann::json hj = {{"mean", h.mean}, {"std", h.std},  {"min", h.min},
-                           {"max", h.max},   {"final_u", h.final_u_exact}, {"spectrum", h.spectrum}};
+      nlohmann::json hj = {{"key_head", h.key_head}, {"mean", h.mean},  {"std", h.std}, {"max", h.max},
+                           {"final_u", h.final_u_exact}, {"spectrum", h.spectrum}};
       if (a.curves) hj["u"] = h.u;
       heads.push_back(hj);
     }
-    layers.push_back({{"layer", L.layer}, {"dk", L.dk}, {"dv", L.dv}, {"mean", L.mean}, {"heads", heads}});
+    layers.push_back({{"layer", L.layer},
+                      {"dk", L.dk},
+                      {"dv", L.dv},
+                      {"key_heads", L.num_key_heads},
+                      {"mean", L.mean},
+                      {"heads", heads}});
   }
-  return {{"checkpoint", a.checkpoint}, {"text", a.text},   {"tokens", r.tokens}, {"gated", r.gated},
-          {"mean_u", r.mean_u},         {"mean_u_1024", r.mean_u_1024}, {"layers", layers}, {"curve", r.curve}};
+  return {{"checkpoint", a.checkpoint},
+          {"model_type", r.model_type},
+          {"text", a.text},
+          {"tokens", r.tokens},
+          {"gated", r.gated},
+          {"state", statecut::rank_state_key(r.state)},
+          {"mean_u", r.mean_u},
+          {"mean_u_1024", r.mean_u_1024},
+          {"layers", layers},
+          {"curve", r.curve}};
+}
+
+void warn(const std::string& what) { std::fprintf(stderr, "statecut rank: warning: %s\n", what.c_str()); }
+
+/// Options that would do nothing are warned about, and an --svg folder that exists is refused by its option's name,
+/// before the analysis runs.
+void check_options(const Args& a) {
+  if (!a.baseline.empty() && a.svg.empty()) warn("--baseline is drawn only in the --svg plots; without --svg it is ignored");
+  if (a.curves && !a.json) warn("--curves adds u(t) to the --json object; without --json it is ignored");
+  std::error_code ec;
+  if (!a.svg.empty() && fs::exists(a.svg, ec))
+    throw std::runtime_error(a.svg + ": the --svg folder already exists (remove it or choose another --svg)");
 }
 
 statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   auto a = std::make_shared<Args>();
-  app.description("rank utilization u(t) of the recurrent state per layer and head (ungated delta state by default)");
+  app.description(
+      "rank utilization u(t) of the recurrent state per layer and head (default: the paper's ungated state; "
+      "--gated: the state the model carries)");
+  app.footer(kFooter);
   app.add_option("--checkpoint", a->checkpoint, "model folder")->required();
   app.add_option("--text", a->text, "UTF-8 text or token file; the first --len tokens from --offset are used")->required();
   app.add_option("--len", a->len, "tokens in the sequence")->capture_default_str();
   app.add_option("--offset", a->offset, "first token")->capture_default_str();
-  app.add_flag("--gated", a->gated, "the true (gated) state instead of the paper's ungated delta state");
+  app.add_flag("--gated", a->gated,
+               "apply the decay gate: the state the model carries (GDN exp(g), Mamba-2 exp(dt*A)) instead of the "
+               "paper's gate-free state");
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "one JSON object on stdout");
   app.add_flag("--curves", a->curves, "include every head's u(t) in the JSON");
   app.add_option("--svg", a->svg, "write u_curves.svg, heatmap.svg, spectra.svg into this new folder");
-  app.add_option("--baseline", a->baseline, "unpruned checkpoint whose spectra are drawn behind (before/after)");
+  app.add_option("--baseline", a->baseline, "unpruned checkpoint whose spectra are drawn behind in spectra.svg");
   app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
+  app.add_flag("--quiet", a->quiet, "no progress bar");
   return [a]() {
+    check_options(*a);
+    // The plot folder is made (as a temporary sibling) before the analysis, so an unwritable place fails at once.
+    std::unique_ptr<statecut::AtomicDir> svg_dir;
+    if (!a->svg.empty()) svg_dir = std::make_unique<statecut::AtomicDir>(a->svg);
     try {
-      const statecut::RankReport r = run(a->checkpoint, *a);
-      if (!a->svg.empty()) {
+      const statecut::RankReport r = run(a->checkpoint, *a, "rank");
+      for (const auto& n : r.notes) warn(n);
+      if (svg_dir) {
         statecut::RankReport base;
-        if (!a->baseline.empty()) base = run(a->baseline, *a);
-        statecut::write_rank_svgs(r, a->baseline.empty() ? nullptr : &base, a->checkpoint, a->svg);
+        if (!a->baseline.empty()) base = run(a->baseline, *a, "baseline");
+        statecut::PlotLabels labels;
+        labels.name = statecut::plot_name(a->checkpoint);
+        labels.baseline = a->baseline.empty() ? std::string() : statecut::plot_name(a->baseline);
+        statecut::write_rank_svg_files(r, a->baseline.empty() ? nullptr : &base, labels, svg_dir->path());
+        svg_dir->commit();
       }
       if (a->json) {
         std::printf("%s\n", to_json(r, *a).dump().c_str());
         return 0;
       }
-      std::printf("rank utilization of %s over %lld tokens (%s state)\n", a->checkpoint.c_str(),
-                  static_cast<long long>(r.tokens), r.gated ? "gated" : "ungated delta");
-      std::printf("%6s %5s %9s %9s %9s %9s %9s\n", "layer", "head", "mean u", "std", "min", "max", "u(S_T)");
+      std::printf("rank utilization of %s over %lld tokens (%s)\n", a->checkpoint.c_str(),
+                  static_cast<long long>(r.tokens), statecut::rank_state_label(r.state));
+      std::printf("%6s %5s %9s %9s %9s %9s\n", "layer", "head", "mean u", "std", "max", "u(S_T)");
       for (const auto& L : r.layers)
         for (size_t h = 0; h < L.heads.size(); ++h) {
           const auto& x = L.heads[h];
-          std::printf("%6d %5zu %9.4f %9.4f %9.4f %9.4f %9.4f\n", L.layer, h, x.mean, x.std, x.min, x.max, x.final_u_exact);
+          std::printf("%6d %5zu %9.4f %9.4f %9.4f %9.4f\n", L.layer, h, x.mean, x.std, x.max, x.final_u_exact);
         }
-      std::printf("mean u: %.4f (first 1024 positions: %.4f)\n", r.mean_u, r.mean_u_1024);
+      if (r.tokens > 1024)
+        std::printf("mean u: %.4f (first 1024 positions: %.4f)\n", r.mean_u, r.mean_u_1024);
+      else
+        std::printf("mean u: %.4f\n", r.mean_u);
     } catch (const c10::Error& e) {
       const std::string msg = e.what_without_backtrace();
       throw statecut::cli::UsageError(a->checkpoint + ": " + msg.substr(0, msg.find('\n')));

@@ -106,7 +106,7 @@ TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
   for (const auto& L : rep.layers)
     for (const auto& h : L.heads) {
       EXPECT_NEAR(h.final_u_power, h.final_u_exact, 1e-6 * h.final_u_exact) << "power iteration vs SVD";
-      EXPECT_GE(h.min, 0.0);
+      EXPECT_GE(h.mean, 0.0);
       EXPECT_LE(h.max, 1.0);
       EXPECT_EQ(h.u[0], 0.f);
     }

@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "optimized/io/safetensors.h"
 #include "optimized/models/layers_common.h"
@@ -28,6 +30,16 @@ torch::Tensor mamba2_ssm(const torch::Tensor& x, const torch::Tensor& Bm, const 
                : gated_linear_attention(Cm.to(ct), Bm.to(ct), v, g, /*scale=*/1.0, torch::Tensor(), mode, final_state);
   if (log_decay) *log_decay = g;
   return y + xf * D.to(ct).view({1, 1, -1, 1});
+}
+
+torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary& bd) {
+  const std::string name = "backbone.layers." + std::to_string(layer) + ".mixer.A_log";
+  for (const auto& [n, t] : model.named_parameters())
+    if (n == name) {
+      const auto A = -torch::exp(t.detach().to(bd.g.device(), torch::kFloat32));
+      return bd.g.to(torch::kFloat32) / A.view({1, 1, -1});
+    }
+  throw std::runtime_error(name + ": not among the model's parameters (not a Mamba-2 model?)");
 }
 
 namespace {

@@ -39,4 +39,10 @@ torch::Tensor mamba2_ssm(const torch::Tensor& x, const torch::Tensor& Bm, const 
                          torch::Tensor* final_state = nullptr, torch::Tensor* log_decay = nullptr,
                          torch::Tensor* carried_state = nullptr);
 
+/// dt [B,T,H] (after softplus and clamp, fp32) of block `layer` recovered from its boundary as g / A, with
+/// A = −exp(A_log) from the model's parameters: the boundary keeps v = x and g = dt·A (model.h), so the value dt·x of
+/// the SSD as linear attention is bd.v · dt (to a rounding of g). Throws std::runtime_error naming the missing
+/// tensor when `model` has no backbone.layers.<layer>.mixer.A_log.
+torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary& bd);
+
 }  // namespace statecut
