@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "optimized/io/checkpoint.h"
 #include "optimized/models/families/fla_delta_net.h"
 #include "optimized/models/families/fla_gated_deltanet.h"
 #include "optimized/models/families/hf_mamba2.h"
@@ -111,19 +112,10 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dt
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir)) throw io::Error(dir + ": not a directory");
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  std::ifstream in(cfg_path);
-  if (!in) throw io::Error(cfg_path + ": cannot open");
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (what.size() > 160) what.resize(160);
-    throw io::Error(cfg_path + ": malformed JSON (" + what + ")");
-  }
+  const nlohmann::json config = io::read_config(dir);  // the one config.json reader: "<path>: <problem>"
   // Dispatch (and reject unknown model types) before touching the weights.
   register_builtin_families();
-  if (!config.is_object() || !config.contains("model_type") || !config["model_type"].is_string())
+  if (!config.contains("model_type") || !config["model_type"].is_string())
     throw io::Error(cfg_path + ": no \"model_type\" string");
   if (!find_family(config["model_type"].get<std::string>()))
     return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type

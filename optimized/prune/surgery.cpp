@@ -7,7 +7,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
+#include "optimized/models/io_dtype.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model_registry.h"
 #include "optimized/models/weight_source.h"
@@ -45,36 +47,11 @@ std::string bias_name(const std::string& weight) {
   return "";
 }
 
-io::DType io_dtype(torch::Dtype d) {
-  switch (d) {
-    case torch::kFloat32: return io::DType::F32;
-    case torch::kFloat64: return io::DType::F64;
-    case torch::kBFloat16: return io::DType::BF16;
-    case torch::kFloat16: return io::DType::F16;
-    case torch::kInt64: return io::DType::I64;
-    case torch::kInt32: return io::DType::I32;
-    case torch::kInt16: return io::DType::I16;
-    case torch::kInt8: return io::DType::I8;
-    case torch::kUInt8: return io::DType::U8;
-    case torch::kBool: return io::DType::BOOL;
-    default: fail(std::string("surgery: no safetensors dtype for torch dtype ") + c10::toString(d));
-  }
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-json parse_json_file(const std::string& path) {
-  try {
-    return json::parse(read_text(path));
-  } catch (const json::parse_error& e) {
-    fail(path + ": invalid JSON: " + e.what());
-  }
+/// A non-negative decimal index of a keep.json key ("<layer>.<head>"); anything else is the file's error.
+int key_index(const std::string& path, const std::string& key, const std::string& part) {
+  if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+    fail(path + ": keep key '" + key + "' is not '<layer>.<head>' (two non-negative integers)");
+  return std::stoi(part);
 }
 
 }  // namespace
@@ -199,7 +176,7 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
 
 void write_pruned_checkpoint(const std::string& src_dir, const std::vector<LayerSelection>& sel, const std::string& dir) {
   const std::string cfg_path = (fs::path(src_dir) / "config.json").string();
-  const json cfg = parse_json_file(cfg_path);
+  const json cfg = io::read_config(src_dir);
   const auto layers = prunable_layers_from_config(cfg, cfg_path);
   if (sel.empty()) fail("selection: empty");
   const int k = sel.front().new_dim();
@@ -215,7 +192,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   if (fs::exists(fs::path(src_dir) / "model.safetensors")) {
     files.push_back("model.safetensors");
   } else if (fs::exists(index)) {
-    index_json = parse_json_file(index.string());
+    index_json = io::read_json_file(index.string());
     std::set<std::string> shard_set;
     for (const auto& [name, shard] : index_json.at("weight_map").items()) shard_set.insert(shard.get<std::string>());
     files.assign(shard_set.begin(), shard_set.end());
@@ -234,7 +211,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
       } else {
         const torch::Tensor& t = it->second;
         const size_t nb = static_cast<size_t>(t.numel()) * t.element_size();
-        w.add(name, io_dtype(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
+        w.add(name, io_dtype_of(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
         total += static_cast<int64_t>(nb);
       }
     }
@@ -255,15 +232,19 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   }
 }
 
-std::vector<LayerSelection> read_keep_file(const std::string& path) {
-  const json j = parse_json_file(path);
+namespace {
+
+/// keep.json / statecut.json → selections (read_keep_file's body; nlohmann's type errors are caught there).
+std::vector<LayerSelection> keep_file_selections(const json& j, const std::string& path) {
   std::vector<LayerSelection> out;
+
   if (j.contains("keep") && j["keep"].is_object()) {  // fixture keep.json: {"<layer>.<head>": [...]}
     std::map<int, std::map<int, std::vector<int64_t>>> m;
     for (const auto& [key, val] : j["keep"].items()) {
       const auto dot = key.find('.');
       if (dot == std::string::npos) fail(path + ": keep key '" + key + "' is not '<layer>.<head>'");
-      m[std::stoi(key.substr(0, dot))][std::stoi(key.substr(dot + 1))] = val.get<std::vector<int64_t>>();
+      m[key_index(path, key, key.substr(0, dot))][key_index(path, key, key.substr(dot + 1))] =
+          val.get<std::vector<int64_t>>();
     }
     for (const auto& [layer, heads] : m) {
       LayerSelection s;
@@ -288,6 +269,18 @@ std::vector<LayerSelection> read_keep_file(const std::string& path) {
   }
   if (out.empty()) fail(path + ": no keep sets");
   return out;
+}
+
+}  // namespace
+
+std::vector<LayerSelection> read_keep_file(const std::string& path) {
+  const json j = io::read_json_file(path);
+  try {
+    return keep_file_selections(j, path);
+  } catch (const json::exception& e) {  // a value of the wrong type: one line naming the file
+    std::string what = e.what();
+    fail(path + ": " + what.substr(0, what.find('\n')));
+  }
 }
 
 }  // namespace statecut

@@ -10,6 +10,7 @@
 
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
+#include "optimized/models/io_dtype.h"
 #include "optimized/models/weight_source.h"
 
 namespace statecut {
@@ -17,23 +18,6 @@ namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
-
-io::DType io_dtype_of(torch::Dtype d) {
-  switch (d) {
-    case torch::kFloat32: return io::DType::F32;
-    case torch::kFloat64: return io::DType::F64;
-    case torch::kBFloat16: return io::DType::BF16;
-    case torch::kFloat16: return io::DType::F16;
-    case torch::kInt64: return io::DType::I64;
-    case torch::kInt32: return io::DType::I32;
-    case torch::kInt16: return io::DType::I16;
-    case torch::kInt8: return io::DType::I8;
-    case torch::kUInt8: return io::DType::U8;
-    case torch::kBool: return io::DType::BOOL;
-    default: break;
-  }
-  fail(std::string("no safetensors dtype for ") + c10::toString(d));
-}
 
 }  // namespace
 

@@ -175,6 +175,25 @@ TEST_F(BadInput_CliCheckpoint, unknownModelType) {
   expect_clean_failure(ck, {"config.json", "model_type 'retnet'"});
 }
 
+// One config reader with the loader's strictness (issue 19.5): a head count that is not an integer — 16.5 (no
+// truncation to 16) or the string "2" (no default) — is the same one-line error naming the file and the key in
+// every command, prune's data-free path (which reads config.json before any weights) included.
+TEST_F(BadInput_CliCheckpoint, nonIntegerHeadCountNamesTheFileAndKey) {
+  for (const nlohmann::json& bad : {nlohmann::json(16.5), nlohmann::json("2")}) {
+    SCOPED_TRACE(bad.dump());
+    TempDir d("cli_badheads");
+    const std::string ck = copy_good(d);
+    edit_config(ck, [&](nlohmann::json& c) { c["num_heads"] = bad; });
+    const std::vector<std::string> needles = {ck + "/config.json", "'num_heads'", "expected an integer"};
+    expect_clean_failure(ck, needles);  // logits, eval, prune --method drrqr
+    const std::string line = test::expect_one_line_error(
+        run_statecut("prune --checkpoint " + ck + " --method l1 --ratio 0.5 --out " + (d / "pruned")),
+        "statecut prune: error: ");
+    for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << "expected '" << n << "' in: " << line;
+    EXPECT_FALSE(fs::exists(d / "pruned"));
+  }
+}
+
 TEST_F(BadInput_CliCheckpoint, configShapesDisagreeWithWeights) {
   const std::string ck = copy_good(dir);
   edit_config(ck, [](nlohmann::json& c) { c["vocab_size"] = c["vocab_size"].get<int>() + 1; });
