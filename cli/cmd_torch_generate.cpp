@@ -1,7 +1,8 @@
 // `statecut generate`: continue a prompt with incremental decoding (optimized/generate/generate.h): one prefill of the
 // prompt into the state cache, then one recurrent step per new token; greedy unless --temperature > 0.
-// Prints the continuation on stdout as it is produced (byte-level checkpoints: the bytes; other tokenizers: the ids,
-// statecut has no detokenizer for them yet), speed on stderr; --json prints one object instead.
+// Prints the continuation's text on stdout as it is produced (optimized/generate/text_stream.h: byte-level ids as
+// their bytes at once, tokenizer.json and SentencePiece text as soon as a character is complete), speed on stderr;
+// --json prints one object instead, its "text" Tokenizer::decode of the new ids.
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
 #include "optimized/generate/generate.h"
+#include "optimized/generate/text_stream.h"
 #include "optimized/models/model.h"
 #include "optimized/text/tokenizer.h"
 
@@ -57,19 +59,14 @@ int run(Args& a) {
                                " outside the model's vocabulary [0, " + std::to_string(model->vocab_size()) + ")");
   auto prompt = torch::tensor(ids, torch::TensorOptions().dtype(torch::kInt64)).view({1, -1});
   a.gen.prefill_mode = a.mode == "recurrent" ? statecut::RecurrenceMode::Recurrent : statecut::RecurrenceMode::Chunk;
-  const bool bytes = tok.byte_level();
-  if (!a.json && !bytes)
-    std::fprintf(stderr, "statecut generate: %s has no detokenizer in statecut; printing token ids\n",
-                 tok.describe().c_str());
-  auto on_token = [&](int64_t, const std::vector<int64_t>& next) {
-    if (a.json) return;
-    if (bytes) {
-      const char c = static_cast<char>(static_cast<unsigned char>(next[0]));
-      std::fwrite(&c, 1, 1, stdout);
-    } else {
-      std::printf("%lld ", static_cast<long long>(next[0]));
-    }
+  statecut::TextStream stream(tok);
+  auto print = [](const std::string& t) {
+    if (t.empty()) return;
+    std::fwrite(t.data(), 1, t.size(), stdout);
     std::fflush(stdout);
+  };
+  auto on_token = [&](int64_t, const std::vector<int64_t>& next) {
+    if (!a.json) print(stream.push(next[0]));
   };
   const auto r = statecut::generate(*model, prompt, a.gen, on_token);
   const auto& out = r.tokens[0];
@@ -88,9 +85,10 @@ int run(Args& a) {
                      {"top_k", a.gen.sampling.top_k},
                      {"top_p", a.gen.sampling.top_p},
                      {"seed", a.gen.seed}};
-    j["text"] = bytes ? nlohmann::json(statecut::decode_bytes(out)) : nlohmann::json(nullptr);
+    j["text"] = tok.decode(out);
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
+    print(stream.finish());
     std::printf("\n");
     std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s; state %lld bytes\n",
                  out.size(), static_cast<long long>(r.prompt_tokens), r.prefill_seconds, decode_tps,

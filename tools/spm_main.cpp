@@ -11,6 +11,8 @@
 //   statecut-spm MODEL info     → "vocab N" then N lines "<id> <bytes> <kind>" (kind: normal|byte|control|unknown|unused)
 //   statecut-spm MODEL encode   → reads UTF-8 text on stdin (all of it, one piece of text, newlines included),
 //                                 writes the ids separated by spaces and a final newline
+//   statecut-spm MODEL decode   → reads lines of ids (separated by spaces) on stdin; for each line writes
+//                                 "<n>\n" and then the n bytes of its text (DecodeIds), so texts may hold newlines
 // <bytes> is the number of UTF-8 bytes of text the piece stands for: its piece string with U+2581 (the space
 // marker, 3 bytes) counted as 1; byte-fallback pieces <0xAB> 1; control and unknown pieces 0.
 #include <sentencepiece_processor.h>
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,7 +53,7 @@ const char* kind(const sentencepiece::SentencePieceProcessor& sp, int id) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) return fail("usage: statecut-spm MODEL info|encode");
+  if (argc != 3) return fail("usage: statecut-spm MODEL info|encode|decode");
   const std::string model = argv[1], mode = argv[2];
   sentencepiece::SentencePieceProcessor sp;
   const auto st = sp.Load(model);
@@ -76,8 +79,25 @@ int main(int argc, char** argv) {
     }
     out += '\n';
     std::fwrite(out.data(), 1, out.size(), stdout);
+  } else if (mode == "decode") {
+    std::ios::sync_with_stdio(false);
+    std::string line, out;
+    while (std::getline(std::cin, line)) {
+      std::vector<int> ids;
+      std::istringstream in(line);
+      for (long long v; in >> v;) {
+        if (v < 0 || v >= sp.GetPieceSize()) return fail(model + ": decode: id " + std::to_string(v) + " is not a piece");
+        ids.push_back(static_cast<int>(v));
+      }
+      if (!in.eof()) return fail(model + ": decode: a line holds something other than ids");
+      std::string text;
+      const auto ds = sp.Decode(ids, &text);
+      if (!ds.ok()) return fail(model + ": decode failed: " + ds.ToString());
+      out += std::to_string(text.size()) + "\n" + text;
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    return fail("statecut-spm: unknown mode '" + mode + "' (info or encode)");
+    return fail("statecut-spm: unknown mode '" + mode + "' (info, encode or decode)");
   }
   return std::fflush(stdout) == 0 ? 0 : fail("statecut-spm: cannot write stdout");
 }

@@ -3,8 +3,8 @@
 ///   ids_0 = pick(logits(prompt)[last]),  ids_i = pick(forward_cached(ids_{i−1})),  i < max_new_tokens
 /// so N new tokens cost one prefill and N − 1 steps. Greedy decoding therefore equals repeating "argmax of a full
 /// forward over prompt + tokens so far" (tests/cli/generate_cli.cpp checks that on the shipped model).
-/// Text: byte-level checkpoints decode ids as the bytes they are (decode_bytes); other tokenizers have no
-/// detokenizer in statecut yet (Tokenizer has encode() only), so callers print ids there.
+/// Text: Tokenizer::decode (optimized/text/tokenizer.h) for every tokenizer, streamed by TextStream (text_stream.h);
+/// decode_bytes is the byte-level case without a Tokenizer.
 #pragma once
 #include <torch/torch.h>
 

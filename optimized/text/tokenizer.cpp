@@ -269,6 +269,57 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
   return ids;
 }
 
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const { return decode_batch({ids}).front(); }
+
+std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<int64_t>>& seqs) const {
+  if (!available()) throw std::runtime_error(impl_->unavailable);
+  std::vector<std::string> out;
+  out.reserve(seqs.size());
+  if (byte_level()) {
+    for (const auto& ids : seqs) {
+      std::string s;
+      s.reserve(ids.size());
+      for (int64_t id : ids) {
+        if (id < 0 || id > 255) throw std::runtime_error("token id " + std::to_string(id) + " is not a byte (byte-level tokenizer)");
+        s.push_back(static_cast<char>(static_cast<unsigned char>(id)));
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+#ifdef STATECUT_HAVE_BPE_TOKENIZER
+  if (impl_->bpe) {
+    for (const auto& ids : seqs) out.push_back(impl_->bpe->decode(ids));
+    return out;
+  }
+#endif
+  // SentencePiece: one line of ids per sequence; the helper answers "<n>\n<n bytes>" per line.
+  const int64_t n = static_cast<int64_t>(impl_->piece_bytes.size());
+  std::string input;
+  for (const auto& ids : seqs) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= n)
+        throw std::runtime_error(impl_->model_path + ": token id " + std::to_string(ids[i]) + " is outside the vocabulary [0, " +
+                                 std::to_string(n) + ")");
+      if (i) input += ' ';
+      input += std::to_string(ids[i]);
+    }
+    input += '\n';
+  }
+  const std::string reply = impl_->call("decode", input);
+  size_t p = 0;
+  for (size_t k = 0; k < seqs.size(); ++k) {
+    const size_t nl = reply.find('\n', p);
+    char* end = nullptr;
+    const unsigned long long len = nl == std::string::npos ? 0 : std::strtoull(reply.c_str() + p, &end, 10);
+    if (nl == std::string::npos || end != reply.c_str() + nl || nl + 1 + len > reply.size())
+      throw std::runtime_error(impl_->model_path + ": statecut-spm gave a malformed decode reply");
+    out.push_back(reply.substr(nl + 1, len));
+    p = nl + 1 + len;
+  }
+  return out;
+}
+
 int64_t Tokenizer::bytes_of(int64_t id) const {
   if (!available()) throw std::runtime_error(impl_->unavailable);
   if (byte_level()) return 1;

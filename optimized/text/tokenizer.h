@@ -45,6 +45,13 @@ class Tokenizer {
   /// "bytes" or "sentencepiece:<path>".
   std::string describe() const;
   std::vector<int64_t> encode(const std::string& text) const;
+  /// Ids → text: byte-level the bytes themselves (an id >= 256 throws), tokenizer.json HF's decode (special tokens
+  /// kept, unknown ids skipped, invalid UTF-8 read lossily), SentencePiece DecodeIds through statecut-spm (an id outside
+  /// the vocabulary throws). A sequence cut inside a multi-byte character ends in U+FFFD for BPE and SentencePiece;
+  /// byte-level returns the raw bytes.
+  std::string decode(const std::vector<int64_t>& ids) const;
+  /// decode() of each sequence, in one call of the SentencePiece helper (streaming decoders call this per token).
+  std::vector<std::string> decode_batch(const std::vector<std::vector<int64_t>>& seqs) const;
   /// UTF-8 bytes the token stands for: the piece's bytes with the space marker U+2581 counted as 1, byte pieces 1,
   /// control and unknown pieces 0 (so a text with characters outside the vocabulary, or a model that adds a
   /// dummy-prefix space, sums to slightly less or one more than the text's length).

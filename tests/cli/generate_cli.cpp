@@ -91,6 +91,41 @@ TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// A SentencePiece checkpoint (the shipped model with assets/spm_pydocs256/tokenizer.model, vocab 256: the numbers
+// mean nothing, the plumbing does) prints text, not ids: --json's "text" is statecut-spm's own DecodeIds of the
+// ids, and the streamed human output is that text.
+TEST(Cli_Generate, sentencePieceCheckpointPrintsDecodedText) {
+  const fs::path helper = fs::path(STATECUT_CLI).parent_path() / "statecut-spm";
+  if (!fs::exists(helper)) GTEST_SKIP() << "built without libsentencepiece: no statecut-spm";
+  TempDir d("genspm");
+  const fs::path dir = d.path / "model";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(kModel)) fs::copy_file(e.path(), dir / e.path().filename());
+  const fs::path spm = fs::path(STATECUT_SOURCE_DIR) / "assets" / "spm_pydocs256" / "tokenizer.model";
+  fs::copy_file(spm, dir / "tokenizer.model");
+  const std::string base = "generate --checkpoint " + dir.string() + " --prompt '" + kPrompt + "' --max-new-tokens 24 ";
+  const auto rj = run_statecut(base + "--json");
+  ASSERT_EQ(rj.code, 0) << rj.err;
+  const auto j = nlohmann::json::parse(rj.out);
+  const auto ids = j.at("ids").get<std::vector<int64_t>>();
+  ASSERT_EQ(ids.size(), 24u);
+  EXPECT_EQ(j.at("tokenizer").get<std::string>().rfind("sentencepiece:", 0), 0u);
+  {
+    std::ofstream f(d / "ids.txt");
+    for (int64_t id : ids) f << id << ' ';
+    f << '\n';
+  }
+  const auto dec = statecut::test::run_program(helper.string(), spm.string() + " decode < " + (d / "ids.txt"));
+  ASSERT_EQ(dec.code, 0) << dec.err;
+  const std::string want = dec.out.substr(dec.out.find('\n') + 1);  // "<n>\n<text>"
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(j.at("text").get<std::string>(), want);
+  const auto rh = run_statecut(base);
+  ASSERT_EQ(rh.code, 0) << rh.err;
+  EXPECT_EQ(rh.out, want + "\n") << "streamed text = the decoded ids";
+  EXPECT_EQ(rh.err.find("token ids"), std::string::npos) << rh.err;
+}
+
 void expect_one_line_failure(const std::string& args, const std::string& needle) {
   const auto r = run_statecut("generate " + args);
   EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
