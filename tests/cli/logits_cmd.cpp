@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/rel_err.h"
 #include "tests/cli/cli_run.h"
 #include "tests/test_env.h"
 
@@ -46,11 +47,7 @@ void write_tokens(const std::string& golden, const std::string& run, const fs::p
   w.write(out.string());
 }
 
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
-  return std::sqrt(num / den);
-}
+using statecut::test::rel_err;
 
 // Runs `statecut logits` on golden run `run` of `dir` with extra arguments; returns the exit and, on success, the
 // logits and their relative error to the golden logits.

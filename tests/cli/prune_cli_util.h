@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "optimized/io/safetensors.h"
+#include "tests/rel_err.h"
 #include "tests/cli/cli_run.h"
 #include "tests/torch/pipeline_util.h"
 
@@ -57,14 +58,7 @@ inline std::vector<double> read_tensor(const std::string& path, const std::strin
   return statecut::io::to_double(t);
 }
 
-inline double rel_err(const std::vector<double>& y, const std::vector<double>& ref) {
-  double d = 0, n = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    d += (y[i] - ref[i]) * (y[i] - ref[i]);
-    n += ref[i] * ref[i];
-  }
-  return std::sqrt(d / n);
-}
+using statecut::test::rel_err;
 
 /// The first `n` bytes of `src` as a new text file.
 inline void head_bytes(const fs::path& src, const std::string& dst, size_t n) {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/rel_err_tensor.h"
 #ifdef STATECUT_WITH_CUDA_KERNELS
 #include "kernels/binding/gated_delta_torch.h"
 #endif
@@ -264,12 +265,7 @@ void loop_reference(const GdCase& c, const GdInputs& in, double scale, at::Tenso
 }
 
 /// Normwise relative error ||x - ref||_F / ||ref||_F in double.
-inline double rel_err(const at::Tensor& x, const at::Tensor& ref) {
-  const at::Tensor r = ref.to(at::kCPU, at::kDouble);
-  const double den = r.norm().item<double>();
-  const double num = (x.to(at::kCPU, at::kDouble) - r).norm().item<double>();
-  return den > 0 ? num / den : num;
-}
+using statecut::test::rel_err;
 
 #ifdef STATECUT_WITH_CUDA_KERNELS
 enum class Kernel { kChunk, kRecurrent };

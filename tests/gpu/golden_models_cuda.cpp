@@ -36,6 +36,7 @@
 #include "optimized/models/model.h"
 #include "optimized/models/recurrence.h"
 #include "optimized/models/weight_source.h"
+#include "tests/rel_err_tensor.h"
 #include "tests/gpu/cuda_ready.h"
 #include "tests/test_env.h"
 
@@ -69,12 +70,7 @@ std::vector<std::string> fixture_dirs() {
   return out;
 }
 
-double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
-  auto a = y.detach().to(torch::kCPU, torch::kFloat64), b = ref.detach().to(torch::kCPU, torch::kFloat64);
-  if (a.sizes() != b.sizes() || !torch::isfinite(a).all().item<bool>()) return INFINITY;
-  const double den = b.norm().item<double>();
-  return den > 0 ? (a - b).norm().item<double>() / den : (a - b).norm().item<double>();
-}
+using statecut::test::rel_err;
 
 using statecut::test::cuda_ready;
 

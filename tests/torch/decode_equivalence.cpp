@@ -33,17 +33,14 @@
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/model.h"
 #include "optimized/models/recurrence.h"
+#include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
 namespace statecut {
 namespace {
 
 /// ‖y − y_ref‖_F / ‖y_ref‖_F in double; +inf on a shape mismatch or a non-finite y (NaN/Inf fail first).
-double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
-  auto a = y.detach().to(torch::kCPU, torch::kFloat64), b = ref.detach().to(torch::kCPU, torch::kFloat64);
-  if (a.sizes() != b.sizes() || !torch::isfinite(a).all().item<bool>()) return INFINITY;
-  return (a - b).norm().item<double>() / b.norm().item<double>();
-}
+using statecut::test::rel_err;
 
 /// The position (along T) whose logits differ most, relative to that position's norm (a diagnostic, never a verdict).
 std::pair<int64_t, double> worst_position(const torch::Tensor& y, const torch::Tensor& ref) {

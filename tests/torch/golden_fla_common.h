@@ -10,6 +10,7 @@
 
 #include "optimized/io/safetensors.h"
 #include "optimized/models/weight_source.h"
+#include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
 namespace statecut::golden {
@@ -36,13 +37,7 @@ class Golden {
 };
 
 /// ‖y − y_ref‖_F / ‖y_ref‖_F in double; +inf on a shape mismatch or a non-finite y.
-inline double rel_err(const torch::Tensor& y, const torch::Tensor& y_ref) {
-  auto a = y.detach().to(torch::kCPU, torch::kFloat64), b = y_ref.detach().to(torch::kCPU, torch::kFloat64);
-  if (a.sizes() != b.sizes() || !torch::isfinite(a).all().item<bool>()) return INFINITY;
-  const double den = b.norm().item<double>();
-  const double num = (a - b).norm().item<double>();
-  return den > 0 ? num / den : num;
-}
+using statecut::test::rel_err;
 
 /// Asserts rel_err ≤ tol and prints every measured error (the report quotes them).
 inline void expect_close(const torch::Tensor& y, const torch::Tensor& y_ref, double tol, const std::string& what) {

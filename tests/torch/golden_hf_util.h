@@ -14,6 +14,7 @@
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model.h"
 #include "optimized/models/weight_source.h"
+#include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
 namespace statecut::golden_hf {
@@ -21,14 +22,7 @@ namespace statecut::golden_hf {
 using test::fixture_dir;  // tests/test_env.h
 
 /// ‖y − y_ref‖_F / ‖y_ref‖_F in double; NaN/Inf in y gives +inf so it fails first.
-inline double rel_err(const torch::Tensor& y, const torch::Tensor& ref) {
-  auto a = y.detach().to(torch::kCPU, torch::kFloat64);
-  auto b = ref.detach().to(torch::kCPU, torch::kFloat64);
-  EXPECT_EQ(a.sizes(), b.sizes());
-  if (a.sizes() != b.sizes()) return INFINITY;
-  if (!torch::isfinite(a).all().item<bool>()) return INFINITY;
-  return (a - b).norm().item<double>() / b.norm().item<double>();
-}
+using statecut::test::rel_err;
 
 /// Master seed: STATECUT_SEED or 42; printed so a failure can be replayed.
 inline uint64_t master_seed() { return test::env_seed(42); }

@@ -11,6 +11,7 @@
 
 #include "optimized/models/model.h"
 #include "optimized/train/lora.h"
+#include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
 namespace train_test {
@@ -52,10 +53,7 @@ inline std::vector<statecut::RowBlock> blocks_of(statecut::CausalLM& m) {
   return statecut::lora_blocks(m.model_type(), m.prunable_layers(), [&](const std::string& n) { return shapes.at(n); });
 }
 
-inline double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  const double den = b.to(torch::kFloat64).norm().item<double>();
-  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).norm().item<double>() / (den > 0 ? den : 1.0);
-}
+using statecut::test::rel_err;
 
 }  // namespace train_test
 
