@@ -15,18 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
-  }
-  return o;
-}
-
 std::string fmt(double v, int prec = 3) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
@@ -91,9 +79,9 @@ void header(std::ostringstream& o, double W, double H, const std::string& title,
     << " " << H << "\" font-family=\"sans-serif\" font-size=\"" << kFontSize << "\">\n"
     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     << "<text x=\"" << W / 2 << "\" y=\"22\" text-anchor=\"middle\" font-size=\"" << kTitleSize << "\">"
-    << esc(elide(title, W - 20, kTitleSize)) << "</text>\n"
+    << xml_escape(elide(title, W - 20, kTitleSize)) << "</text>\n"
     << "<text x=\"" << W / 2 << "\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">"
-    << esc(elide(subtitle, W - 20, kFontSize)) << "</text>\n";
+    << xml_escape(elide(subtitle, W - 20, kFontSize)) << "</text>\n";
 }
 
 /// Width that holds the title and subtitle (at most 1200 px; longer titles are elided).
@@ -119,6 +107,18 @@ void polyline_start(std::ostringstream& o, const std::string& col, double width,
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
 
 std::string plot_name(const std::string& checkpoint_dir) {
   fs::path p = fs::path(checkpoint_dir).lexically_normal();
@@ -229,7 +229,7 @@ std::string svg_u_curves(const RankReport& r, const PlotLabels& labels) {
     const std::string col = overall ? "#000" : kPalette[l % 10];
     o << "<line x1=\"" << lx << "\" x2=\"" << lx + 20 << "\" y1=\"" << ly << "\" y2=\"" << ly << "\" stroke=\"" << col
       << "\" stroke-width=\"" << (overall ? 2.2 : 1.2) << "\"/><text x=\"" << lx + 24 << "\" y=\"" << ly + 4 << "\">"
-      << esc(legend[l]) << "</text>\n";
+      << xml_escape(legend[l]) << "</text>\n";
     ly += 18;
   }
   o << "</svg>\n";
@@ -337,7 +337,7 @@ std::string svg_spectra(const RankReport& r, const RankReport* base, const PlotL
     o << "<line x1=\"" << at[i].first << "\" x2=\"" << at[i].first + 20 << "\" y1=\"" << at[i].second << "\" y2=\""
       << at[i].second << "\" stroke=\"" << e.col << "\" stroke-width=\"1.6\""
       << (e.dashed ? " stroke-dasharray=\"4 3\"" : "") << "/><text x=\"" << at[i].first + 24 << "\" y=\""
-      << at[i].second + 4 << "\">" << esc(e.label) << "</text>\n";
+      << at[i].second + 4 << "\">" << xml_escape(e.label) << "</text>\n";
   }
 
   // One y-range for every panel, from the data: the smallest σ_i/σ_1 > 0 shown rounded down to a decade (at most 17

@@ -23,6 +23,9 @@ struct PlotLabels {
 /// The folder name of a checkpoint path ("runs/half/" → "half"; "." → the current folder's name).
 std::string plot_name(const std::string& checkpoint_dir);
 
+/// `s` with the five characters XML reserves in text and attributes escaped (<, >, &, ").
+std::string xml_escape(const std::string& s);
+
 /// Tick values covering [lo, hi] at a round step: 1, 2, 2.5 or 5 × 10^k, or a power of two when that ends on hi
 /// (2048 positions get 0, 512, ..., 2048, not 511/1023); about `target` intervals (3 to 8).
 std::vector<double> nice_ticks(double lo, double hi, int target = 5);
