@@ -87,13 +87,7 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
     statecut::validate_prune_options(a->opt);  // a refusal comes before any warning
     warn_ignored_options(app, a->opt);
     statecut::ProgressBar bar("calibrate", !a->quiet);
-    statecut::PruneResult r;
-    try {
-      r = statecut::prune_checkpoint(a->opt, bar.callback());
-    } catch (const c10::Error& e) {
-      const std::string msg = e.what_without_backtrace();
-      throw statecut::cli::UsageError(a->opt.checkpoint + ": " + msg.substr(0, msg.find('\n')));
-    }
+    const statecut::PruneResult r = statecut::prune_checkpoint(a->opt, bar.callback());
     warn_overlapping_windows(r.record);
     const nlohmann::json timing = {{"load", r.seconds_load},
                                    {"calibrate", r.seconds_calibrate},

@@ -128,38 +128,33 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
     // The plot folder is made (as a temporary sibling) before the analysis, so an unwritable place fails at once.
     std::unique_ptr<statecut::AtomicDir> svg_dir;
     if (!a->svg.empty()) svg_dir = std::make_unique<statecut::AtomicDir>(a->svg);
-    try {
-      const statecut::RankReport r = run(a->checkpoint, *a, "rank");
-      for (const auto& n : r.notes) warn(n);
-      if (svg_dir) {
-        statecut::RankReport base;
-        if (!a->baseline.empty()) base = run(a->baseline, *a, "baseline");
-        statecut::PlotLabels labels;
-        labels.name = statecut::plot_name(a->checkpoint);
-        labels.baseline = a->baseline.empty() ? std::string() : statecut::plot_name(a->baseline);
-        statecut::write_rank_svg_files(r, a->baseline.empty() ? nullptr : &base, labels, svg_dir->path());
-        svg_dir->commit();
-      }
-      if (a->json) {
-        std::printf("%s\n", to_json(r, *a).dump().c_str());
-        return 0;
-      }
-      std::printf("rank utilization of %s over %lld tokens (%s)\n", a->checkpoint.c_str(),
-                  static_cast<long long>(r.tokens), statecut::rank_state_label(r.state));
-      std::printf("%6s %5s %9s %9s %9s %9s\n", "layer", "head", "mean u", "std", "max", "u(S_T)");
-      for (const auto& L : r.layers)
-        for (size_t h = 0; h < L.heads.size(); ++h) {
-          const auto& x = L.heads[h];
-          std::printf("%6d %5zu %9.4f %9.4f %9.4f %9.4f\n", L.layer, h, x.mean, x.std, x.max, x.final_u_exact);
-        }
-      if (r.tokens > 1024)
-        std::printf("mean u: %.4f (first 1024 positions: %.4f)\n", r.mean_u, r.mean_u_1024);
-      else
-        std::printf("mean u: %.4f\n", r.mean_u);
-    } catch (const c10::Error& e) {
-      const std::string msg = e.what_without_backtrace();
-      throw statecut::cli::UsageError(a->checkpoint + ": " + msg.substr(0, msg.find('\n')));
+    const statecut::RankReport r = run(a->checkpoint, *a, "rank");
+    for (const auto& n : r.notes) warn(n);
+    if (svg_dir) {
+      statecut::RankReport base;
+      if (!a->baseline.empty()) base = run(a->baseline, *a, "baseline");
+      statecut::PlotLabels labels;
+      labels.name = statecut::plot_name(a->checkpoint);
+      labels.baseline = a->baseline.empty() ? std::string() : statecut::plot_name(a->baseline);
+      statecut::write_rank_svg_files(r, a->baseline.empty() ? nullptr : &base, labels, svg_dir->path());
+      svg_dir->commit();
     }
+    if (a->json) {
+      std::printf("%s\n", to_json(r, *a).dump().c_str());
+      return 0;
+    }
+    std::printf("rank utilization of %s over %lld tokens (%s)\n", a->checkpoint.c_str(),
+                static_cast<long long>(r.tokens), statecut::rank_state_label(r.state));
+    std::printf("%6s %5s %9s %9s %9s %9s\n", "layer", "head", "mean u", "std", "max", "u(S_T)");
+    for (const auto& L : r.layers)
+      for (size_t h = 0; h < L.heads.size(); ++h) {
+        const auto& x = L.heads[h];
+        std::printf("%6d %5zu %9.4f %9.4f %9.4f %9.4f\n", L.layer, h, x.mean, x.std, x.max, x.final_u_exact);
+      }
+    if (r.tokens > 1024)
+      std::printf("mean u: %.4f (first 1024 positions: %.4f)\n", r.mean_u, r.mean_u_1024);
+    else
+      std::printf("mean u: %.4f\n", r.mean_u);
     return 0;
   };
 });

@@ -39,6 +39,21 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   const std::string first = argv[1];
+  // `statecut help [COMMAND]`: the same text as --help, on stdout, exit 0.
+  if (first == "help") {
+    if (argc > 2) {
+      const std::string want = argv[2];
+      if (std::find(names.begin(), names.end(), want) == names.end()) {
+        std::fprintf(stderr, "statecut: unknown command '%s'%s (commands: %s)\n", want.c_str(),
+                     did_you_mean(want, names).c_str(), join(names, ", ").c_str());
+        return kExitUsage;
+      }
+      std::printf("%s", app.get_subcommand(want)->help().c_str());
+      return kExitOk;
+    }
+    std::printf("%s", app.help().c_str());
+    return kExitOk;
+  }
   if (!first.empty() && first[0] != '-' && std::find(names.begin(), names.end(), first) == names.end()) {
     std::fprintf(stderr, "statecut: unknown command '%s'%s (commands: %s)\n", first.c_str(),
                  did_you_mean(first, names).c_str(), join(names, ", ").c_str());
@@ -65,8 +80,15 @@ int main(int argc, char** argv) {
     try {
       return action();
 #ifdef STATECUT_WITH_TORCH
-    } catch (const c10::Error& e) {  // LibTorch's messages carry a C++ backtrace: keep the first line
-      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(),
+    } catch (const c10::Error& e) {
+      // The one place LibTorch's errors are worded: the first line (the rest is a C++ backtrace), after the file the
+      // command was reading (LibTorch's own messages name no file).
+      std::string subject;
+      for (const char* name : {"--checkpoint", "--config", "--matrix"}) {
+        const CLI::Option* o = sub->get_option_no_throw(name);
+        if (o && o->count() > 0 && subject.empty()) subject = o->as<std::string>() + ": ";
+      }
+      std::fprintf(stderr, "statecut %s: error: %s%s\n", sub->get_name().c_str(), subject.c_str(),
                    first_line(e.what_without_backtrace()).c_str());
       return kExitFailure;
 #endif

@@ -131,12 +131,7 @@ inline int run_training(TrainArgs& a, const std::string& label, const std::strin
   FinetuneResult r;
   {
     InterruptScope scope;
-    try {
-      r = finetune(o, cb, dp.get());
-    } catch (const c10::Error& e) {
-      const std::string msg = e.what_without_backtrace();
-      throw UsageError((o.config.empty() ? o.checkpoint : o.config) + ": " + msg.substr(0, msg.find('\n')));
-    }
+    r = finetune(o, cb, dp.get());  // a LibTorch error is worded by main, after the checkpoint or config
   }
   if (dp && dp->rank() != 0) return 0;
   const int64_t step = r.history.empty() ? 0 : r.history.back().step;

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <system_error>
 #include <vector>
@@ -106,6 +107,26 @@ void AtomicDir::commit() {
   if (ec) throw std::runtime_error(target_ + ": cannot move the finished output into place: " + ec.message());
   committed_ = true;
   clear_pending();
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  {
+    std::ofstream o(tmp, std::ios::binary);
+    o << text;
+    o.flush();
+    if (!o) {
+      fs::remove(tmp, ec);
+      throw std::runtime_error(path + ": cannot write");
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    const std::string why = ec.message();
+    fs::remove(tmp, ec);
+    throw std::runtime_error(path + ": cannot rename into place: " + why);
+  }
 }
 
 }  // namespace statecut

@@ -12,6 +12,10 @@
 
 namespace statecut {
 
+/// A single file: `text` written to "<path>.tmp" and renamed over `path` (an existing file is replaced whole, never
+/// left half written); on failure the temporary is removed and a one-line std::runtime_error names `path`.
+void write_text_atomically(const std::string& path, const std::string& text);
+
 /// Removes the temporaries of dead processes in `parent`; returns their paths (each also reported on stderr).
 std::vector<std::string> remove_stale_temporaries(const std::string& parent);
 

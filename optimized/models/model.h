@@ -5,12 +5,6 @@
 /// model.safetensors.index.json) by load_causal_lm, which dispatches on config.json's "model_type" through
 /// model_registry.h. Parameters are stored in the requested dtype; recurrences and norms run in fp32
 /// (f64 when the model is f64), like fla.
-///
-/// CHANGELOG (tell-everyone log of changes to this contract after the first commit):
-///   - 13:40 model_registry.h: + kConfigPathKey (build_causal_lm puts the config path into the config a factory gets,
-///     so factory errors can name the file); + build_causal_lm(config, weights, ...) for in-memory checkpoints.
-///   - decode: + CausalLM::forward_cached(ids, DecodeCache&, opt) (decode_cache.h), incremental decoding with a state
-///     cache; every built-in family implements it.
 #pragma once
 #include <torch/torch.h>
 
@@ -36,7 +30,10 @@ struct ForwardOptions {
 /// Tensors at the recurrence boundary of one linear-attention layer (what calibration and `rank` read).
 struct LayerBoundary {
   torch::Tensor attn_in;      ///< [B,T,hidden] the attention-norm output feeding the q/k projections (S-Wanda RMS)
-  torch::Tensor q, k;         ///< [B,T,Hk,dk] after short conv + SiLU, BEFORE the per-head L2 norm (Mamba-2: C and B per group, [B,T,G,N])
+  /// [B,T,Hk,dk] after the short conv and the activation, before the per-head L2 norm that the recurrence applies
+  /// (qk_norm "l2"); with qk_norm "sum" they are already divided by their sum (fla does so before its kernel).
+  /// Mamba-2: C and B per group, [B,T,G,N].
+  torch::Tensor q, k;
   torch::Tensor v;            ///< [B,T,Hv,dv] (Mamba-2: x per head, before multiplying by dt)
   torch::Tensor beta;         ///< [B,T,Hv] after sigmoid (x2 if allow_neg_eigval); undefined for Mamba-2
   torch::Tensor g;            ///< [B,T,Hv] log decay in fp32 (GDN: -exp(A_log)*softplus(a+dt_bias); Mamba-2: dt*A); undefined for DeltaNet

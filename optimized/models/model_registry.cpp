@@ -108,9 +108,10 @@ std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const We
   return model;
 }
 
-std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {
+namespace {
+std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, torch::Device device, bool checks_only) {
   namespace fs = std::filesystem;
-  if (!fs::is_directory(dir)) throw io::Error(dir + ": not a directory");
+  io::require_checkpoint_folder(dir);
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   const nlohmann::json config = io::read_config(dir);  // the one config.json reader: "<path>: <problem>"
   // Dispatch (and reject unknown model types) before touching the weights.
@@ -119,7 +120,17 @@ std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dt
     throw io::Error(cfg_path + ": no \"model_type\" string");
   if (!find_family(config["model_type"].get<std::string>()))
     return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
-  return build_causal_lm(config, WeightSource::open_dir(dir), dtype, device, cfg_path);
+  const WeightSource w = WeightSource::open_dir(dir);
+  return build_causal_lm(config, checks_only ? w.checks_only() : w, dtype, device, cfg_path);
+}
+}  // namespace
+
+std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {
+  return load_from(dir, dtype, device, /*checks_only=*/false);
+}
+
+void check_causal_lm_loads(const std::string& dir) {
+  (void)load_from(dir, torch::kBFloat16, torch::Device(torch::kCPU), /*checks_only=*/true);
 }
 
 }  // namespace statecut

@@ -79,4 +79,9 @@ nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std
 std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
                                           torch::Device device, const std::string& config_origin = "config.json");
 
+/// What load_causal_lm(dir, bf16, CPU) checks (config, model type, every bound tensor present with the implied shape
+/// and finite), through WeightSource::checks_only(): each tensor is read once from the mapped file and dropped, so
+/// the peak memory is the file's pages, not a second copy of the weights. Throws as load_causal_lm does.
+void check_causal_lm_loads(const std::string& dir);
+
 }  // namespace statecut

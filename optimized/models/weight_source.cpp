@@ -32,6 +32,30 @@ struct WeightSource::Impl {
 
 namespace {
 
+/// Whether every element of a stored float tensor is finite, read from its bits where it lies (an exponent of all
+/// ones is NaN or Inf in every IEEE format): no copy, so checking a mapped checkpoint adds no memory. Non-float dtypes
+/// hold no NaN.
+template <typename Bits>
+bool bits_finite(const std::byte* data, std::size_t n, Bits exponent_mask) {
+  for (std::size_t i = 0; i < n; ++i) {
+    Bits b;
+    std::memcpy(&b, data + i * sizeof(Bits), sizeof(Bits));
+    if ((b & exponent_mask) == exponent_mask) return false;
+  }
+  return true;
+}
+
+bool view_finite(const io::TensorView& v) {
+  const auto n = static_cast<std::size_t>(v.numel());
+  switch (v.dtype) {
+    case io::DType::F16: return bits_finite<uint16_t>(v.data, n, 0x7C00u);
+    case io::DType::BF16: return bits_finite<uint16_t>(v.data, n, 0x7F80u);
+    case io::DType::F32: return bits_finite<uint32_t>(v.data, n, 0x7F800000u);
+    case io::DType::F64: return bits_finite<uint64_t>(v.data, n, 0x7FF0000000000000ull);
+    default: return true;
+  }
+}
+
 std::string shape_str(const std::vector<int64_t>& s) {
   std::ostringstream o;
   o << '[';
@@ -160,10 +184,22 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
   if (s != expected_shape)
     throw io::Error(origin(name) + ": " + name + ": shape " + shape_str(s) + " but the config implies " +
                     shape_str(expected_shape));
+  if (const auto* v = impl_->view(name)) {  // a mapped file: checked in place, copied once
+    if (!view_finite(*v)) throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
+    if (checks_only_) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
+    return raw(name).to(device, dtype).contiguous();  // raw() is a fresh copy; .to copies only to change it
+  }
   auto t = raw(name);
   if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
     throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
+  if (checks_only_) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
   return t.to(device, dtype).contiguous().clone();
+}
+
+WeightSource WeightSource::checks_only() const {
+  WeightSource w = *this;
+  w.checks_only_ = true;
+  return w;
 }
 
 torch::Tensor WeightSource::get_optional(const std::string& name, const std::vector<int64_t>& expected_shape,

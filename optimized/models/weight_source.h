@@ -42,6 +42,10 @@ class WeightSource {
   /// from `expected_shape` ("shape [a,b] but the config implies [c,d]"), or when it holds NaN/Inf.
   torch::Tensor get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
                     torch::Device device) const;
+  /// A source that checks every get() exactly as this one does (presence, shape, stored values finite) but returns
+  /// an uninitialised tensor (torch::empty: no page is touched until written) instead of a copy: a model built from it
+  /// proves the checkpoint loads while holding none of its weights (prune's data-free methods, issue 19.7).
+  WeightSource checks_only() const;
   /// Like get() but returns an undefined tensor when `name` is absent.
   torch::Tensor get_optional(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
                              torch::Device device) const;
@@ -51,6 +55,7 @@ class WeightSource {
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
+  bool checks_only_ = false;
 };
 
 /// torch dtype of a safetensors dtype; throws io::Error for dtypes LibTorch cannot hold (U16, U32, U64, F8).

@@ -12,6 +12,8 @@
 #include "optimized/text/tokenizer.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/weight_source.h"
+#include "optimized/prune/eigen_tensor.h"
+#include "optimized/prune/prune_record.h"
 #include "reference/selectors.h"
 
 namespace statecut {
@@ -22,22 +24,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-ref::Mat to_mat(const torch::Tensor& t) {
-  const torch::Tensor c = t.to(torch::kCPU, torch::kFloat64).contiguous();
-  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-      c.data_ptr<double>(), c.size(0), c.size(1));
-}
-ref::Vec to_vec(const torch::Tensor& t) {
-  const torch::Tensor c = t.to(torch::kCPU, torch::kFloat64).contiguous();
-  return Eigen::Map<const ref::Vec>(c.data_ptr<double>(), c.numel());
-}
-torch::Tensor from_mat(const ref::Mat& m) {
-  torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat64);
-  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(t.data_ptr<double>(), m.rows(),
-                                                                                     m.cols()) = m;
-  return t;
 }
 
 /// --method's name → the reference's enum (its one name table), or the CLI's one-line error.
@@ -100,9 +86,12 @@ int resolve_budget(const PruneOptions& opt, int dk, const std::string& cfg_path)
   return opt.keep;
 }
 
+/// Paths in the record are absolute, so verify and a later prune find them from any working directory.
+std::string absolute_path(const std::string& p) { return fs::absolute(p).lexically_normal().string(); }
+
 json source_record(const PruneOptions& opt, const json& cfg) {
   const std::string origin = (fs::path(opt.checkpoint) / "config.json").string();
-  return {{"checkpoint", opt.checkpoint}, {"model_type", cfg_string(cfg, "model_type", "", origin)}};
+  return {{"checkpoint", absolute_path(opt.checkpoint)}, {"model_type", cfg_string(cfg, "model_type", "", origin)}};
 }
 
 /// --keep-from: the selection is the file's; nothing is computed.
@@ -111,9 +100,16 @@ PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, i
   res.selection = read_keep_file(opt.keep_from);
   json layers_rec = json::array();
   for (const auto& s : res.selection) layers_rec.push_back({{"layer", s.layer}, {"keep", s.keep}});
+  // The method that chose the channels when the file says (a statecut.json), else "keep-from".
+  std::string method = "keep-from";
+  try {
+    const json kf = io::read_json_file(opt.keep_from);
+    if (kf.contains("method") && kf["method"].is_string()) method = kf["method"].get<std::string>();
+  } catch (const std::exception&) {  // read_keep_file above has read it already
+  }
   res.record = {{"statecut_version", STATECUT_VERSION},
-                {"method", "file"},
-                {"keep_from", opt.keep_from},
+                {"method", method},
+                {"keep_from", absolute_path(opt.keep_from)},
                 {"source", source_record(opt, cfg)},
                 {"head_k_dim", dk},
                 {"new_head_k_dim", res.selection.front().new_dim()},
@@ -155,7 +151,9 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   CalibrationRun run;
   run.cal = calibrate(*model, w.ids, needs, progress);
   res.seconds_calibrate = seconds_since(t0);
-  run.record = {{"files", opt.calib},
+  std::vector<std::string> files;
+  for (const auto& f : opt.calib) files.push_back(absolute_path(f));
+  run.record = {{"files", files},
                 {"tokenizer", tok.describe()},
                 {"stream_tokens", static_cast<int64_t>(all.ids.size())},
                 {"seqs", opt.calib_seqs},
@@ -236,10 +234,11 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   if (method_needs_calibration(opt.method)) {
     calib = calibrate_for_method(opt, cfg, progress, res, t0);
   } else {
-    // The data-free methods read only the q/k weights; the whole checkpoint is still loaded once as a model (bf16:
-    // the smallest copy that keeps fp32's range) so that a broken one (NaN weights, shapes or vocab that disagree
-    // with config.json, a missing tensor) stops here with the loader's one-line error, not in a pruned copy.
-    (void)load_causal_lm(opt.checkpoint, torch::kBFloat16, torch::Device(torch::kCPU));
+    // The data-free methods read only the q/k weights; the whole checkpoint is still checked as the loader checks it
+    // so that a broken one (NaN weights, shapes or vocab that disagree with config.json, a missing tensor) stops here
+    // with the loader's one-line error, not in a pruned copy: without holding a copy of the weights (a 2.6 GB
+    // checkpoint peaked at 6.8 GB when it was loaded as a bf16 model here).
+    check_causal_lm_loads(opt.checkpoint);
     res.seconds_load = seconds_since(t0);
   }
 
@@ -298,10 +297,12 @@ PruneResult prune_checkpoint(const PruneOptions& opt, const Progress& progress) 
   validate_prune_options(opt);
   AtomicDir out(opt.out);  // fails fast on an unwritable or existing --out, before any calibration
   PruneResult res = select_for_checkpoint(opt, progress);
+  // A folder pruned before: its steps are kept and the keep sets composed back to the first source.
+  res.record = with_pruning_history(std::move(res.record), opt.checkpoint);
   const auto t0 = std::chrono::steady_clock::now();
   write_pruned_checkpoint(opt.checkpoint, res.selection, out.path());
   std::ofstream rec(fs::path(out.path()) / "statecut.json", std::ios::binary);
-  rec << res.record.dump(2) << "\n";
+  rec << compact_record_text(res.record);
   rec.close();
   if (!rec) throw std::runtime_error(out.target() + ": cannot write statecut.json");
   out.commit();

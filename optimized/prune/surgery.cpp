@@ -235,6 +235,20 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
 namespace {
 
 /// keep.json / statecut.json → selections (read_keep_file's body; nlohmann's type errors are caught there).
+/// An integer of a keep file: a JSON integer (nlohmann's get<int64_t> would take 0.5 as 0), else the file's error.
+int64_t keep_int(const json& v, const std::string& path, const std::string& where) {
+  if (!v.is_number_integer()) fail(path + ": " + where + ": expected an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+/// A list of channel indices [c, ...].
+std::vector<int64_t> keep_list(const json& v, const std::string& path, const std::string& where) {
+  if (!v.is_array()) fail(path + ": " + where + ": expected a list of channel indices, got " + v.dump());
+  std::vector<int64_t> out;
+  for (const auto& c : v) out.push_back(keep_int(c, path, where));
+  return out;
+}
+
 std::vector<LayerSelection> keep_file_selections(const json& j, const std::string& path) {
   std::vector<LayerSelection> out;
 
@@ -244,7 +258,7 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
       const auto dot = key.find('.');
       if (dot == std::string::npos) fail(path + ": keep key '" + key + "' is not '<layer>.<head>'");
       m[key_index(path, key, key.substr(0, dot))][key_index(path, key, key.substr(dot + 1))] =
-          val.get<std::vector<int64_t>>();
+          keep_list(val, path, "keep '" + key + "'");
     }
     for (const auto& [layer, heads] : m) {
       LayerSelection s;
@@ -260,8 +274,10 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
     for (const auto& l : j["selection"]["layers"]) {
       if (!l.contains("keep")) fail(path + ": layer without a 'keep' list (a pca rotation cannot be re-applied from JSON)");
       LayerSelection s;
-      s.layer = l.at("layer").get<int>();
-      s.keep = l.at("keep").get<std::vector<std::vector<int64_t>>>();
+      s.layer = static_cast<int>(keep_int(l.at("layer"), path, "selection layer"));
+      const std::string where = "selection layer " + std::to_string(s.layer);
+      if (!l.at("keep").is_array()) fail(path + ": " + where + ": 'keep' is not a list of per-head lists");
+      for (const auto& kh : l.at("keep")) s.keep.push_back(keep_list(kh, path, where));
       out.push_back(std::move(s));
     }
   } else {
@@ -274,7 +290,10 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
 }  // namespace
 
 std::vector<LayerSelection> read_keep_file(const std::string& path) {
-  const json j = io::read_json_file(path);
+  return keep_selections(io::read_json_file(path), path);
+}
+
+std::vector<LayerSelection> keep_selections(const json& j, const std::string& path) {
   try {
     return keep_file_selections(j, path);
   } catch (const json::exception& e) {  // a value of the wrong type: one line naming the file

@@ -63,5 +63,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
 /// Reads a fixture keep.json ({"dk", "new_dk", "keep": {"<layer>.<head>": [...]}}) or a statecut.json
 /// ({"selection": {"layers": [{"layer", "keep": [[...]...]}]}}) into selections.
 std::vector<LayerSelection> read_keep_file(const std::string& path);
+/// The same from parsed JSON; `path` names the origin in the one-line errors.
+std::vector<LayerSelection> keep_selections(const nlohmann::json& j, const std::string& path);
 
 }  // namespace statecut

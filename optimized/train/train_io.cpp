@@ -85,19 +85,6 @@ std::map<std::string, torch::Tensor> load_tensor_file(const std::string& path) {
   return out;
 }
 
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::binary);
-    o << text;
-    o.flush();
-    if (!o) fail(path + ": cannot write");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) fail(path + ": cannot rename into place: " + ec.message());
-}
-
 std::string loss_csv(const std::vector<StepRecord>& rows) {
   std::ostringstream o;
   o << "step,lr,loss,ce,kd,grad_norm,tokens,seconds,eval_bpb\n";

@@ -22,8 +22,6 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
 void save_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 /// Every tensor of a safetensors file, as stored, on CPU.
 std::map<std::string, torch::Tensor> load_tensor_file(const std::string& path);
-/// Text to "<path>.tmp", renamed into place.
-void write_text_atomically(const std::string& path, const std::string& text);
 
 /// loss.csv: step,lr,loss,ce,kd,grad_norm,tokens,seconds,eval_bpb (eval_bpb empty when not evaluated).
 std::string loss_csv(const std::vector<StepRecord>& rows);

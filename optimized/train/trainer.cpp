@@ -14,6 +14,7 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
 #include "optimized/text/token_stream.h"
+#include "optimized/prune/prune_record.h"
 #include "optimized/prune/surgery.h"
 #include "optimized/train/data_parallel.h"
 #include "optimized/train/init.h"
@@ -460,7 +461,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
       if (record.contains("finetune")) record["finetune_previous"].push_back(record["finetune"]);
       record["finetune"] = rec;
     }
-    write_text_atomically((fs::path(out.path()) / "statecut.json").string(), record.dump(2) + "\n");
+    write_text_atomically((fs::path(out.path()) / "statecut.json").string(), compact_record_text(record));
     write_text_atomically((fs::path(out.path()) / "loss.csv").string(), loss_csv(st.history));
     write_text_atomically((fs::path(out.path()) / "loss.svg").string(),
                           loss_svg(st.history, std::string(scratch ? "statecut train: " : "statecut finetune: ") +

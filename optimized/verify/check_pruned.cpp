@@ -303,6 +303,24 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   } catch (const std::exception& e) {
     throw Unreadable(e.what());
   }
+  // Pruned in several steps and checked against the first source: the keep sets composed back to it ("original").
+  bool composed = false;
+  if (rec.contains("original") && rec["original"].is_object() && rec["original"].contains("layers")) {
+    try {
+      const int64_t src_dk =
+          prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string()).front().head_k_dim;
+      if (src_dk != rec.value("head_k_dim", int64_t{-1}) && src_dk == rec["original"].value("head_k_dim", int64_t{-1})) {
+        std::map<int, std::vector<std::vector<int64_t>>> original;
+        for (const auto& l : rec["original"]["layers"])
+          original[l.at("layer").get<int>()] = l.at("keep").get<std::vector<std::vector<int64_t>>>();
+        keep = std::move(original);
+        composed = true;
+        source_note += " (keep sets composed over " + std::to_string(rec["original"].value("steps", 2)) +
+                       " pruning steps back to this source)";
+      }
+    } catch (const std::exception&) {  // not the first source after all: the step's own selection applies
+    }
+  }
   if (!ctx.weights) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
@@ -310,6 +328,14 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     CheckResult w = weights_row(ctx, source, src_cfg, keep, rotation);
     w.message += source_note;
     out.push_back(std::move(w));
+  }
+  if (composed) {
+    const std::string step_source = rec.contains("source") && rec["source"].is_object()
+                                        ? rec["source"].value("checkpoint", std::string("?"))
+                                        : std::string("?");
+    out.push_back(skipped("pruned.certificate",
+                          "the certificate belongs to the last step: give --source its own source (" + step_source + ")"));
+    return;
   }
   check_certificate(ctx, rec, source, out);
 }

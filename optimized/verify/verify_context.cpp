@@ -1,11 +1,9 @@
 #include "optimized/verify/verify_context.h"
 
 #include <chrono>
-#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <exception>
-#include <mutex>
 
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
@@ -139,19 +137,6 @@ Vec head_vec(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t
   return v;
 }
 
-Mat to_mat(const torch::Tensor& t) {
-  const torch::Tensor c = t.detach().to(torch::kCPU, torch::kFloat64).contiguous();
-  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-      c.data_ptr<double>(), c.size(0), c.size(1));
-}
-
-torch::Tensor from_mat(const Mat& m) {
-  torch::Tensor t = torch::empty({m.rows(), m.cols()}, torch::kFloat64);
-  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(t.data_ptr<double>(), m.rows(),
-                                                                                     m.cols()) = m;
-  return t;
-}
-
 ref::HeadResult ref_head(const Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n, const Mat* S0,
                          bool chunked) {
   const int64_t hk = j / (d.Hv / d.Hk);  // grouped values: value head j reads key head j / (Hv/Hk)
@@ -189,22 +174,6 @@ torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceM
   const torch::Tensor q = ctx.l2norm_qk ? l2_normalize(sl(d.q)) : sl(d.q).to(ct);
   const torch::Tensor k = ctx.l2norm_qk ? l2_normalize(sl(d.k)) : sl(d.k).to(ct);
   return gated_delta_rule(q, k, sl(d.v), sl(d.beta), sl(d.g), d.scale, S0, mode, S);
-}
-
-void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
-  std::mutex mu;
-  std::exception_ptr first;
-  at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      try {
-        f(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    }
-  });
-  if (first) std::rethrow_exception(first);
 }
 
 double rel_err(const Mat& a, const Mat& b) {

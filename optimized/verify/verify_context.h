@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "optimized/analysis/parallel_for_each.h"
 #include "optimized/models/model.h"
+#include "optimized/prune/eigen_tensor.h"
 #include "optimized/models/weight_source.h"
 #include "optimized/verify/verify.h"
 #include "reference/types.h"
@@ -85,9 +87,6 @@ LayerData layer_data(Context& ctx, size_t li);
 /// Rows [t0, t0+n) of head h of window b of an f64 [B,T,H,D] tensor as [n, D]; of [B,T,H] as [n].
 Mat head_mat(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n);
 Vec head_vec(const torch::Tensor& x64, int64_t b, int64_t h, int64_t t0, int64_t n);
-/// A 2-D tensor as an f64 Eigen matrix, and back.
-Mat to_mat(const torch::Tensor& t);
-torch::Tensor from_mat(const Mat& m);
 
 /// reference/ on value head j of window b, steps [t0, t0+n), start state S0 (nullptr = 0).
 ref::HeadResult ref_head(const Context& ctx, const LayerData& d, int64_t b, int64_t j, int64_t t0, int64_t n,
@@ -96,10 +95,6 @@ ref::HeadResult ref_head(const Context& ctx, const LayerData& d, int64_t b, int6
 /// *S [B,Hv,dk,dv] in the compute dtype. With t0 = 0, n = T and no S0 it is the call the family made.
 torch::Tensor opt_recurrence(const Context& ctx, const LayerData& d, RecurrenceMode mode, int64_t t0, int64_t n,
                              const torch::Tensor& S0, torch::Tensor* S);
-
-/// f(i) for i in [0, n) on LibTorch's intra-op threads (heads are independent; the f64 reference dominates the run
-/// time). The first exception thrown by any f(i) is rethrown here.
-void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f);
 
 /// ‖a − b‖_F / ‖b‖_F (0 when both are 0; NaN when a holds NaN/Inf).
 double rel_err(const Mat& a, const Mat& b);

@@ -96,8 +96,12 @@ std::vector<std::pair<std::string, std::string>> commands(const TempDir& d, cons
       {"logits", "logits --checkpoint " + ck + " --tokens " + (d / "tokens.safetensors") + " --out " +
                      (d / "logits.safetensors")},
       {"eval", "eval --checkpoint " + ck + " --text " + (d / "text.txt")},
-      {"prune", "prune --checkpoint " + ck + " --method " + prune_method + " --ratio 0.5 --calib " + (d / "text.txt") +
-                    " --calib-seqs 1 --calib-len 64 --out " + (d / "pruned")},
+      // Calibration options only for the methods that read them (l1/rand would warn that they are ignored).
+      {"prune", "prune --checkpoint " + ck + " --method " + prune_method + " --ratio 0.5" +
+                    (prune_method == "l1" || prune_method == "rand"
+                         ? std::string()
+                         : " --calib " + (d / "text.txt") + " --calib-seqs 1 --calib-len 64") +
+                    " --out " + (d / "pruned")},
   };
 }
 

@@ -23,6 +23,7 @@
 #include "reference/gated_delta_rule.h"
 #include "reference/linear_attention.h"
 #include "reference/mamba2_ssd.h"
+#include "optimized/prune/eigen_tensor.h"
 #include "tests/test_env.h"
 
 namespace statecut {
@@ -30,21 +31,6 @@ namespace {
 
 uint64_t master_seed() { return test::env_seed(20260213ULL); }
 
-ref::Mat to_mat(const torch::Tensor& x) {  // [T,d] → Eigen
-  auto c = x.to(torch::kFloat64).contiguous();
-  ref::Mat m(c.size(0), c.size(1));
-  auto a = c.accessor<double, 2>();
-  for (int64_t i = 0; i < c.size(0); ++i)
-    for (int64_t j = 0; j < c.size(1); ++j) m(i, j) = a[i][j];
-  return m;
-}
-ref::Vec to_vec(const torch::Tensor& x) {
-  auto c = x.to(torch::kFloat64).contiguous();
-  ref::Vec v(c.size(0));
-  auto a = c.accessor<double, 1>();
-  for (int64_t i = 0; i < c.size(0); ++i) v(i) = a[i];
-  return v;
-}
 double rel(const torch::Tensor& y, const ref::Mat& r) {
   const ref::Mat d = to_mat(y) - r;
   return r.norm() > 0 ? d.norm() / r.norm() : d.norm();

@@ -18,6 +18,7 @@
 
 #include "optimized/analysis/rank_analysis.h"
 #include "optimized/models/families/hf_mamba2.h"
+#include "optimized/prune/eigen_tensor.h"
 #include "reference/mamba2_ssd.h"
 #include "reference/metrics.h"
 #include "tests/torch/golden_hf_util.h"
@@ -27,17 +28,6 @@ namespace {
 using namespace statecut;
 using namespace statecut::golden_hf;
 
-using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-ref::Mat to_mat(const torch::Tensor& t2d) {
-  auto c = t2d.to(torch::kFloat64).contiguous();
-  return Eigen::Map<const RowMat>(c.data_ptr<double>(), c.size(0), c.size(1));
-}
-
-torch::Tensor to_tensor(const ref::Mat& m) {
-  const RowMat r = m;
-  return torch::from_blob(const_cast<double*>(r.data()), {r.rows(), r.cols()}, torch::kFloat64).clone();
-}
 
 /// transformers' RMSNorm on the last dim (fp32 ops, here in f64): w · x / sqrt(mean(x²) + eps).
 torch::Tensor rms(const torch::Tensor& x, const torch::Tensor& w, double eps) {
@@ -96,7 +86,7 @@ TEST(Golden_RankMamba2, refStatesReproduceTransformersBlockOutputs) {
       const auto S = ref_states(b, dt, h, /*g=*/0, A[h].item<double>());
       const ref::Mat C = to_mat(b.q[0].select(1, 0)), X = to_mat(b.v[0].select(1, h));
       for (int64_t t = 0; t < T; ++t)
-        y[t][h] = to_tensor((C.row(t) * S[t] + D[h].item<double>() * X.row(t)).transpose()).squeeze(1);
+        y[t][h] = from_mat((C.row(t) * S[t] + D[h].item<double>() * X.row(t)).transpose()).squeeze(1);
     }
     // transformers' block: z from the pre-norm input, gated RMSNorm over all I channels, out_proj, residual
     const torch::Tensor x = rms(h_in, w(p + "norm.weight"), eps);

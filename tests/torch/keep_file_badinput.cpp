@@ -1,0 +1,45 @@
+// read_keep_file (optimized/prune/surgery.h, `statecut prune --keep-from`) on malformed keep files: every problem
+// is one std::runtime_error line naming the file, never a std::stoi or nlohmann exception, never a silent parse of
+// "1x" as 1.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "optimized/prune/surgery.h"
+#include "tests/torch/pipeline_util.h"
+
+namespace {
+using statecut::read_keep_file;
+
+/// The message read_keep_file throws for a file holding `text` (or "(accepted)").
+std::string refusal(const std::string& text) {
+  pipeline_test::TempDir d("keep_file");
+  const std::string p = d / "keep.json";
+  std::ofstream(p) << text;
+  try {
+    read_keep_file(p);
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind(p + ": ", 0), 0u) << "does not start with the file: " << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << "more than one line: " << m;
+    return m;
+  }
+  return "(accepted)";
+}
+
+TEST(BadInput_KeepFile, keyThatIsNotLayerDotHeadNamesTheFile) {
+  for (const char* key : {"1x.0", "0.1y", "-1.0", "a.b", "0.", ".0"}) {
+    const std::string m = refusal(std::string(R"({"keep": {")") + key + R"(": [0, 1]}})");
+    EXPECT_NE(m.find(std::string("keep key '") + key + "'"), std::string::npos) << key << ": " << m;
+  }
+  EXPECT_EQ(refusal(R"({"keep": {"0.0": [0, 1], "0.1": [1, 2]}})"), "(accepted)");  // the positive control
+}
+
+TEST(BadInput_KeepFile, valueOfTheWrongTypeNamesTheFile) {
+  EXPECT_NE(refusal(R"({"keep": {"0.0": "0, 1"}})"), "(accepted)");
+  EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": "zero", "keep": [[0, 1]]}]}})"), "(accepted)");
+  EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": 0, "keep": [[0.5, 1]]}]}})"), "(accepted)");
+}
+
+}  // namespace
