@@ -6,11 +6,15 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "optimized/analysis/svg.h"
+#include "optimized/io/atomic_dir.h"
 #include "optimized/verify/verify.h"
+#include "optimized/verify/verify_svg.h"
 
 namespace {
 
@@ -45,7 +49,8 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
                                      "chunk-recurrent, state-carry, theorems, determinism, kernels)");
   app.add_option("--skip", a->skip, "comma-separated checks to leave out");
   app.add_flag("--json", a->json, "one JSON object on stdout instead of the table");
-  app.add_option("--svg", a->svg, "(not implemented yet: accepted and ignored)");
+  app.add_option("--svg", a->svg, "new folder for report.svg: each check's figure over its limit, u per layer and "
+                                 "head (written when a check fails too; not when the input cannot be read)");
   app.add_flag("--quiet", a->quiet, "no progress on stderr");
   app.footer("Exit codes: 0 every check holds, 1 a check fails (the table names it), 2 the checkpoint, --source or "
              "--text cannot be read (one line naming the file), or a usage error.");
@@ -54,6 +59,10 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
     o.text.insert(o.text.end(), a->tokens.begin(), a->tokens.end());
     o.only = split_list(a->only);
     o.skip = split_list(a->skip);
+    if (!a->svg.empty() && std::filesystem::exists(a->svg)) {  // before minutes of checks, not after
+      std::fprintf(stderr, "statecut verify: error: --svg %s: exists already (choose a new folder)\n", a->svg.c_str());
+      return 2;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (!a->quiet)
       o.progress = [t0](const std::string& line) {
@@ -74,6 +83,17 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
       const std::string msg = e.what_without_backtrace();
       std::fprintf(stderr, "statecut verify: error: %s: %s\n", o.checkpoint.c_str(), msg.substr(0, msg.find('\n')).c_str());
       return 2;
+    }
+    if (!a->svg.empty()) {
+      try {
+        statecut::AtomicDir dir(a->svg);
+        statecut::write_text_atomically(
+            dir.path() + "/report.svg", statecut::verify::report_svg(rep, "statecut verify: " + statecut::plot_name(o.checkpoint)));
+        dir.commit();
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
+        return 2;
+      }
     }
     if (a->json) {
       std::printf("%s\n", statecut::verify::to_json(rep).dump().c_str());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,13 @@ const std::string kFast = " --windows 1 --len 70";
 std::string fixture_or_skip(const std::string& name) { return statecut::test::fixture_dir(name); }
 
 bool contains(const std::string& s, const std::string& n) { return s.find(n) != std::string::npos; }
+
+/// Every '<' opens a tag (a '<=' from a limit written raw into the SVG breaks every viewer).
+bool only_tags_open_angle_brackets(const std::string& svg) {
+  for (size_t p = svg.find('<'); p != std::string::npos; p = svg.find('<', p + 1))
+    if (p + 1 >= svg.size() || !(std::isalpha(static_cast<unsigned char>(svg[p + 1])) || svg[p + 1] == '/')) return false;
+  return true;
+}
 
 /// A copy of `src` whose tensor `name` (F32) holds a NaN at flat index 3.
 void copy_with_nan(const std::string& src, const std::string& dst, const std::string& name) {
@@ -116,6 +124,41 @@ TEST(Cli_Verify, unreadableCheckpointExitsTwoWithOneLine) {
   r = run_statecut("verify --checkpoint " + dir + " --quiet");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_TRUE(contains(r.err, "model.safetensors")) << r.err;
+}
+
+TEST(Cli_Verify, svgDrawsEveryCheckAgainstItsLimitAndTheUtilization) {
+  TempDir tmp("verify-cli-svg");
+  const std::string model = std::string(STATECUT_SOURCE_DIR) + "/assets/byte_delta_net_4L";
+  const auto r = run_statecut("verify --checkpoint " + model + kFast + " --json --quiet --svg " + (tmp / "plots"));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string svg = statecut::test::slurp(tmp / "plots/report.svg");
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_TRUE(contains(svg, "every check holds")) << svg;
+  EXPECT_TRUE(only_tags_open_angle_brackets(svg)) << svg;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  for (const auto& c : report["checks"])
+    EXPECT_TRUE(contains(svg, ">" + c["name"].get<std::string>())) << c["name"] << " not drawn";
+  EXPECT_TRUE(contains(svg, "rank utilization u")) << svg;
+  EXPECT_TRUE(contains(svg, "layer 3 head 1: u ")) << "the u map misses the shipped model's last layer";
+  // An existing folder is refused before any check runs: one line, exit 2, nothing on stdout.
+  const auto again = run_statecut("verify --checkpoint " + model + kFast + " --quiet --svg " + (tmp / "plots"));
+  EXPECT_EQ(again.code, 2) << again.err;
+  EXPECT_TRUE(again.out.empty()) << again.out;
+  EXPECT_EQ(std::count(again.err.begin(), again.err.end(), '\n'), 1) << again.err;
+  EXPECT_TRUE(contains(again.err, "plots")) << again.err;
+}
+
+TEST(Cli_Verify, svgOfAFailingCheckpointShowsTheFailure) {
+  const std::string src = fixture_or_skip("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  TempDir tmp("verify-cli-svg-nan");
+  copy_with_nan(src, tmp / "ckpt", "model.layers.0.attn.q_conv1d.weight");
+  const auto r = run_statecut("verify --checkpoint " + (tmp / "ckpt") + kFast + " --quiet --svg " + (tmp / "p"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string svg = statecut::test::slurp(tmp / "p/report.svg");
+  EXPECT_TRUE(contains(svg, "a check FAILS")) << svg;
+  EXPECT_TRUE(only_tags_open_angle_brackets(svg)) << svg;
+  EXPECT_TRUE(contains(svg, "#d62728")) << "no red bar or label";
 }
 
 TEST(Cli_Verify, unknownCheckIsRejected) {
