@@ -61,9 +61,9 @@ int run(const Args& a) {
   const SelectMethod method = method_from_name(a.method);
   const ScoreSide side = side_from_name(a.side);
   if (!a.keep_given && !a.ratio_given) throw UsageError("give --keep K or --ratio R");
-  if (a.keep_given && a.keep < 1) throw UsageError(a.file + ": --keep must be >= 1, got " + std::to_string(a.keep));
+  if (a.keep_given && a.keep < 1) throw UsageError("--keep must be >= 1, got " + std::to_string(a.keep));
   if (a.ratio_given && !(a.ratio > 0.0 && a.ratio < 1.0))
-    throw UsageError(a.file + ": --ratio must lie in (0, 1), got " + std::to_string(a.ratio));
+    throw UsageError("--ratio must lie in (0, 1), got " + std::to_string(a.ratio));
   const auto st = statecut::io::SafetensorsFile::open(a.file);
   SelectOptions opt;
   opt.method = method;

@@ -22,13 +22,19 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
     int64_t start, len, first_target;
   };
   std::vector<Win> wins;
-  int64_t scored_until = 0;  // every target position <= this is scored
-  for (int64_t st = 0; scored_until < n - 1; st += S) {
-    const int64_t len = std::min(W, n - 1 - st);  // inputs ids[st, st+len), targets ids[st+1, st+len]
-    if (len <= 0) break;
-    wins.push_back({st, len, std::max(st + 1, scored_until + 1)});
-    scored_until = st + len;
-  }
+  // The windows of one sequence ids[base, base + m): no window reaches into the next row of a [B, T] token file.
+  auto add_windows = [&](int64_t base, int64_t m) {
+    int64_t scored_until = base;  // every target position <= this is scored
+    for (int64_t st = base; scored_until < base + m - 1; st += S) {
+      const int64_t len = std::min(W, base + m - 1 - st);  // inputs ids[st, st+len), targets ids[st+1, st+len]
+      if (len <= 0) break;
+      wins.push_back({st, len, std::max(st + 1, scored_until + 1)});
+      scored_until = st + len;
+    }
+  };
+  const int64_t row = s.row_length > 0 ? s.row_length : n;
+  for (int64_t base = 0; base < n; base += row) add_windows(base, std::min(row, n - base));
+  if (wins.empty()) throw std::runtime_error(s.source + ": rows of " + std::to_string(row) + " token(s): nothing to score");
   const int64_t batch = opt.batch > 0 ? opt.batch : (model.vocab_size() > 4096 ? 1 : 8);
   const torch::Tensor all = torch::from_blob(const_cast<int64_t*>(s.ids.data()), {n}, torch::kInt64);
   if (!tok.available()) throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");

@@ -6,6 +6,8 @@
 /// with S < W each scored token sees at least W − S tokens of context (HF's sliding-window perplexity).
 ///   NLL = Σ_p −ln softmax(logits_{p−1})[ids_p]          (nats, accumulated in f64)
 ///   token perplexity = exp(NLL / #scored),   bits/byte = NLL / (ln 2 · Σ_p bytes(ids_p))
+/// A token file of B > 1 rows [B, T] (TokenStream::row_length = T) is B sequences: each row gets its own windows and
+/// none reaches into the next row, so [2, 256] scores 2 × 255 targets (not 511 of one stream).
 /// bytes(id) is 1 for byte-level models and the UTF-8 length of the piece for SentencePiece (tokenizer.h).
 #pragma once
 #include <string>

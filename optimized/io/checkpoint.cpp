@@ -34,7 +34,16 @@ json read_json_file(const std::string& path) {
   }
 }
 
+void require_checkpoint_folder(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return;
+  if (fs::exists(dir, ec)) throw Error(dir + ": not a folder (a checkpoint is a folder holding config.json)");
+  throw Error(dir + ": no such checkpoint folder; statecut reads local folders only (download a Hub model first, "
+                    "e.g. huggingface-cli download ORG/NAME --local-dir DIR)");
+}
+
 json read_config(const std::string& dir) {
+  require_checkpoint_folder(dir);
   const std::string p = (fs::path(dir) / "config.json").string();
   json c = read_json_file(p);
   if (!c.is_object()) throw Error(p + ": expected a JSON object");
@@ -42,8 +51,8 @@ json read_config(const std::string& dir) {
 }
 
 Checkpoint Checkpoint::open(const std::string& dir) {
+  require_checkpoint_folder(dir);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(dir + ": not a directory");
   Checkpoint ck;
   ck.dir_ = dir;
   ck.config_ = read_config(dir);

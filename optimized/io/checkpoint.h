@@ -16,7 +16,10 @@ namespace statecut::io {
 
 /// Parses a JSON file; throws "<path>: cannot open" / "<path>: malformed JSON (...)".
 nlohmann::json read_json_file(const std::string& path);
-/// dir/config.json, which must be a JSON object; throws "<dir>/config.json: missing" etc.
+/// Throws "<dir>: no such checkpoint folder; statecut reads local folders only ..." when `dir` does not exist (a Hub
+/// id such as org/name is not fetched), "<dir>: not a folder ..." when it is a file.
+void require_checkpoint_folder(const std::string& dir);
+/// dir/config.json, which must be a JSON object; throws the folder errors above, "<dir>/config.json: missing" etc.
 nlohmann::json read_config(const std::string& dir);
 
 class Checkpoint {

@@ -49,5 +49,7 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
 
 /// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure).
 bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+/// Whether this build holds the CUDA kernels (kernels/) at all.
+bool cuda_kernels_built();
 
 }  // namespace statecut

@@ -11,6 +11,14 @@
 
 namespace statecut {
 
+bool cuda_kernels_built() {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
   const auto dt = v.scalar_type();

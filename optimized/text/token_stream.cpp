@@ -33,7 +33,9 @@ TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t v
   TokenStream s;
   s.source = path;
   if (ends_with(path, ".safetensors") || ends_with(path, ".bin")) {
-    s.ids = io::read_tokens(path, vocab_size).ids;  // rows concatenated
+    io::Tokens t = io::read_tokens(path, vocab_size);
+    s.ids = std::move(t.ids);  // rows concatenated
+    if (t.batch > 1) s.row_length = t.length;
   } else {
     s.ids = tok.encode(read_file(path));
   }

@@ -1,7 +1,8 @@
 /// Token inputs of calibration, `rank` and `eval`, and seeded sampling of calibration windows.
 ///
 /// A path is read as
-///   *.safetensors, *.bin  a token file, by io::read_tokens (optimized/io/checkpoint.h), rows concatenated;
+///   *.safetensors, *.bin  a token file, by io::read_tokens (optimized/io/checkpoint.h), rows concatenated (their
+///                         length kept in row_length: `eval` scores each row as its own sequence);
 ///   anything else         UTF-8 text, tokenised by the checkpoint's Tokenizer.
 /// Every id must lie in [0, vocab). Errors are one line naming the file.
 ///
@@ -24,6 +25,7 @@ struct TokenStream {
   std::string source;        // the path it came from
   std::vector<int64_t> ids;  // token ids
   int64_t bytes = 0;         // UTF-8 bytes the ids stand for (Tokenizer::bytes_of summed); -1 without a tokenizer
+  int64_t row_length = 0;    // a token file of B > 1 rows [B, T]: T; 0 = one sequence
 };
 
 TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size);

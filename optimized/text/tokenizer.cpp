@@ -332,4 +332,15 @@ int64_t Tokenizer::vocab_size() const {
   return byte_level() ? 256 : static_cast<int64_t>(impl_->piece_bytes.size());
 }
 
+std::vector<std::string> tokenizer_formats(std::string* spm_helper) {
+  std::vector<std::string> f{"bytes"};
+#ifdef STATECUT_HAVE_BPE_TOKENIZER
+  f.push_back("tokenizer.json");
+#endif
+  const std::string helper = find_spm_helper();
+  if (!helper.empty()) f.push_back("tokenizer.model");
+  if (spm_helper) *spm_helper = helper;
+  return f;
+}
+
 }  // namespace statecut

@@ -22,6 +22,10 @@ namespace statecut {
 
 enum class TokenizerChoice { Auto, Bytes };
 
+/// What this build can read: "bytes" always, "tokenizer.json" when built with PCRE2, "tokenizer.model" when the
+/// SentencePiece helper is found (its path in *spm_helper, "" when missing).
+std::vector<std::string> tokenizer_formats(std::string* spm_helper = nullptr);
+
 class Tokenizer {
  public:
   /// Byte-level tokenizer (vocab 256).

@@ -163,7 +163,11 @@ Report run_verify(const VerifyOptions& opt) {
   Context ctx;
   ctx.opt = opt;
   ctx.dir = opt.checkpoint;
-  if (!fs::is_directory(ctx.dir)) throw Unreadable(ctx.dir + ": no such checkpoint folder");
+  try {
+    io::require_checkpoint_folder(ctx.dir);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
   ctx.config_path = (fs::path(ctx.dir) / "config.json").string();
   try {
     ctx.config = io::read_config(ctx.dir);

@@ -2,6 +2,9 @@
 // first with a suggestion, every subcommand accepts --json, exit codes documented in --help.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -80,7 +83,37 @@ TEST(Cli_Convention, everyCommandAcceptsJson) {
   }
   const CliRun info = run_statecut("info --json");
   EXPECT_EQ(info.code, 0) << info.err;
-  EXPECT_EQ(info.out.rfind("{\"version\": ", 0), 0u) << info.out;
+  EXPECT_TRUE(nlohmann::json::parse(info.out).contains("version")) << info.out;
+}
+
+TEST(Cli_Convention, helpCommandListsEveryCommandOnStdout) {
+  CliRun r = run_statecut("help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const auto& c : kCommands) EXPECT_NE(r.out.find(c), std::string::npos) << c << " not listed: " << r.out;
+  r = run_statecut("help prune");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("--method"), std::string::npos) << r.out;
+  r = run_statecut("help prnue");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("did you mean"), std::string::npos) << r.err;
+}
+
+TEST(Cli_Convention, infoSaysWhatTheBuildCanDo) {
+  const CliRun r = run_statecut("info");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["reference"].get<bool>());
+  if (!j["torch"].get<bool>()) GTEST_SKIP() << "a build without LibTorch reports only the reference";
+  EXPECT_FALSE(j["torch_version"].get<std::string>().empty());
+  for (const char* k : {"kernels_built", "available", "devices"}) EXPECT_TRUE(j["cuda"].contains(k)) << k;
+  const auto families = j["families"].get<std::vector<std::string>>();
+  for (const char* f : {"delta_net", "gated_deltanet", "mamba2", "qwen3_5_text", "qwen3_next"})
+    EXPECT_NE(std::find(families.begin(), families.end(), f), families.end()) << f << " missing: " << r.out;
+  const auto tok = j["tokenizers"].get<std::vector<std::string>>();
+  EXPECT_EQ(tok.front(), "bytes");
+  // The SentencePiece helper is built next to statecut: found, and tokenizer.model readable.
+  EXPECT_FALSE(j["sentencepiece_helper"].is_null()) << r.out;
+  EXPECT_NE(std::find(tok.begin(), tok.end(), "tokenizer.model"), tok.end()) << r.out;
 }
 
 TEST(Cli_Convention, aFailureIsExitOneWithOneLine) {

@@ -67,3 +67,26 @@ TEST(BadInput_Eval, missingOrEmptyFileIsOneLine) {
     EXPECT_TRUE(r.out.empty()) << "no partial table on stdout";
   }
 }
+
+TEST(BadInput_Eval, failureAfterTheFilesAreReadPrintsNoTableHeader) {
+  TempDir d("evalbad2");
+  std::ofstream(d / "one.txt") << "x";  // one byte: one token, nothing to predict
+  for (const std::string& args : {" --text " + (d / "one.txt"), " --window 0 --text " + (kCorpora / "fortunes.txt").string()}) {
+    const CliRun r = run_statecut("eval --quiet --checkpoint " + kModel.string() + args);
+    EXPECT_EQ(r.code, 1) << args << ": " << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": a table header before the failure: " << r.out;
+  }
+}
+
+TEST(Cli_Eval, windowBeyondTheTrainedLengthWarnsOnce) {
+  TempDir d("evalwarn");
+  const std::string t = d / "t.txt";
+  head_bytes(kCorpora / "pydocs_valid.txt", t, 3000);
+  CliRun r = run_statecut("eval --quiet --checkpoint " + kModel.string() + " --window 2500 --text " + t);
+  EXPECT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("warning: --window 2500 is beyond max_position_embeddings 2048"), std::string::npos) << r.err;
+  r = run_statecut("eval --quiet --checkpoint " + kModel.string() + " --window 2048 --text " + t);
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}

@@ -148,7 +148,9 @@ TEST_F(BadInput_Select, budgetOutOfRange) {
   const std::string f = write("m.safetensors", {{"M", {2, 3}, kM}});
   expect_error("--matrix " + f + " --method drrqr --keep 4", "m.safetensors");
   expect_error("--matrix " + f + " --method drrqr --ratio 1.5", "ratio");
-  expect_error("--matrix " + f + " --method drrqr --keep 0", "keep");
+  expect_error("--matrix " + f + " --method drrqr --keep 0", "statecut select: error: --keep must be >= 1");
+  // The file is named where the file is the problem (its dk bounds --keep), not in front of an option's own range.
+  expect_error("--matrix " + f + " --method drrqr --ratio 1.5", "statecut select: error: --ratio must lie in (0, 1)");
   expect_error("--matrix " + f + " --method drrqr --keep 2 --f 0.9", "f must be");
 }
 

@@ -115,7 +115,8 @@ TEST(BadInput_Checkpoint, configMissingMalformedOrNotAnObject) {
   write_text(s.dir / "config.json", "{}");
   std::filesystem::remove(s.dir / "model.safetensors.index.json");
   expect_error([&] { Checkpoint::open(d); }, "no model.safetensors or model.safetensors.index.json");
-  expect_error([&] { Checkpoint::open(s.dir / "nope"); }, "not a directory");
+  expect_error([&] { Checkpoint::open(s.dir / "nope"); }, "no such checkpoint folder; statecut reads local folders only");
+  expect_error([&] { Checkpoint::open(s.dir / "config.json"); }, "not a folder");
 }
 
 TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {

@@ -63,6 +63,39 @@ TEST(Unit_Evaluation, everyTokenAfterTheFirstIsScoredOnce) {
   }
 }
 
+/// FakeLM that fails the test when an input row is not ids k, k+1, ...: the rows of the stream below hold 0..99 each,
+/// so a window reaching into the next row shows as a drop from 99 to 0.
+class RowCheckingLM : public FakeLM {
+ public:
+  ForwardResult forward(const torch::Tensor& ids, const ForwardOptions& o) override {
+    const auto a = ids.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < ids.size(0); ++b)
+      for (int64_t t = 1; t < ids.size(1); ++t)
+        if (a[b][t] != a[b][t - 1] + 1) crossed_ = true;
+    return FakeLM::forward(ids, o);
+  }
+  bool crossed_ = false;
+};
+
+TEST(Unit_Evaluation, rowsOfATokenFileAreSeparateSequences) {
+  TokenStream s;
+  s.source = "rows";
+  for (int64_t i = 0; i < 300; ++i) s.ids.push_back(i % 100);  // [3, 100]
+  s.bytes = 300;
+  s.row_length = 100;
+  for (const int64_t w : {7, 64, 99, 100, 2048}) {
+    for (const int64_t stride : {int64_t{0}, std::max<int64_t>(1, w / 2)}) {
+      RowCheckingLM m;
+      EvalOptions o;
+      o.window = w;
+      o.stride = stride;
+      const auto r = evaluate_stream(m, s, Tokenizer::bytes(), o);
+      EXPECT_EQ(r.tokens, 3 * 99) << "window " << w << " stride " << stride << ": each row's first token has no context";
+      EXPECT_FALSE(m.crossed_) << "window " << w << " stride " << stride << " reached into the next row";
+    }
+  }
+}
+
 TEST(Unit_Evaluation, maxTokensTruncatesTheStream) {
   FakeLM m;
   EvalOptions o;
