@@ -1,6 +1,5 @@
 #include "optimized/analysis/rank_analysis.h"
 
-#include <Eigen/Eigenvalues>
 #include <Eigen/SVD>
 #include <cmath>
 #include <mutex>
@@ -27,81 +26,22 @@ double strided_matvec(const float* A, int rows, int cols, int64_t rs, int64_t cs
   return n2;
 }
 
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-/// ‖S‖_2² = λ_max(SᵀS) by Lanczos on SᵀS (S row-major [dk, dv]) from the warm vector x (unit, [dv]), restarted from
-/// the Ritz vector until its residual is < 1e-9 of the Ritz value; x becomes the top right singular vector. From the
-/// previous position's vector (S changes by a rank-one term per step) this takes a fraction of the matrix-vector
-/// products of the power iteration it replaces (~45 steps per position on the shipped model). y: scratch [dk].
+/// ‖S‖_2² by power iteration on SᵀS, warm-started from x (unit, [dv]); updates x.
 double top_sv_sq(const float* S, int dk, int dv, std::vector<double>& x, std::vector<double>& y) {
-  const int m = std::min(dv, 8);
-  std::vector<std::vector<double>> Q(m + 1, std::vector<double>(dv));
-  std::vector<double> w(dv);
-  double theta = 0;
-  bool reseeded = false;
-  for (int restart = 0; restart < 100; ++restart) {
-    const double nx = std::sqrt(dot(x, x));
-    for (int j = 0; j < dv; ++j) Q[0][j] = x[j] / nx;
-    Eigen::MatrixXd T = Eigen::MatrixXd::Zero(m, m);
-    int k = 0;
-    double b = 0;  // the last Lanczos coefficient: the Ritz residual is b·|c_{k-1}|
-    for (int j = 0; j < m; ++j) {
-      strided_matvec(S, dk, dv, dv, 1, Q[j], y);  // y = S q_j
-      strided_matvec(S, dv, dk, 1, dv, y, w);     // w = Sᵀ y
-      T(j, j) = dot(Q[j], w);
-      // full reorthogonalisation (twice): the basis is at most 8 vectors
-      for (int pass = 0; pass < 2; ++pass)
-        for (int i = 0; i <= j; ++i) {
-          const double c = dot(Q[i], w);
-          for (int l = 0; l < dv; ++l) w[l] -= c * Q[i][l];
-        }
-      k = j + 1;
-      b = std::sqrt(dot(w, w));
-      if (b <= 1e-13 * std::max(std::abs(T(0, 0)), std::abs(T(j, j)))) {  // an invariant subspace: exact
-        b = 0;
-        break;
-      }
-      if (j + 1 == m) break;
-      T(j, j + 1) = T(j + 1, j) = b;
-      for (int l = 0; l < dv; ++l) Q[j + 1][l] = w[l] / b;
-    }
-    Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(T.topLeftCorner(k, k));
-    const double t = es.eigenvalues()(k - 1);
-    const Eigen::VectorXd c = es.eigenvectors().col(k - 1);
-    if (t <= 0) {
-      // x lies in SᵀS's null space: start again from S's largest row (in its row space), once.
-      if (reseeded) return 0;
-      reseeded = true;
-      int best = 0;
-      double bn = -1;
-      for (int r = 0; r < dk; ++r) {
-        double n = 0;
-        for (int l = 0; l < dv; ++l) n += static_cast<double>(S[r * dv + l]) * S[r * dv + l];
-        if (n > bn) bn = n, best = r;
-      }
-      if (bn <= 0) return 0;
-      for (int l = 0; l < dv; ++l) x[l] = S[best * dv + l];
-      continue;
-    }
-    for (int l = 0; l < dv; ++l) {
-      double v = 0;
-      for (int i = 0; i < k; ++i) v += c(i) * Q[i][l];
-      x[l] = v;
-    }
-    const double nv = std::sqrt(dot(x, x));
-    for (double& v : x) v /= nv;
-    // ‖SᵀS x − t x‖ = b·|c_{k-1}| bounds t's distance to an eigenvalue (and its square / gap the error): 1e-9
-    // relative is far below what u needs; a second criterion stops a stagnating restart (t only grows).
-    const bool converged = b * std::abs(c(k - 1)) <= 1e-9 * t || t - theta <= 1e-13 * t;
-    theta = std::max(theta, t);
+  double lambda = 0;
+  for (int it = 0; it < 500; ++it) {
+    // y = S x, x' = Sᵀ y; λ = ‖y‖² with ‖x‖ = 1 (Rayleigh quotient of SᵀS)
+    const double ny = strided_matvec(S, dk, dv, dv, 1, x, y);  // y = S x
+    if (ny == 0) return 0;
+    const double nx = std::sqrt(strided_matvec(S, dv, dk, 1, dv, y, x));  // x = Sᵀ y
+    for (int j = 0; j < dv; ++j) x[j] /= nx;
+    const bool converged = std::abs(ny - lambda) <= 1e-9 * ny;
+    lambda = ny;
     if (converged) break;
   }
-  return theta;
+  return lambda;
 }
+
 
 /// Per-head summaries and the final state's spectrum (f64 SVD) of one analysed head.
 void summarise(HeadRank& hr, const torch::Tensor& Sfin, int dk, int dv) {

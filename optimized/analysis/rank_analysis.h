@@ -15,10 +15,9 @@
 ///   u(t) = er(S_{t−1}) / min(dk, dv),   er(S) = ‖S‖_F² / ‖S‖_2²   (the stable rank; recorded BEFORE the update at
 ///   t, so u(0) = 0 for the zero state). u ∈ [0, 1]: 1/min(dk, dv) for a rank-one state, 1 when all singular
 ///   values are equal.
-/// ‖S‖_2² comes from Lanczos on SᵀS (Krylov space of 8, fully reorthogonalised, restarted) warm-started from the
-/// previous position's top right singular vector (S changes by a rank-one term per step), until the Ritz residual
-/// is < 1e-9 of the Ritz value; the final state's full spectrum is computed by SVD in f64 and the final u checked
-/// against it.
+/// ‖S‖_2² comes from a power iteration on SᵀS warm-started from the previous position's top right singular
+/// vector (S changes by a rank-one term per step), iterated until the Rayleigh quotient moves by < 1e-9
+/// relative; the final state's full spectrum is computed by SVD in f64 and the final u checked against it.
 /// Summaries per head: mean/std/max of u(t) over t (the minimum is not reported: it is u(0) = 0 by definition, and
 /// over t ≥ 1 it is u(1) = 1/min(dk, dv) for any non-zero first write); per layer the mean over heads; overall the
 /// mean over layers of the per-layer mean (the paper's notebook, which also reports the first 1024 positions).
@@ -57,7 +56,7 @@ struct HeadRank {
   double mean = 0, std = 0, max = 0;  ///< over t (u(0) = 0 included, as the paper)
   std::vector<double> spectrum;       ///< singular values of S_T, descending (f64 SVD)
   double final_u_exact = 0;           ///< u(S_T) from the SVD
-  double final_u_power = 0;           ///< u(S_T) from the Lanczos iteration (diagnostic)
+  double final_u_power = 0;           ///< u(S_T) from the power iteration (diagnostic)
 };
 
 struct LayerRank {

@@ -206,12 +206,14 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
     for (const auto& name : in.names()) {
       auto it = changed.find(name);
       if (it == changed.end()) {
-        w.add(in.tensor(name));
-        total += static_cast<int64_t>(in.tensor(name).nbytes);
+        // Borrowed from the mapped source (`in` outlives w.write below): no second copy of the weights in memory.
+        const io::TensorView& v = in.tensor(name);
+        w.add_borrowed(v.name, v.dtype, v.shape, v.data, v.nbytes);
+        total += static_cast<int64_t>(v.nbytes);
       } else {
-        const torch::Tensor& t = it->second;
+        const torch::Tensor& t = it->second;  // lives in `changed` until the function returns
         const size_t nb = static_cast<size_t>(t.numel()) * t.element_size();
-        w.add(name, io_dtype_of(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
+        w.add_borrowed(name, io_dtype_of(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
         total += static_cast<int64_t>(nb);
       }
     }
