@@ -7,7 +7,8 @@
 #
 # Corpora: ../shared/corpora when present, else the prefixes shipped in assets/corpora.
 # Knobs (environment): STATECUT_BUILD (build dir), MAIN_RATIOS ("0.5 0.75"), MAIN_METHODS,
-# MAIN_CALIB_SEQS (4), MAIN_CALIB_LEN (512), MAIN_EVAL_TOKENS (8192 bytes scored per corpus), MAIN_RANK_LEN (512):
+# MAIN_CALIB_SEQS (4), MAIN_CALIB_LEN (512), MAIN_EVAL_TOKENS (8192 bytes scored per corpus), MAIN_RANK_LEN (512),
+# MAIN_QWEN (1: the Qwen3.5 + tokenizer.json section at the end), MAIN_QWEN_STEPS (10):
 # small defaults because the CPU forward measured here is slow (see the pipeline report); the paper-size run is
 # MAIN_CALIB_SEQS=16 MAIN_CALIB_LEN=2048 MAIN_EVAL_TOKENS=600000 MAIN_RANK_LEN=2048.
 set -euo pipefail
@@ -81,3 +82,32 @@ PY
 # its table goes to stderr so that stdout still ends with the JSON line; a failing check fails the job.
 vm=drrqr; [[ " $methods " == *" drrqr "* ]] || vm="${methods%% *}"
 "$bin" verify --quiet --checkpoint "$work/ckpt-$vm-${ratios%% *}" --source "$model" --text "$corpora/pydocs_valid.txt" >&2
+
+# A Qwen3.5-layout checkpoint read through tokenizer.json (issue 15): a small qwen3_5_text model (3 linear-attention
+# layers + 1 full attention, Qwen's 151669-id vocabulary) made by `statecut train` from a config with the repository's
+# trimmed Qwen3 tokenizer.json beside it, then pruned (drrqr 50%, calibrated on text tokenised by that tokenizer),
+# evaluated and verified. MAIN_QWEN=0 skips it.
+if [ "${MAIN_QWEN:-1}" != 0 ]; then
+  q="$work/qwen3_5"
+  mkdir -p "$q"
+  cp "$root/tests/data/tokenizer_bpe/tokenizer.json" "$q/"
+  cat > "$q/config.json" <<'JSON'
+{"model_type": "qwen3_5_text", "architectures": ["Qwen3_5ForCausalLM"], "vocab_size": 151669, "hidden_size": 64,
+ "intermediate_size": 128, "num_hidden_layers": 4,
+ "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+ "linear_conv_kernel_dim": 4, "linear_key_head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+ "linear_value_head_dim": 16, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+ "hidden_act": "silu", "rms_norm_eps": 1e-06, "max_position_embeddings": 32768, "tie_word_embeddings": true,
+ "partial_rotary_factor": 0.25, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+ "partial_rotary_factor": 0.25}, "attention_bias": false, "attention_dropout": 0.0, "dtype": "float32"}
+JSON
+  "$bin" train --quiet --config "$q/config.json" --text "$corpora/pydocs_train.txt" --steps "${MAIN_QWEN_STEPS:-10}" \
+    --seq-len 256 --batch 2 --lr 3e-3 --warmup 3 --seed "$seed" --out "$q/base" >&2
+  "$bin" prune --quiet --checkpoint "$q/base" --method drrqr --ratio 0.5 --calib "$corpora/pydocs_train.txt" \
+    --calib-seqs 2 --calib-len 256 --seed "$seed" --out "$q/half" >&2
+  echo "qwen3_5_text with tokenizer.json ($((SECONDS - t0)) s): bits/byte on pydocs_valid, trained ${MAIN_QWEN_STEPS:-10} steps, then drrqr 50%" >&2
+  for c in base half; do
+    "$bin" eval --quiet --checkpoint "$q/$c" --max-tokens 2048 --text "$corpora/pydocs_valid.txt" | tail -n 1 | sed "s|^|  $c  |" >&2
+  done
+  "$bin" verify --quiet --checkpoint "$q/half" --source "$q/base" --text "$corpora/pydocs_valid.txt" --windows 1 --len 256 >&2
+fi
