@@ -31,25 +31,11 @@ std::string random_key(std::mt19937_64& rng, int64_t digits) {
 
 /// A copy of a batch-1 cache repeated to `g` sequences (forward_cached updates its cache in place).
 DecodeCache repeat_cache(const DecodeCache& c, int64_t g) {
-  auto rep = [g](const torch::Tensor& t) {
-    if (!t.defined()) return t;
+  return map_cache(c, g, [g](const torch::Tensor& t) {
     std::vector<int64_t> reps(static_cast<size_t>(t.dim()), 1);
     reps[0] = g;
     return t.repeat(reps);
-  };
-  DecodeCache out;
-  out.batch = g;
-  out.position = c.position;
-  out.check_ids = c.check_ids;
-  for (const auto& l : c.layers) {
-    LayerDecodeState s;
-    for (const auto& cv : l.conv) s.conv.push_back(rep(cv));
-    s.state = rep(l.state);
-    s.key = rep(l.key);
-    s.value = rep(l.value);
-    out.layers.push_back(std::move(s));
-  }
-  return out;
+  });
 }
 
 std::string fmt(const char* f, double v) {

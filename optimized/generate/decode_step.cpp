@@ -81,20 +81,7 @@ void GreedyStepper::step() {
 }
 
 DecodeCache clone_cache(const DecodeCache& c) {
-  DecodeCache out;
-  out.batch = c.batch;
-  out.position = c.position;
-  out.check_ids = c.check_ids;
-  auto cl = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
-  for (const auto& l : c.layers) {
-    LayerDecodeState s;
-    for (const auto& t : l.conv) s.conv.push_back(cl(t));
-    s.state = cl(l.state);
-    s.key = cl(l.key);
-    s.value = cl(l.value);
-    out.layers.push_back(std::move(s));
-  }
-  return out;
+  return map_cache(c, c.batch, [](const torch::Tensor& t) { return t.clone(); });
 }
 
 }  // namespace statecut

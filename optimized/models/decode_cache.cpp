@@ -90,4 +90,21 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& x, const torch::Tensor& we
   return y.contiguous();
 }
 
+DecodeCache map_cache(const DecodeCache& c, int64_t batch, const std::function<torch::Tensor(const torch::Tensor&)>& f) {
+  DecodeCache out;
+  out.batch = batch;
+  out.position = c.position;
+  out.check_ids = c.check_ids;
+  auto g = [&f](const torch::Tensor& t) { return t.defined() ? f(t) : t; };
+  for (const auto& l : c.layers) {
+    LayerDecodeState s;
+    for (const auto& t : l.conv) s.conv.push_back(g(t));
+    s.state = g(l.state);
+    s.key = g(l.key);
+    s.value = g(l.value);
+    out.layers.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace statecut

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace statecut {
@@ -41,6 +42,10 @@ struct DecodeCache {
   int64_t kv_bytes() const;
   int64_t bytes() const { return recurrent_bytes() + kv_bytes(); }
 };
+
+/// A cache of `batch` sequences whose every defined tensor is f(the tensor of `c`) (a clone, a batch repeat, ...);
+/// position and check_ids as in `c`. forward_cached updates a cache in place, so copies are made this way.
+DecodeCache map_cache(const DecodeCache& c, int64_t batch, const std::function<torch::Tensor(const torch::Tensor&)>& f);
 
 /// x [B,T,C] continuing the inputs held in `conv` ([B,W−1,C]; undefined or empty vector entry: zeros, allocated here
 /// in x's dtype); weight [C,1,W], bias [C] or undefined. Returns y [B,T,C] as causal_conv1d (layers_common.h) of the
