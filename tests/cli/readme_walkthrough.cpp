@@ -78,11 +78,12 @@ TEST(Readme_Walkthrough, everyCommandRunsAndPrintsWhatTheReadmeShows) {
     ASSERT_EQ(r.code, 0) << "$ statecut " << st.command << "\n" << r.err;
     const auto got = lines_of(r.out);
     ASSERT_FALSE(got.empty()) << "$ statecut " << st.command << " printed nothing";
-    // verify's table names where each figure is worst (a layer, a head, "output" or "final state"); those are fp32
-    // rounding differences of ~1e-7 that change with LibTorch's thread count, so its words cannot be compared line
-    // by line: for verify the test holds the exit code and a non-empty output only.
+    // verify's table names where each figure is worst (a layer, a head, "output" or "final state"), and generate
+    // prints the text of greedy argmaxes: both follow fp32 rounding differences of ~1e-7 that change with LibTorch's
+    // thread count (a near-tie can flip a word), so their words cannot be compared line by line on another machine:
+    // for them the test holds the exit code and a non-empty output only.
     const std::string cmd_name = st.command.substr(0, st.command.find(' '));
-    if (cmd_name == "verify") continue;
+    if (cmd_name == "verify" || cmd_name == "generate") continue;
     ASSERT_GE(got.size(), st.shown.size()) << "$ statecut " << st.command << " printed:\n" << r.out;
     for (std::size_t i = 0; i < st.shown.size(); ++i) {
       const std::string shown = std::regex_replace(st.shown[i], std::regex(R"(\$OUT)"), out.path.string());
