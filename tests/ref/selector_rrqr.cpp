@@ -246,6 +246,11 @@ TEST(Unit_Compression, choleskyOnlyWhenWellConditioned) {
   EXPECT_EQ(used, Compression::Householder) << "kappa = 1e12 must not go through the Gram";
   compress_to_r(good.topRows(40), Compression::Auto, &used);
   EXPECT_EQ(used, Compression::Householder) << "m < 4n: the QR is cheap enough";
+  // the switch is m >= 4n: at m = 4n exactly the Gram route is already taken
+  compress_to_r(good.topRows(80), Compression::Auto, &used);
+  EXPECT_EQ(used, Compression::Cholesky) << "m = 4n: Cholesky of the Gram";
+  compress_to_r(good.topRows(79), Compression::Auto, &used);
+  EXPECT_EQ(used, Compression::Householder) << "m = 4n - 1";
 }
 
 }  // namespace
