@@ -1,4 +1,5 @@
-/// Reduced-state CUDA kernels (sm_90) of the gated delta rule, any key dim 16..256, any value dim up to 256.
+/// Reduced-state CUDA kernels (sm_90) of the gated delta rule, any key dim 1..256, any value dim up to 1024 (a multiple
+/// of 4; value columns are independent, both kernels tile them over the grid: Gated DeltaNet 1.3B has dv = 512).
 ///
 /// Per sequence n, value head hv (key head h = hv / (HV/H): grouped values share q/k), state S in R^{K x V}:
 ///   k_t, q_t <- x / sqrt(sum x^2 + 1e-6)            (when l2norm_qk, as fla's use_qk_l2norm_in_kernel)

@@ -320,7 +320,7 @@ cudaError_t dispatch_state(const GatedDeltaArgs& a, cudaStream_t s) {
 const char* check_args(const GatedDeltaArgs& a) {
   if (!a.q || !a.k || !a.v || !a.o) return "q, k, v and o must be given";
   if (a.K < 1 || a.K > 256) return "key dim K must be in 1..256";
-  if (a.V < 1 || a.V > 256) return "value dim V must be in 1..256";
+  if (a.V < 1 || a.V > 1024) return "value dim V must be in 1..1024";
   if (a.V % 4 != 0) return "value dim V must be a multiple of 4";
   if (a.H < 1 || a.HV < a.H || a.HV % a.H != 0) return "value heads HV must be a positive multiple of key heads H";
   if (a.N < 1) return "need at least one sequence";

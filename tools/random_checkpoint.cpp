@@ -1,7 +1,9 @@
-// statecut-random-checkpoint: writes an fla `delta_net` checkpoint (config.json + model.safetensors, bf16)
-// with random weights, by our own safetensors writer. Default shapes are fla-hub/delta_net-1.3B-100B's
-// (its config.json: hidden 2048, 16 heads, 24 layers, MLP 5632, vocab 32000 → 339 tensors,
-// 1,365,677,056 parameters, 2.73 GB); smaller shapes serve the local rehearsal of bench/torch_prune_gpu.sh.
+// statecut-random-checkpoint: writes an fla `delta_net` or `gated_deltanet` checkpoint (config.json +
+// model.safetensors, bf16) with random weights, by our own safetensors writer. Default shapes are the 1.3B models
+// of fla-hub: delta_net-1.3B-100B (hidden 2048, 16 heads, dk = dv = 128, 24 layers, MLP 5632, vocab 32000 → 339
+// tensors, 1,365,677,056 parameters, 2.73 GB) and, with --family gated_deltanet, gated_deltanet-1.3B (hidden
+// 2048, 6 heads, head_dim 256, expand_v 2 so dv = 512, 21 layers, MLP 5632, vocab 32000); smaller shapes serve
+// the local rehearsal of bench/torch_prune_gpu.sh.
 //
 // Weights: linear and conv weights are slices of one pool of N(0, 0.02²)-like values (uniform with that std,
 // seeded by --seed / STATECUT_SEED; each tensor starts at its own pool offset, so memory stays one largest
@@ -29,7 +31,11 @@ namespace io = statecut::io;
 namespace {
 
 struct Sizes {
+  bool gated = false;  // gated_deltanet instead of delta_net
   int64_t hidden = 2048, heads = 16, layers = 24, intermediate = 5632, vocab = 32000, conv = 4;
+  int64_t head_dim = 0, expand_v = 1;  // gated_deltanet: dk = head_dim, dv = head_dim * expand_v
+  int64_t dk() const { return gated ? head_dim : hidden / heads; }
+  int64_t dv() const { return dk() * expand_v; }
 };
 
 struct Spec {
@@ -39,28 +45,64 @@ struct Spec {
 };
 
 std::vector<Spec> delta_net_tensors(const Sizes& s) {
-  const int64_t H = s.hidden, dh = s.hidden / s.heads;
+  const int64_t H = s.hidden, K = s.heads * s.dk(), V = s.heads * s.dv();
   std::vector<Spec> t = {{"model.embeddings.weight", {s.vocab, H}},
                          {"model.norm.weight", {H}, true},
                          {"lm_head.weight", {s.vocab, H}}};
   for (int64_t i = 0; i < s.layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     t.push_back({p + "attn_norm.weight", {H}, true});
-    t.push_back({p + "attn.q_proj.weight", {H, H}});
-    t.push_back({p + "attn.k_proj.weight", {H, H}});
-    t.push_back({p + "attn.v_proj.weight", {H, H}});
+    t.push_back({p + "attn.q_proj.weight", {K, H}});
+    t.push_back({p + "attn.k_proj.weight", {K, H}});
+    t.push_back({p + "attn.v_proj.weight", {V, H}});
     t.push_back({p + "attn.b_proj.weight", {s.heads, H}});
-    t.push_back({p + "attn.q_conv1d.weight", {H, 1, s.conv}});
-    t.push_back({p + "attn.k_conv1d.weight", {H, 1, s.conv}});
-    t.push_back({p + "attn.v_conv1d.weight", {H, 1, s.conv}});
-    t.push_back({p + "attn.o_norm.weight", {dh}, true});
-    t.push_back({p + "attn.o_proj.weight", {H, H}});
+    if (s.gated) {
+      t.push_back({p + "attn.a_proj.weight", {s.heads, H}});
+      t.push_back({p + "attn.A_log", {s.heads}});
+      t.push_back({p + "attn.dt_bias", {s.heads}});
+      t.push_back({p + "attn.g_proj.weight", {V, H}});
+    }
+    t.push_back({p + "attn.q_conv1d.weight", {K, 1, s.conv}});
+    t.push_back({p + "attn.k_conv1d.weight", {K, 1, s.conv}});
+    t.push_back({p + "attn.v_conv1d.weight", {V, 1, s.conv}});
+    t.push_back({p + "attn.o_norm.weight", {s.dv()}, true});
+    t.push_back({p + "attn.o_proj.weight", {H, V}});
     t.push_back({p + "mlp_norm.weight", {H}, true});
     t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, H}});
     t.push_back({p + "mlp.up_proj.weight", {s.intermediate, H}});
     t.push_back({p + "mlp.down_proj.weight", {H, s.intermediate}});
   }
   return t;
+}
+
+/// fla's GatedDeltaNetConfig as fla-hub/gated_deltanet-1.3B writes it (head_dim and expand_v carry dk and dv).
+nlohmann::json gated_deltanet_config(const Sizes& s) {
+  return {{"architectures", {"GatedDeltaNetForCausalLM"}},
+          {"model_type", "gated_deltanet"},
+          {"attn", nullptr},
+          {"attn_mode", "chunk"},
+          {"hidden_size", s.hidden},
+          {"num_heads", s.heads},
+          {"head_dim", s.head_dim},
+          {"expand_v", s.expand_v},
+          {"num_hidden_layers", s.layers},
+          {"hidden_ratio", 4},
+          {"intermediate_size", s.intermediate},
+          {"max_position_embeddings", 2048},
+          {"vocab_size", s.vocab},
+          {"conv_size", s.conv},
+          {"use_short_conv", true},
+          {"use_gate", true},
+          {"allow_neg_eigval", false},
+          {"hidden_act", "swish"},
+          {"norm_eps", 1e-06},
+          {"bos_token_id", 1},
+          {"eos_token_id", 2},
+          {"fuse_cross_entropy", true},
+          {"initializer_range", 0.02},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"use_cache", true}};
 }
 
 nlohmann::json delta_net_config(const Sizes& s) {
@@ -112,22 +154,38 @@ int64_t numel(const std::vector<int64_t>& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"write an fla delta_net checkpoint with random bf16 weights (default: the 1.3B shapes)"};
+  CLI::App app{"write an fla delta_net or gated_deltanet checkpoint with random bf16 weights (default: the 1.3B shapes)"};
   Sizes s;
   std::string out;
   const char* env_seed = std::getenv("STATECUT_SEED");
   uint64_t seed = env_seed ? std::strtoull(env_seed, nullptr, 10) : 20260204ULL;
+  std::string family = "delta_net";
   app.add_option("--out", out, "output folder (created; must not hold a checkpoint yet)")->required();
+  app.add_option("--family", family, "delta_net or gated_deltanet")->capture_default_str();
   app.add_option("--hidden", s.hidden, "hidden size")->capture_default_str();
-  app.add_option("--heads", s.heads, "heads (head dim = hidden / heads)")->capture_default_str();
-  app.add_option("--layers", s.layers, "layers")->capture_default_str();
+  auto* heads = app.add_option("--heads", s.heads, "heads (delta_net: head dim = hidden / heads; gated_deltanet: 6)");
+  auto* layers = app.add_option("--layers", s.layers, "layers (delta_net 24, gated_deltanet 21)");
+  app.add_option("--head-dim", s.head_dim, "gated_deltanet: key head dim (default 256)");
+  app.add_option("--expand-v", s.expand_v, "gated_deltanet: dv = head_dim * expand_v (default 2)");
   app.add_option("--intermediate", s.intermediate, "MLP size")->capture_default_str();
   app.add_option("--vocab", s.vocab, "vocabulary")->capture_default_str();
   app.add_option("--seed", seed, "pool seed (default STATECUT_SEED or 20260204)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (s.hidden < 1 || s.heads < 1 || s.hidden % s.heads != 0 || s.layers < 1 || s.intermediate < 1 || s.vocab < 1)
-      throw std::runtime_error("sizes must be positive and hidden divisible by heads");
+    if (family != "delta_net" && family != "gated_deltanet")
+      throw std::runtime_error("--family: expected delta_net or gated_deltanet, got '" + family + "'");
+    s.gated = family == "gated_deltanet";
+    if (s.gated) {  // fla-hub/gated_deltanet-1.3B unless given
+      if (heads->count() == 0) s.heads = 6;
+      if (layers->count() == 0) s.layers = 21;
+      if (s.head_dim == 0) s.head_dim = 256;
+      if (app.count("--expand-v") == 0) s.expand_v = 2;
+    } else if (s.head_dim != 0 || app.count("--expand-v") != 0) {
+      throw std::runtime_error("--head-dim and --expand-v are gated_deltanet options (delta_net: dk = dv = hidden / heads)");
+    }
+    if (s.hidden < 1 || s.heads < 1 || s.layers < 1 || s.intermediate < 1 || s.vocab < 1 || s.expand_v < 1 ||
+        (s.gated ? s.head_dim < 1 : s.hidden % s.heads != 0))
+      throw std::runtime_error("sizes must be positive and (delta_net) hidden divisible by heads");
     if (fs::exists(fs::path(out) / "model.safetensors"))
       throw std::runtime_error(out + ": already holds model.safetensors");
     fs::create_directories(out);
@@ -140,7 +198,7 @@ int main(int argc, char** argv) {
     const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
     std::uniform_real_distribution<float> u(-a, a);
     for (auto& b : pool) b = to_bf16(u(rng));
-    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max(s.hidden, s.hidden / s.heads)), to_bf16(1.0f));
+    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max(s.hidden, s.dv())), to_bf16(1.0f));
     io::SafetensorsWriter w;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const auto& t = specs[i];
@@ -151,7 +209,7 @@ int main(int argc, char** argv) {
     w.set_metadata({{"format", "pt"}});
     w.write((fs::path(out) / "model.safetensors").string());
     std::ofstream cfg(fs::path(out) / "config.json");
-    cfg << delta_net_config(s).dump(2) << "\n";
+    cfg << (s.gated ? gated_deltanet_config(s) : delta_net_config(s)).dump(2) << "\n";
     if (!cfg) throw std::runtime_error(out + "/config.json: cannot write");
     std::printf("wrote %s: %zu tensors, %lld parameters (bf16), seed %llu\n", out.c_str(), specs.size(),
                 static_cast<long long>(total), static_cast<unsigned long long>(seed));

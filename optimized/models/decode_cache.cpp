@@ -3,7 +3,12 @@
 
 #include <string>
 
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include "kernels/binding/fused_layer_ops_torch.h"
+#endif
 
 namespace statecut {
 
@@ -73,6 +78,15 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& x, const torch::Tensor& we
   if (!conv.defined()) conv = torch::zeros({B, W - 1, C}, x.options());
   TORCH_CHECK(conv.dim() == 3 && conv.size(0) == B && conv.size(1) == W - 1 && conv.size(2) == C,
               "causal_conv1d_step: conv state must be [", B, ",", W - 1, ",", C, "], got ", conv.sizes());
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (conv.is_contiguous() && fused_ops_apply({x, weight, bias, conv})) {
+    if (T == 1) return cuda::fused_conv1d_step(x, weight, bias, silu, conv);
+    torch::Tensor next;
+    auto y = cuda::fused_conv1d(x, weight, bias, silu, conv, &next);
+    assign_state(conv, next);
+    return y;
+  }
+#endif
   auto window = torch::cat({conv.to(x.scalar_type()), x}, 1);  // [B, W−1+T, C]
   torch::Tensor y;
   if (T == 1) {

@@ -2,14 +2,41 @@
 #include "optimized/models/layers_common.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "optimized/io/safetensors.h"
+#include "optimized/models/fused_ops.h"
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include "kernels/binding/fused_layer_ops_torch.h"
+#endif
 
 namespace statecut {
+
+bool fused_ops_apply(std::initializer_list<torch::Tensor> ts) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  static const bool enabled = [] {
+    const char* e = std::getenv("STATECUT_FUSED");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  if (!enabled) return false;
+  if (torch::GradMode::is_enabled())
+    for (const auto& t : ts)
+      if (t.defined() && t.requires_grad()) return false;
+  return cuda::fused_layer_ops_apply(ts);
+#else
+  (void)ts;
+  return false;
+#endif
+}
 
 torch::Dtype compute_dtype(torch::Dtype d) { return d == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (fused_ops_apply({x, weight})) return cuda::fused_rms_norm(x, weight, eps);
+#endif
   const auto cd = compute_dtype(x.scalar_type());
   auto xf = x.to(cd);
   auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight.to(cd);
@@ -18,6 +45,10 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
 
 torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
                              double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (gate.sizes() == x.sizes() && fused_ops_apply({x, gate, weight}))
+    return cuda::fused_gated_rms_norm(x, gate, weight, eps);
+#endif
   const auto cd = compute_dtype(x.scalar_type());
   auto xf = x.to(cd);
   auto z = gate.to(cd);
@@ -33,6 +64,9 @@ torch::Tensor l2_normalize(const torch::Tensor& x, double eps) {
 torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool silu) {
   TORCH_CHECK(x.dim() == 3 && weight.dim() == 3 && weight.size(1) == 1 && weight.size(0) == x.size(2),
               "causal_conv1d: x [B,T,C] and weight [C,1,W] expected");
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (fused_ops_apply({x, weight, bias})) return cuda::fused_conv1d(x, weight, bias, silu, torch::Tensor(), nullptr);
+#endif
   const auto cd = compute_dtype(x.scalar_type());
   const int64_t T = x.size(1), C = x.size(2), W = weight.size(2);
   auto xt = x.to(cd).transpose(1, 2);  // [B,C,T]
@@ -47,7 +81,14 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) { return to
 
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w) {
-  return statecut::linear(torch::silu(statecut::linear(x, gate_w)) * statecut::linear(x, up_w), down_w);
+  return statecut::linear(silu_mul(statecut::linear(x, gate_w), statecut::linear(x, up_w)), down_w);
+}
+
+torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (gate.sizes() == up.sizes() && fused_ops_apply({gate, up})) return cuda::fused_silu_mul(gate, up);
+#endif
+  return torch::silu(gate) * up;
 }
 
 torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings) {

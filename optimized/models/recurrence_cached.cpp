@@ -39,6 +39,37 @@ torch::Tensor recurrent_step(const torch::Tensor& q, const torch::Tensor& k, con
 
 }  // namespace
 
+torch::Tensor gate_from_inputs(const GateInputs& gate) {
+  return -torch::exp(gate.A_log) * torch::softplus(gate.a + gate.dt_bias);
+}
+
+torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& beta, const GateInputs& gate, double scale, bool l2norm_qk,
+                                RecurrenceMode mode, torch::Tensor& state) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (delta_rule_uses_cuda_kernels(q, k, v)) {
+    TORCH_CHECK(beta.defined(), "delta_rule_cached: beta is required");
+    const int64_t B = v.size(0), T = v.size(1), Hv = v.size(2), dv = v.size(3), dk = k.size(3);
+    if (!state.defined() || state.scalar_type() != torch::kFloat32 || !state.is_contiguous())
+      state = state.defined() ? state.to(torch::kFloat32).contiguous()
+                              : torch::zeros({B, Hv, dk, dv}, v.options().dtype(torch::kFloat32));
+    const c10::optional<at::Tensor> none;
+    const c10::optional<at::Tensor> a(gate.a.to(torch::kFloat32)), b(beta.to(torch::kFloat32));
+    const c10::optional<at::Tensor> A_log(gate.A_log), dt_bias(gate.dt_bias);
+    if (T == 1)
+      return cuda::gated_delta_rule_decode_(q, k, v, a, b, scale, state, none, l2norm_qk, /*use_gate_in_kernel=*/true,
+                                            A_log, dt_bias, /*use_beta_sigmoid_in_kernel=*/false,
+                                            /*state_v_first=*/false);
+    auto run = mode == RecurrenceMode::Chunk ? &cuda::gated_delta_rule_chunk : &cuda::gated_delta_rule_recurrent;
+    auto [o, S] = run(q, k, v, a, b, scale, c10::optional<at::Tensor>(state), /*output_final_state=*/true, none,
+                      l2norm_qk, /*use_gate_in_kernel=*/true, A_log, dt_bias, false, false);
+    assign_state(state, S);
+    return o;
+  }
+#endif
+  return delta_rule_cached(q, k, v, beta, gate_from_inputs(gate), scale, l2norm_qk, mode, state);
+}
+
 torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
                                 RecurrenceMode mode, torch::Tensor& state) {

@@ -6,7 +6,7 @@
 /// holds the final state, written in place when it was defined with that shape (CUDA graphs replay into it).
 /// Metamorphic relation: run(x[0:T1+T2]) = run(x[T1:], state = run(x[0:T1])) up to rounding.
 ///
-/// Dispatch, delta rule: the CUDA kernels under delta_rule_forward's conditions (bf16/fp16 on CUDA, dk, dv ≤ 256,
+/// Dispatch, delta rule: the CUDA kernels under delta_rule_forward's conditions (bf16/fp16 on CUDA, dk ≤ 256, dv ≤ 1024,
 /// dv % 4 == 0; delta_rule_uses_cuda_kernels): one token → gated_delta_rule_decode_ (the decode kernel, state
 /// updated in place, fp32), T > 1 → gated_delta_rule_chunk (mode Chunk) or _recurrent with the state as
 /// initial_state. Everything else: l2_normalize + gated_delta_rule on LibTorch, one token in the recurrent form.
@@ -19,6 +19,17 @@ namespace statecut {
 
 torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                 const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
+                                RecurrenceMode mode, torch::Tensor& state);
+
+/// Gated DeltaNet's decay from its inputs, g = −exp(A_log) · softplus(a + dt_bias): a [B,T,Hv] logits in the compute
+/// dtype, A_log and dt_bias [Hv]. The overload below hands them to the CUDA kernels (use_gate_in_kernel: one launch
+/// per layer instead of six in a decode step) and otherwise computes g with LibTorch, as gate_from_inputs.
+struct GateInputs {
+  torch::Tensor a, A_log, dt_bias;
+};
+torch::Tensor gate_from_inputs(const GateInputs& gate);
+torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& beta, const GateInputs& gate, double scale, bool l2norm_qk,
                                 RecurrenceMode mode, torch::Tensor& state);
 
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -27,7 +27,7 @@ bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k
   if (q.scalar_type() != dt || k.scalar_type() != dt) return false;
   if (q.dim() != 4 || v.dim() != 4) return false;
   const int64_t dk = q.size(3), dv = v.size(3);
-  return dk >= 1 && dk <= 256 && dv >= 1 && dv <= 256 && dv % 4 == 0;
+  return dk >= 1 && dk <= 256 && dv >= 1 && dv <= 1024 && dv % 4 == 0;
 #else
   (void)q, (void)k, (void)v;
   return false;

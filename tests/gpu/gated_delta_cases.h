@@ -113,6 +113,12 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 64, c.V = 128, c.T = 130, c.B = 8, c.H = 16, c.HV = 16; cs.push_back(c); }
   { GdCase c; c.K = 128, c.V = 128, c.T = 130, c.B = 8, c.H = 16, c.HV = 16, c.v_first = true; cs.push_back(c); }
   { GdCase c; c.K = 128, c.V = 128, c.T = 4, c.B = 64, c.H = 16, c.HV = 16, c.v_first = true; cs.push_back(c); }
+  // value dims above 256 (Gated DeltaNet 1.3B: dk 256, dv 512, and its 50% prune dk 128): more value tiles per head
+  { GdCase c; c.K = 256, c.V = 512, c.T = 130, c.H = 2, c.HV = 2, c.gate_in_kernel = true, c.beta_sigmoid = true;
+    cs.push_back(c); }
+  { GdCase c; c.K = 128, c.V = 512, c.T = 1, c.B = 4, c.H = 6, c.HV = 6; cs.push_back(c); }
+  { GdCase c; c.K = 89, c.V = 388, c.T = 70, c.v_first = true; cs.push_back(c); }
+  { GdCase c; c.K = 64, c.V = 1024, c.T = 65; cs.push_back(c); }
   return cs;
 }
 

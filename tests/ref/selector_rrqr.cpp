@@ -126,6 +126,10 @@ TEST(Unit_StrongRrqr, edgeSizes) {
   std::vector<Index> all = drrqr_pivots(M, 9);  // k = d keeps everything
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, (std::vector<Index>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  // k = d: nothing to swap; the determinant log holds the one QRCP value, log|det R| = sum log|r_ii|
+  const RrqrResult kall = strong_rrqr(M, 9);
+  ASSERT_EQ(kall.log_abs_det.size(), 1u);
+  EXPECT_NEAR(kall.log_abs_det[0], kall.r.diagonal().cwiseAbs().array().log().sum(), 1e-12);
   const RrqrResult km1 = strong_rrqr(M, 8);  // k = d - 1: one column dropped, certificate 8 x 1
   EXPECT_TRUE(km1.certified);
   EXPECT_EQ(rrqr_certificate(km1.r, 8).rho.cols(), 1);
@@ -165,6 +169,7 @@ TEST(Unit_StrongRrqr, allZeroHeadHasRankZeroAndNothingToCertify) {
     EXPECT_EQ(r.max_rho, 0.0);
     EXPECT_TRUE(is_permutation(r.perm, n));
     EXPECT_TRUE(r.r.isZero(0.0));
+    EXPECT_TRUE(r.log_abs_det.empty()) << "rank 0: no determinant to log, k=" << k;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "optimized/models/decode_cache.h"
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model_registry.h"
 #include "optimized/models/recurrence.h"
@@ -18,6 +19,8 @@ struct FlaLayerWeights {
   torch::Tensor attn_norm, q_proj, k_proj, v_proj, b_proj, a_proj, A_log, dt_bias;
   torch::Tensor q_conv, k_conv, v_conv, q_conv_b, k_conv_b, v_conv_b;
   torch::Tensor g_proj, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
+  /// CUDA: [q; k; v; b; a; g] and [gate; up] row-stacked, the separate tensors views into them (pack_layer).
+  torch::Tensor in_pack, mlp_pack;
 };
 
 class FlaCausalLM final : public CausalLM {
@@ -64,6 +67,7 @@ class FlaCausalLM final : public CausalLM {
       lw.gate_proj = get(p + "mlp.gate_proj.weight", {cfg_.intermediate_size, H}, dtype);
       lw.up_proj = get(p + "mlp.up_proj.weight", {cfg_.intermediate_size, H}, dtype);
       lw.down_proj = get(p + "mlp.down_proj.weight", {H, cfg_.intermediate_size}, dtype);
+      if (device.is_cuda()) pack_layer(lw);
       layers_.push_back(std::move(lw));
     }
     norm_ = get("model.norm.weight", {H}, dtype);
@@ -81,7 +85,7 @@ class FlaCausalLM final : public CausalLM {
       LayerBoundary* b = opt.capture_boundary ? &res.boundary[i] : nullptr;
       if (b) b->attn_in = x;
       auto r = h + attention(lw, x, opt.mode, b, nullptr);
-      h = r + gated_mlp(rms_norm(r, lw.mlp_norm, cfg_.norm_eps), lw.gate_proj, lw.up_proj, lw.down_proj);
+      h = r + mlp(lw, rms_norm(r, lw.mlp_norm, cfg_.norm_eps));
       if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
     }
     h = rms_norm(h, norm_, cfg_.norm_eps);
@@ -99,7 +103,7 @@ class FlaCausalLM final : public CausalLM {
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
       auto r = h + attention(lw, rms_norm(h, lw.attn_norm, cfg_.norm_eps), opt.mode, nullptr, &cache.layers[i]);
-      h = r + gated_mlp(rms_norm(r, lw.mlp_norm, cfg_.norm_eps), lw.gate_proj, lw.up_proj, lw.down_proj);
+      h = r + mlp(lw, rms_norm(r, lw.mlp_norm, cfg_.norm_eps));
       if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
     }
     h = rms_norm(h, norm_, cfg_.norm_eps);
@@ -116,6 +120,39 @@ class FlaCausalLM final : public CausalLM {
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 
  private:
+  /// On CUDA the projections that read one input are stored as row blocks of one matrix and the named tensors become
+  /// views of it (same memory, same names: training and LoRA write through them): one GEMM instead of up to six per
+  /// layer in a decode step, whose cost at batch 1 is the number of launches. Used without autograd (packed()).
+  void pack_layer(FlaLayerWeights& lw) {
+    auto pack = [this](std::initializer_list<torch::Tensor*> parts) {
+      std::vector<torch::Tensor> ts;
+      for (auto* t : parts)
+        if (t->defined()) ts.push_back(*t);
+      auto packed = torch::cat(ts, 0);
+      int64_t off = 0;
+      for (auto* t : parts) {
+        if (!t->defined()) continue;
+        auto view = packed.narrow(0, off, t->size(0));
+        off += t->size(0);
+        for (auto& [name, p] : params_)
+          if (p.is_same(*t)) p = view;
+        *t = view;
+      }
+      return packed;
+    };
+    lw.in_pack = pack({&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.b_proj, &lw.a_proj, &lw.g_proj});
+    lw.mlp_pack = pack({&lw.gate_proj, &lw.up_proj});
+  }
+
+  static bool packed(const FlaLayerWeights& lw) { return lw.in_pack.defined() && !torch::GradMode::is_enabled(); }
+
+  torch::Tensor mlp(const FlaLayerWeights& lw, const torch::Tensor& x) const {
+    if (!packed(lw)) return gated_mlp(x, lw.gate_proj, lw.up_proj, lw.down_proj);
+    const int64_t I = lw.gate_proj.size(0);
+    const auto y = statecut::linear(x, lw.mlp_pack);
+    return statecut::linear(silu_mul(y.narrow(-1, 0, I), y.narrow(-1, I, I)), lw.down_proj);
+  }
+
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
   torch::Tensor attention(const FlaLayerWeights& lw, const torch::Tensor& x, RecurrenceMode mode, LayerBoundary* b,
                           LayerDecodeState* cache) {
@@ -123,7 +160,24 @@ class FlaCausalLM final : public CausalLM {
     const int64_t B = x.size(0), T = x.size(1);
     const auto cd = compute_dtype(dtype_);
     const bool qk_silu = L.qk_activation == "silu";
-    torch::Tensor q = statecut::linear(x, lw.q_proj), k = statecut::linear(x, lw.k_proj), v = statecut::linear(x, lw.v_proj);
+    // q, k, v and the b / a / g inputs: one GEMM over the packed rows, or one per projection
+    torch::Tensor q, k, v, b_in, a_in, z;
+    if (packed(lw)) {
+      const auto y = statecut::linear(x, lw.in_pack);
+      int64_t off = 0;
+      auto take = [&](const torch::Tensor& w) {
+        if (!w.defined()) return torch::Tensor();
+        auto t = y.narrow(-1, off, w.size(0));
+        off += w.size(0);
+        return t;
+      };
+      q = take(lw.q_proj), k = take(lw.k_proj), v = take(lw.v_proj);
+      b_in = take(lw.b_proj), a_in = take(lw.a_proj), z = take(lw.g_proj);
+    } else {
+      auto lin = [&x](const torch::Tensor& w) { return w.defined() ? statecut::linear(x, w) : torch::Tensor(); };
+      q = lin(lw.q_proj), k = lin(lw.k_proj), v = lin(lw.v_proj);
+      b_in = lin(lw.b_proj), a_in = lin(lw.a_proj), z = lin(lw.g_proj);
+    }
     if (L.use_short_conv && cache) {
       cache->conv.resize(3);
       q = causal_conv1d_step(q, lw.q_conv, lw.q_conv_b, qk_silu, cache->conv[0]);
@@ -149,27 +203,37 @@ class FlaCausalLM final : public CausalLM {
 
     torch::Tensor beta;
     if (lw.b_proj.defined()) {
-      beta = torch::sigmoid(statecut::linear(x, lw.b_proj).to(cd));
-      if (!L.gated) beta = beta.to(dtype_).to(cd);  // DeltaNet sigmoids in the model dtype, outside the kernel
+      const auto& logits = b_in;
+      if (L.gated)
+        beta = torch::sigmoid(logits.to(cd));
+      else if (x.is_cuda())  // DeltaNet sigmoids in the model dtype, outside the kernel (one rounding, two launches)
+        beta = torch::sigmoid(logits).to(cd);
+      else
+        beta = torch::sigmoid(logits.to(cd)).to(dtype_).to(cd);
     } else {
       beta = torch::ones({B, T, L.num_v_heads}, x.options().dtype(cd));
     }
     if (L.allow_neg_eigval) beta = beta * 2.0;
     torch::Tensor g;
-    if (L.gated) g = -torch::exp(lw.A_log) * torch::softplus(statecut::linear(x, lw.a_proj).to(cd) + lw.dt_bias);
+    GateInputs gate;  // decoding on CUDA: the kernels compute g from these
+    if (L.gated) {
+      gate = {a_in.to(cd), lw.A_log, lw.dt_bias};
+      if (!cache || !x.is_cuda()) g = gate_from_inputs(gate), gate = {};
+    }
 
     torch::Tensor S;
     const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
-    auto o = cache ? delta_rule_cached(q, k, v, beta, g, scale, /*l2norm_qk=*/L.qk_norm == "l2", mode, cache->state)
-                   : delta_rule_forward(q, k, v, beta, g, scale, /*l2norm_qk=*/L.qk_norm == "l2", mode, b ? &S : nullptr);
+    const bool l2 = L.qk_norm == "l2";
+    auto o = !cache           ? delta_rule_forward(q, k, v, beta, g, scale, l2, mode, b ? &S : nullptr)
+             : gate.a.defined() ? delta_rule_cached(q, k, v, beta, gate, scale, l2, mode, cache->state)
+                                : delta_rule_cached(q, k, v, beta, g, scale, l2, mode, cache->state);
     if (b) {
       b->q = q, b->k = k, b->v = v, b->beta = beta, b->g = g;
       b->final_state = S;
     }
     o = o.to(dtype_);
     if (L.use_gate) {
-      auto z = statecut::linear(x, lw.g_proj).reshape({B, T, L.num_v_heads, L.head_v_dim});
-      o = gated_rms_norm(o, z, lw.o_norm, L.norm_eps);
+      o = gated_rms_norm(o, z.reshape({B, T, L.num_v_heads, L.head_v_dim}), lw.o_norm, L.norm_eps);
     } else {
       o = rms_norm(o, lw.o_norm, L.norm_eps);
     }

@@ -1,0 +1,153 @@
+// LibTorch binding of the fused step kernels (fused_layer_ops_torch.h).
+#include "kernels/binding/fused_layer_ops_torch.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernels/fused_layer_ops.h"
+
+namespace statecut::cuda {
+namespace {
+
+/// [..., D] as rows x D: the non-unit leading dims, after merging those that nest (stride_i = stride_{i+1} size_{i+1}),
+/// must be at most two levels (RowsArg's row and group strides) and the last dim contiguous.
+bool as_rows(const at::Tensor& t, RowsArg& a, int64_t& rows) {
+  if (t.dim() < 1) return false;
+  const int64_t D = t.size(-1);
+  a.row_stride = D, a.group = int64_t{1} << 30, a.group_stride = 0, rows = 1;
+  if (t.numel() == 0) return rows = 0, true;  // nothing is read (a conv state of width 1 is [B, 0, C])
+  if (t.stride(-1) != 1 && D > 1) return false;
+  int64_t size[2] = {1, 1}, stride[2] = {D, 0};
+  int levels = 0;
+  for (int64_t i = t.dim() - 2; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (levels > 0 && t.stride(i) == stride[levels - 1] * size[levels - 1]) {
+      size[levels - 1] *= t.size(i);  // nests in the level below: same level
+    } else {
+      if (levels == 2) return false;
+      size[levels] = t.size(i), stride[levels] = t.stride(i), ++levels;
+    }
+    rows *= t.size(i);
+  }
+  a.row_stride = stride[0];
+  if (levels == 2) a.group = size[0], a.group_stride = stride[1];
+  return true;
+}
+
+ElemType elem(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16; }
+
+RowsArg rows_arg(const at::Tensor& t, int64_t& rows) {
+  RowsArg a;
+  TORCH_CHECK(as_rows(t, a, rows), "statecut fused ops: ", t.sizes(), " with strides ", t.strides(),
+              " is not rows of at most two stride levels with a contiguous last dim");
+  a.p = t.data_ptr();
+  return a;
+}
+
+void check(cudaError_t e, const char* what) {
+  TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
+}
+
+at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, double eps) {
+  TORCH_CHECK(fused_layer_ops_apply({x, w, z ? *z : at::Tensor()}), "statecut fused rms_norm: unsupported inputs");
+  const int64_t D = x.size(-1);
+  TORCH_CHECK(w.numel() == D, "statecut fused rms_norm: weight must have ", D, " elements, got ", w.numel());
+  TORCH_CHECK(!z || z->sizes() == x.sizes(), "statecut fused rms_norm: gate ", z->sizes(), " != x ", x.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  int64_t rows = 0, zrows = 0;
+  const RowsArg xa = rows_arg(x, rows);
+  const RowsArg za = z ? rows_arg(*z, zrows) : RowsArg{};
+  const at::Tensor wc = w.contiguous();
+  at::Tensor y = at::empty(x.sizes(), x.options());
+  check(rms_norm_rows(elem(x), xa, wc.data_ptr(), za, y.data_ptr(), rows, static_cast<int>(D), static_cast<float>(eps),
+                      at::cuda::getCurrentCUDAStream()),
+        "rms_norm");
+  return y;
+}
+
+}  // namespace
+
+bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts) {
+  const at::Tensor* first = nullptr;
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    if (!first) {
+      first = &t;
+      if (!t.is_cuda() || (t.scalar_type() != at::kBFloat16 && t.scalar_type() != at::kHalf)) return false;
+    } else if (t.device() != first->device() || t.scalar_type() != first->scalar_type()) {
+      return false;
+    }
+    RowsArg a;
+    int64_t rows = 0;
+    if (!as_rows(t, a, rows)) return false;
+  }
+  return first != nullptr;
+}
+
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) { return norm(x, nullptr, w, eps); }
+
+at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps) {
+  return norm(x, &z, w, eps);
+}
+
+at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
+                             at::Tensor& conv) {
+  TORCH_CHECK(x.dim() == 3 && x.size(1) == 1 && w.dim() == 3 && w.size(1) == 1 && w.size(0) == x.size(2),
+              "statecut fused conv1d_step: x [B,1,C] and weight [C,1,W] expected");
+  const int64_t B = x.size(0), C = x.size(2), W = w.size(2);
+  TORCH_CHECK(fused_layer_ops_apply({x, w, bias, conv}), "statecut fused conv1d_step: unsupported inputs");
+  TORCH_CHECK(conv.is_contiguous() && conv.dim() == 3 && conv.size(0) == B && conv.size(1) == W - 1 &&
+                  conv.size(2) == C,
+              "statecut fused conv1d_step: conv state must be a contiguous [", B, ",", W - 1, ",", C, "]");
+  TORCH_CHECK(!bias.defined() || bias.numel() == C, "statecut fused conv1d_step: bias must have ", C, " elements");
+  const c10::cuda::CUDAGuard guard(x.device());
+  int64_t rows = 0;
+  const RowsArg xa = rows_arg(x, rows);
+  const at::Tensor wc = w.contiguous();
+  const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
+  at::Tensor y = at::empty({B, 1, C}, x.options());
+  check(conv1d_step(elem(x), xa, conv.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(),
+                    static_cast<int>(B), static_cast<int>(C), static_cast<int>(W), silu,
+                    at::cuda::getCurrentCUDAStream()),
+        "conv1d_step");
+  return y;
+}
+
+at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
+                        const at::Tensor& init, at::Tensor* final_state) {
+  TORCH_CHECK(x.dim() == 3 && w.dim() == 3 && w.size(1) == 1 && w.size(0) == x.size(2),
+              "statecut fused conv1d: x [B,T,C] and weight [C,1,W] expected");
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), W = w.size(2);
+  TORCH_CHECK(fused_layer_ops_apply({x, w, bias, init}), "statecut fused conv1d: unsupported inputs");
+  TORCH_CHECK(!init.defined() || (init.is_contiguous() && init.dim() == 3 && init.size(0) == B &&
+                                  init.size(1) == W - 1 && init.size(2) == C),
+              "statecut fused conv1d: initial conv state must be a contiguous [", B, ",", W - 1, ",", C, "]");
+  TORCH_CHECK(!bias.defined() || bias.numel() == C, "statecut fused conv1d: bias must have ", C, " elements");
+  const c10::cuda::CUDAGuard guard(x.device());
+  int64_t rows = 0;
+  const RowsArg xa = rows_arg(x, rows);
+  const at::Tensor wc = w.contiguous();
+  const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
+  at::Tensor y = at::empty({B, T, C}, x.options());
+  if (final_state) *final_state = at::empty({B, W - 1, C}, x.options());
+  check(conv1d_seq(elem(x), xa, init.defined() && init.numel() > 0 ? init.data_ptr() : nullptr, wc.data_ptr(),
+                   bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(),
+                   final_state && W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(B), static_cast<int>(T),
+                   static_cast<int>(C), static_cast<int>(W), silu, at::cuda::getCurrentCUDAStream()),
+        "conv1d");
+  return y;
+}
+
+at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.sizes() == b.sizes(), "statecut fused silu_mul: ", a.sizes(), " != ", b.sizes());
+  TORCH_CHECK(fused_layer_ops_apply({a, b}), "statecut fused silu_mul: unsupported inputs");
+  const c10::cuda::CUDAGuard guard(a.device());
+  int64_t rows = 0, brows = 0;
+  const RowsArg aa = rows_arg(a, rows), ba = rows_arg(b, brows);
+  at::Tensor y = at::empty(a.sizes(), a.options());
+  check(silu_mul(elem(a), aa, ba, y.data_ptr(), rows, static_cast<int>(a.size(-1)), at::cuda::getCurrentCUDAStream()),
+        "silu_mul");
+  return y;
+}
+
+}  // namespace statecut::cuda

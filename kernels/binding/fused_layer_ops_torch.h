@@ -1,0 +1,29 @@
+/// LibTorch binding of the fused step kernels (kernels/fused_layer_ops.h). Each takes CUDA tensors of one activation
+/// type, bf16 or fp16 (fused_layer_ops_apply tells whether a call would be served), whose last dim is contiguous;
+/// leading dims may be strided views of at most two levels (rows of a packed projection output, or its heads). Shapes as the
+/// LibTorch building blocks they replace (optimized/models/layers_common.h, decode_cache.h):
+///   fused_rms_norm(x [..., D], w [D], eps)                    -> [..., D] contiguous
+///   fused_gated_rms_norm(x [..., D], z [..., D], w [D], eps)  -> [..., D]
+///   fused_conv1d_step(x [B,1,C], w [C,1,W], bias [C] or undefined, silu, conv [B,W-1,C] in place) -> [B,1,C]
+///   fused_conv1d(x [B,T,C], w, bias, silu, init [B,W-1,C] or undefined, &final or null) -> [B,T,C]
+///   fused_silu_mul(a [..., D], b [..., D])                    -> [..., D]
+#pragma once
+#include <ATen/ATen.h>
+
+namespace statecut::cuda {
+
+/// True when every defined tensor is CUDA, of the first one's dtype, that dtype bf16 or fp16, and flattenable to
+/// rows of at most two stride levels with a contiguous last dim.
+bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
+
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
+at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
+                             at::Tensor& conv);
+/// x [B,T,C] → y [B,T,C], the causal conv continuing from `init` ([B,W-1,C] or undefined: zeros); when final_state
+/// is non-null it is set to a new [B,W-1,C] tensor holding the last W-1 inputs.
+at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
+                        const at::Tensor& init, at::Tensor* final_state);
+at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace statecut::cuda

@@ -1,0 +1,49 @@
+/// Fused row and elementwise kernels of a model step (sm_90; bf16 or fp16 activations, fp32 arithmetic). At batch 1 a
+/// decode step is ~70 LibTorch launches per layer, each moving a few KiB: the step is launch-bound (issue 14: 4.3 ms
+/// for a 1.3B DeltaNet whose bytes take 0.65 ms). Each kernel here replaces 5-12 of them with the same arithmetic in
+/// the same order (optimized/models/layers_common.h states the math), so results agree with the LibTorch path to
+/// fp32 reduction order before the final rounding to the activation type:
+///
+///   rms_norm      y[r] = (x[r] * rsqrt(mean_d x[r]^2 + eps)) * w                          rows x D
+///   gated (z)     y[r] = ((x[r] * rsqrt(mean_d x[r]^2 + eps)) * w * z[r]) * sigmoid(z[r])  (fla FusedRMSNormGated)
+///   conv1d_step   y[b,c] = act(sum_{j<W} w[c,j] win[b,j,c] + bias[c]),  win = [state[b,0..W-2,c], x[b,c]];
+///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns a channel)   act = SiLU or identity
+///   conv1d_seq    the same over T tokens (prefill and whole-sequence forward; LibTorch: fp32 copies + cuDNN)
+///   silu_mul      y = round(round(silu(a)) * b)   (LibTorch's silu(a) * b in the activation type: two roundings)
+///
+/// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
+/// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
+/// activation type ElemType (kernels/gated_delta.h); weights in the same type. Launchers return the launch error.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/gated_delta.h"
+
+namespace statecut::cuda {
+
+/// Row r starts at p + (r / group) · group_stride + (r % group) · row_stride (elements): rows of a packed output, or
+/// heads [B, T, H, d] of a packed output (group = H).
+struct RowsArg {
+  const void* p = nullptr;
+  int64_t row_stride = 0;
+  int64_t group = 1 << 30, group_stride = 0;
+  __host__ __device__ int64_t offset(int64_t r) const { return (r / group) * group_stride + (r % group) * row_stride; }
+};
+
+cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps,
+                          cudaStream_t s);
+
+cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,
+                        int W, bool silu, cudaStream_t s);
+
+/// The whole-sequence conv of T tokens per sequence (x rows b·T + t) continuing from `init` ([B, W−1, C]; nullptr:
+/// zeros): y[b,t,c] = act(sum_j w[c,j] in[b, t−W+1+j, c] + bias[c]), in[b, s<0] = init[b, W−1+s]; y [B·T, C]
+/// contiguous. final_state ([B, W−1, C], nullptr: not written; must not alias init) gets the last W−1 inputs.
+cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, const void* bias, void* y,
+                       void* final_state, int B, int T, int C, int W, bool silu, cudaStream_t s);
+
+cudaError_t silu_mul(ElemType t, RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStream_t s);
+
+}  // namespace statecut::cuda

@@ -1,0 +1,19 @@
+/// When the LibTorch building blocks (layers_common.h, decode_cache.h's causal_conv1d_step) hand their work to the
+/// fused CUDA step kernels (kernels/fused_layer_ops.h): the kernels are built (STATECUT_WITH_CUDA_KERNELS), every
+/// defined tensor is a CUDA bf16/fp16 tensor of one dtype with a contiguous last dim, no tensor needs a gradient
+/// (the kernels have no backward: training keeps the LibTorch operations), and the environment does not say
+/// STATECUT_FUSED=0 (the switch that lets `statecut bench` measure both paths in one run). Same arithmetic in the
+/// same order; the two paths differ by fp32 reduction order before the final rounding (tests/gpu/fused_ops_cuda.cpp).
+#pragma once
+#include <torch/torch.h>
+
+#include <initializer_list>
+
+namespace statecut {
+
+bool fused_ops_apply(std::initializer_list<torch::Tensor> ts);
+
+/// silu(gate) · up in the activation dtype (gated_mlp's middle; gate and up may be halves of one packed output).
+torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
+
+}  // namespace statecut

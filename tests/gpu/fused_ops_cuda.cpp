@@ -1,0 +1,145 @@
+// The fused step kernels (kernels/fused_layer_ops.h) against the same formulas in double on the same rounded inputs,
+// and against LibTorch's own operations where the two must agree bit for bit.
+//
+// Thresholds and why: every output is one rounding of an fp32 value to the activation type (unit roundoff
+// u = 2^-9 for bf16, 2^-12 for fp16, round to nearest), after fp32 arithmetic whose error (~D · 2^-24 for a
+// reduction over D ≤ 2048) is far below it; so normwise ||y − y64|| / ||y64|| ≤ 2u, the factor 2 for the fp32 part.
+// A wrong operation (a dropped weight, sigmoid for SiLU, a shifted window) is off by O(1). The state update of the
+// conv step is a pure copy: exact. silu_mul rounds where LibTorch's silu(a) * b rounds: exact.
+// Shapes: rows 1 (the decode step), 65 and strided row views (slices of a packed projection output), D = 89 (fewer
+// threads than a block, not a multiple of 32), D = 2048 (the 1.3B hidden size), W = 4 (fla, Mamba-2, Qwen3.5) and
+// W = 1 (no state), with and without bias, fp16 once; whole-sequence conv at T = 1, 2 (< W − 1) and 65.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "tests/gpu/cuda_ready.h"
+#include "tests/rel_err_tensor.h"
+#include "tests/test_env.h"
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include "kernels/binding/fused_layer_ops_torch.h"
+#endif
+
+namespace statecut {
+namespace {
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+using torch::indexing::Slice;
+
+double unit_roundoff(torch::Dtype t) { return t == torch::kBFloat16 ? 0x1p-9 : 0x1p-12; }
+
+torch::Tensor randn(std::vector<int64_t> shape, torch::Dtype t, double scale = 1.0) {
+  return (torch::randn(shape, torch::dtype(torch::kFloat32)) * scale).to(torch::kCUDA, t);
+}
+
+torch::Tensor f64(const torch::Tensor& t) { return t.to(torch::kCPU, torch::kFloat64); }
+
+torch::Tensor norm64(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  const auto xd = f64(x);
+  return xd * torch::rsqrt(xd.pow(2).mean(-1, true) + eps) * f64(w);
+}
+
+class FusedOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!test::cuda_ready()) GTEST_SKIP() << "no CUDA device or kernels not built";
+    torch::manual_seed(static_cast<uint64_t>(test::env_seed(20261201)));
+  }
+};
+
+TEST_F(FusedOps, rmsNormMatchesDoubleWithinOneRounding) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t D : {89, 2048})
+      for (int64_t rows : {1, 65}) {
+        auto wide = randn({rows, D + 7}, t, 3.0);
+        auto x = wide.index({Slice(), Slice(3, 3 + D)});  // row stride D + 7
+        auto w = randn({D}, t);
+        auto y = cuda::fused_rms_norm(x, w, 1e-6);
+        EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-6)), 2 * unit_roundoff(t)) << "D=" << D << " rows=" << rows;
+      }
+}
+
+TEST_F(FusedOps, gatedRmsNormMatchesDoubleWithinOneRounding) {
+  for (auto t : {torch::kBFloat16, torch::kHalf}) {
+    auto x = randn({3, 1, 16, 128}, t);  // [B,T,H,dv]
+    auto packed = randn({3, 1, 16 * 128 + 40}, t);  // z: heads of a packed projection output (two stride levels)
+    auto z = packed.narrow(2, 40, 16 * 128).view({3, 1, 16, 128});
+    auto w = randn({128}, t);
+    auto y = cuda::fused_gated_rms_norm(x, z, w, 1e-5);
+    const auto zd = f64(z);
+    EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-5) * zd * torch::sigmoid(zd)), 2 * unit_roundoff(t));
+  }
+}
+
+TEST_F(FusedOps, conv1dStepMatchesDoubleAndShiftsTheWindow) {
+  for (int64_t W : {4, 1})
+    for (bool bias : {true, false})
+      for (bool silu : {true, false}) {
+        const int64_t B = 5, C = 1000;
+        auto x = randn({B, 1, C}, torch::kBFloat16);
+        auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
+        auto b = bias ? randn({C}, torch::kBFloat16) : torch::Tensor();
+        auto conv = randn({B, W - 1, C}, torch::kBFloat16);
+        const auto window = torch::cat({f64(conv), f64(x)}, 1);  // [B, W, C]
+        auto ref = (window * f64(w).squeeze(1).t().unsqueeze(0)).sum(1, true);
+        if (bias) ref = ref + f64(b);
+        if (silu) ref = ref * torch::sigmoid(ref);
+        const auto next_state = torch::cat({conv, x}, 1).narrow(1, 1, W - 1).clone();
+        auto y = cuda::fused_conv1d_step(x, w, b, silu, conv);
+        EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << "W=" << W << " bias=" << bias;
+        EXPECT_TRUE(torch::equal(conv, next_state)) << "the state must hold the last W-1 inputs, W=" << W;
+      }
+}
+
+TEST_F(FusedOps, conv1dOverTokensMatchesDoubleAndCarriesTheState) {
+  const int64_t B = 3, C = 200, W = 4;
+  for (int64_t T : {1, 2, 65})  // T = 2 < W - 1: the final state still holds rows of the initial window
+    for (bool with_init : {true, false}) {
+      auto packed = randn({B, T, C + 60}, torch::kBFloat16);
+      auto x = packed.narrow(2, 30, C);  // a slice of a packed projection output
+      auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
+      auto b = randn({C}, torch::kBFloat16);
+      auto init = with_init ? randn({B, W - 1, C}, torch::kBFloat16) : torch::Tensor();
+      const auto prev = with_init ? init : torch::zeros({B, W - 1, C}, x.options());
+      const auto seq = torch::cat({prev, x}, 1);  // [B, W-1+T, C]
+      auto ref = torch::zeros({B, T, C}, torch::kFloat64);
+      for (int64_t j = 0; j < W; ++j)
+        ref += f64(seq.narrow(1, j, T)) * f64(w).select(2, j).squeeze(1);
+      ref = ref + f64(b);
+      ref = ref * torch::sigmoid(ref);
+      torch::Tensor fin;
+      auto y = cuda::fused_conv1d(x, w, b, /*silu=*/true, init, &fin);
+      EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << "T=" << T << " init=" << with_init;
+      EXPECT_TRUE(torch::equal(fin, seq.narrow(1, T, W - 1))) << "final state, T=" << T << " init=" << with_init;
+    }
+}
+
+TEST_F(FusedOps, siluMulRoundsWhereLibTorchRounds) {
+  for (auto t : {torch::kBFloat16, torch::kHalf}) {
+    auto packed = randn({65, 2 * 300}, t, 2.0);  // gate | up halves of one packed output
+    auto a = packed.index({Slice(), Slice(0, 300)}), b = packed.index({Slice(), Slice(300, 600)});
+    auto y = cuda::fused_silu_mul(a, b);
+    EXPECT_TRUE(torch::equal(y, torch::silu(a) * b));
+  }
+}
+
+TEST_F(FusedOps, unsupportedInputsAreDeclined) {
+  auto x = randn({4, 64}, torch::kBFloat16);
+  EXPECT_TRUE(cuda::fused_layer_ops_apply({x, randn({64}, torch::kBFloat16)}));
+  EXPECT_FALSE(cuda::fused_layer_ops_apply({x.to(torch::kFloat32)})) << "fp32 stays on LibTorch";
+  EXPECT_FALSE(cuda::fused_layer_ops_apply({x, randn({64}, torch::kHalf)})) << "mixed dtypes";
+  EXPECT_FALSE(cuda::fused_layer_ops_apply({x.t()})) << "last dim not contiguous";
+  EXPECT_FALSE(cuda::fused_layer_ops_apply({x.cpu()})) << "CPU tensors";
+  auto packed = randn({3, 3, 5, 40}, torch::kBFloat16);
+  EXPECT_FALSE(cuda::fused_layer_ops_apply({packed.narrow(1, 0, 2).narrow(2, 0, 4).narrow(3, 0, 8)}))
+      << "three stride levels";
+  EXPECT_TRUE(cuda::fused_layer_ops_apply({packed.narrow(2, 0, 4).narrow(3, 0, 8)})) << "two levels";
+}
+#else
+TEST(FusedOps, skippedWithoutKernels) { GTEST_SKIP() << "built without the CUDA kernels"; }
+#endif
+
+}  // namespace
+}  // namespace statecut
