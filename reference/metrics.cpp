@@ -17,11 +17,10 @@ Vec singular_values(const Mat& S) {
 
 double effective_rank(const Mat& S) {
   if (!S.allFinite()) return kNaN;
-  const double fro2 = S.squaredNorm();
-  if (fro2 == 0.0) return 0.0;
-  const double s_max = singular_values(S)(0);
-  if (s_max == 0.0) return 0.0;
-  return fro2 / (s_max * s_max);
+  // ||S||_F^2 / ||S||_2^2 = sum (sigma_i / sigma_max)^2: scale-free, so no under- or overflow of the squares
+  const Vec sv = singular_values(S);
+  if (sv.size() == 0 || sv(0) == 0.0) return 0.0;
+  return (sv / sv(0)).squaredNorm();
 }
 
 double rank_utilization(const Mat& S) {
@@ -74,8 +73,8 @@ StateSpectrum state_spectrum(const Mat& S) {
   Eigen::JacobiSVD<Mat> svd(S, Eigen::ComputeFullU);
   sp.sigma = svd.singularValues();
   sp.U = svd.matrixU();
-  const double fro2 = S.squaredNorm(), s_max = sp.sigma(0), s_min = sp.sigma(r - 1);
-  sp.er = (fro2 == 0.0 || s_max == 0.0) ? 0.0 : fro2 / (s_max * s_max);
+  const double s_max = sp.sigma(0), s_min = sp.sigma(r - 1);
+  sp.er = s_max == 0.0 ? 0.0 : (sp.sigma / s_max).squaredNorm();  // as effective_rank: scale-free
   sp.u = sp.er / static_cast<double>(r);
   sp.kappa = s_min == 0.0 ? std::numeric_limits<double>::infinity() : s_max / s_min;
   sp.pair = {sp.U.col(r - 1), sp.U.col(0)};

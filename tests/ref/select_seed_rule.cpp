@@ -72,6 +72,21 @@ TEST(Unit_SeedRule, faithfulSubsampleIsSortedDistinctAndAllRowsWhenFew) {
   const std::vector<Index> all = faithful_subsample(4000, 5000, rng);
   ASSERT_EQ(all.size(), 4000u);
   EXPECT_EQ(all.back(), 3999);
+  EXPECT_TRUE(faithful_subsample(0, 5, rng).empty()) << "no calibration rows: an empty sample, not an error";
+}
+
+TEST(Unit_SeedRule, faithfulSubsampleDrawsEveryRowEquallyOften) {
+  // 3 of 10 rows, 2000 draws: each row is in a draw with p = 0.3, so its count is Binomial(2000, 0.3), mean 600,
+  // sd 20.5; [477, 723] is ±6 sd (a fair sampler leaves it with probability < 1e-8 per row). A biased shuffle
+  // (a row that is never swapped out, a swap one slot off) puts some row in ~every draw.
+  SelectRng rng = SelectRng::for_head(master_seed(), 3, 1);
+  std::vector<int> count(10, 0);
+  for (int d = 0; d < 2000; ++d)
+    for (Index r : faithful_subsample(10, 3, rng)) ++count[static_cast<std::size_t>(r)];
+  for (int r = 0; r < 10; ++r) {
+    EXPECT_GE(count[r], 477) << "row " << r;
+    EXPECT_LE(count[r], 723) << "row " << r;
+  }
 }
 
 }  // namespace

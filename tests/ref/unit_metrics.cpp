@@ -86,6 +86,11 @@ TEST(Unit_Metrics, stateSpectrumEqualsTheSeparateMetrics) {
     if (sp.kappa < 1e12)  // the pair attains kappa (Prop. 2.1) to ~kappa eps
       EXPECT_NEAR(readout_amplification(m, sp.pair.q, sp.pair.eps), sp.kappa, 1e-8 * sp.kappa);
   }
+  // er is scale-free: a state of 1e-200 or 1e200 (whose squared norms under- or overflow) has the er of its shape
+  for (double scale : {1e-200, 1e200}) {  // er(diag(3, 4)) = 25 / 16
+    EXPECT_NEAR(state_spectrum(scale * diag(3, 4)).er, 25.0 / 16.0, 1e-14) << "scale " << scale;
+    EXPECT_NEAR(effective_rank(scale * diag(3, 4)), 25.0 / 16.0, 1e-14) << "scale " << scale;
+  }
   const StateSpectrum zero = state_spectrum(Mat::Zero(3, 2));
   EXPECT_EQ(zero.er, 0.0);
   EXPECT_EQ(zero.u, 0.0);
