@@ -5,7 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "optimized/analysis/parallel_for_each.h"
+#include "optimized/models/parallel_for_each.h"
 #include "optimized/models/families/hf_mamba2.h"
 #include "optimized/prune/eigen_tensor.h"
 #include "optimized/models/model_registry.h"

@@ -11,6 +11,7 @@
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "optimized/models/layers_common.h"
+#include "optimized/models/parallel_for_each.h"
 #include "optimized/models/weight_source.h"
 #include "optimized/prune/eigen_tensor.h"
 #include "optimized/prune/prune_record.h"
@@ -177,8 +178,8 @@ ref::LayerInputs layer_inputs(const PrunableLayer& L, const WeightSource& weight
     for (int64_t h = 0; h < H; ++h) in.heads[h] = selection_inputs(*lc, m, h);
     return in;
   }
-  const torch::Tensor wq = q_block_rows(weights.raw(L.q_weight), L).to(torch::kFloat64);
-  const torch::Tensor wk = k_block_rows(weights.raw(L.k_weight), L).to(torch::kFloat64);
+  const torch::Tensor wq = q_block_rows(weights.raw(L.q_weight), L);  // to_mat converts each head's rows once
+  const torch::Tensor wk = k_block_rows(weights.raw(L.k_weight), L);
   for (int64_t h = 0; h < H; ++h) {
     ref::HeadInputs& hi = in.heads[h];
     hi.wq = to_mat(wq.narrow(0, h * dk, dk));
@@ -252,14 +253,22 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   so.faithful = opt.faithful;
   json layers_rec = json::array();
   json diag = json::array();
+  // Layers are independent (the seed rule reads the layer and the head): selected on the intra-op threads, recorded
+  // in layer order below. Peak memory: one layer's f64 inputs per thread.
+  std::vector<std::vector<ref::HeadSelection>> selected(layers.size());
+  parallel_for_each(static_cast<int64_t>(layers.size()), [&](int64_t li) {
+    const PrunableLayer& L = layers[static_cast<size_t>(li)];
+    ref::SelectOptions lo = so;
+    lo.layer = L.layer;  // the seed rule's layer (reference/select_rng.h): the model's layer index
+    const LayerCalibration* lc = calib.cal.layers.empty() ? nullptr : &calib.cal.layers[static_cast<size_t>(li)];
+    selected[static_cast<size_t>(li)] = ref::select_layer(layer_inputs(L, weights, lc, lo.method), lo);
+  });
   for (size_t li = 0; li < layers.size(); ++li) {
     const PrunableLayer& L = layers[li];
-    so.layer = L.layer;  // the seed rule's layer (reference/select_rng.h): the model's layer index
     LayerSelection sel;
     sel.layer = L.layer;
-    const LayerCalibration* lc = calib.cal.layers.empty() ? nullptr : &calib.cal.layers[li];
     json heads = json::array();
-    for (ref::HeadSelection& hs : ref::select_layer(layer_inputs(L, weights, lc, so.method), so)) {
+    for (ref::HeadSelection& hs : selected[li]) {
       if (so.method == ref::SelectMethod::Pca) {
         sel.rotation.push_back(from_mat(hs.rotation));
         continue;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "optimized/analysis/parallel_for_each.h"
+#include "optimized/models/parallel_for_each.h"
 #include "optimized/models/model.h"
 #include "optimized/prune/eigen_tensor.h"
 #include "optimized/models/weight_source.h"

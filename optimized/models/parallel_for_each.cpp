@@ -1,5 +1,5 @@
 // Heads on LibTorch's intra-op threads (parallel_for_each.h).
-#include "optimized/analysis/parallel_for_each.h"
+#include "optimized/models/parallel_for_each.h"
 
 #include <ATen/Parallel.h>
 

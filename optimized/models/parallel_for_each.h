@@ -1,4 +1,5 @@
-/// Independent work items (heads of a layer) on LibTorch's intra-op thread pool, for `rank` and `verify`.
+/// Independent work items (heads of a layer, layers of a selection) on LibTorch's intra-op thread pool, for `rank`,
+/// `verify` and `prune`.
 #pragma once
 #include <cstdint>
 #include <functional>
