@@ -65,22 +65,7 @@ timeout 500 "$SC" bench --checkpoint "$WORK/dn13" --compare "$WORK/dn13_p50" --d
   --prefill 1x2048,8x2048 --decode 1,16,64,256 --prompt 512 --new-tokens 128 --json \
   >"$OUT/bench_dn13.json" 2>"$LOGS/bench.err" || { rc=1; keep "$LOGS/bench.err"; }
 say "bench (graphs): rc=$(test -s "$OUT/bench_dn13.json" && echo ok || echo FAILED)"
-python3 - "$OUT/bench_dn13.json" >>"$S" 2>&1 <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-for m in j["models"]:
-    print(f'{m["checkpoint"]}: {m["parameters"]/1e6:.0f}M params, weights/step {m["weight_bytes_per_step"]/1e9:.2f} GB, '
-          f'state {m["state_bytes_per_seq"]/2**20:.1f} MiB/seq, copy bw {m["bandwidth_bytes_per_s"]/1e12:.2f} TB/s, '
-          f'max batch ~{m["max_batch_estimate"]}')
-    for f in m["decode"]:
-        print(f'  decode B={f["batch"]:4d}: ' + (f'{f["ms_per_step"]:8.3f} ms/step {f["tokens_per_s"]:10.0f} tok/s '
-              f'{f["x_floor"]:.2f}x floor graph={f["cuda_graph"]} check={f["check_rel_err"]:.1e}' if "ms_per_step" in f else f["error"]))
-    for f in m["prefill"]:
-        print(f'  prefill {f["batch"]}x{f["tokens"]}: ' + (f'{f["tokens_per_s"]:10.0f} tok/s peak {f["peak_bytes"]/2**30:.2f} GiB' if "tokens_per_s" in f else f["error"]))
-for s in j["speedup"]:
-    print("speedup 50%: decode " + " ".join(f'B={d["batch"]}:{d["speedup"]:.2f}x' for d in s["decode"]) +
-          "; prefill " + " ".join(f'{p["batch"]}x{p["tokens"]}:{p["speedup"]:.2f}x' for p in s["prefill"]))
-PY
+python3 bench/bench_table.py "$OUT/bench_dn13.json" >>"$S" 2>&1
 timeout 300 "$SC" bench --checkpoint "$WORK/dn13" --compare "$WORK/dn13_p50" --device cuda --prefill 1x16 \
   --decode 1,64 --prompt 512 --new-tokens 32 --no-graphs --json >"$OUT/bench_dn13_eager.json" 2>>"$LOGS/bench.err" || rc=1
 python3 -c "

@@ -75,68 +75,50 @@ std::vector<Spec> delta_net_tensors(const Sizes& s) {
   return t;
 }
 
-/// fla's GatedDeltaNetConfig as fla-hub/gated_deltanet-1.3B writes it (head_dim and expand_v carry dk and dv).
-nlohmann::json gated_deltanet_config(const Sizes& s) {
-  return {{"architectures", {"GatedDeltaNetForCausalLM"}},
-          {"model_type", "gated_deltanet"},
-          {"attn", nullptr},
-          {"attn_mode", "chunk"},
-          {"hidden_size", s.hidden},
-          {"num_heads", s.heads},
-          {"head_dim", s.head_dim},
-          {"expand_v", s.expand_v},
-          {"num_hidden_layers", s.layers},
-          {"hidden_ratio", 4},
-          {"intermediate_size", s.intermediate},
-          {"max_position_embeddings", 2048},
-          {"vocab_size", s.vocab},
-          {"conv_size", s.conv},
-          {"use_short_conv", true},
-          {"use_gate", true},
-          {"allow_neg_eigval", false},
-          {"hidden_act", "swish"},
-          {"norm_eps", 1e-06},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"fuse_cross_entropy", true},
-          {"initializer_range", 0.02},
-          {"tie_word_embeddings", false},
-          {"torch_dtype", "bfloat16"},
-          {"use_cache", true}};
-}
-
-nlohmann::json delta_net_config(const Sizes& s) {
-  return {{"architectures", {"DeltaNetForCausalLM"}},
-          {"model_type", "delta_net"},
-          {"attn", nullptr},
-          {"attn_mode", "chunk"},
-          {"hidden_size", s.hidden},
-          {"num_heads", s.heads},
-          {"num_hidden_layers", s.layers},
-          {"expand_k", 1},
-          {"expand_v", 1},
-          {"hidden_ratio", 4},
-          {"intermediate_size", s.intermediate},
-          {"max_position_embeddings", 2048},
-          {"vocab_size", s.vocab},
-          {"conv_size", s.conv},
-          {"use_short_conv", true},
-          {"use_beta", true},
-          {"use_gate", false},
-          {"use_output_norm", true},
-          {"qk_activation", "silu"},
-          {"qk_norm", "l2"},
-          {"hidden_act", "swish"},
-          {"norm_eps", 1e-06},
-          {"norm_first", false},
-          {"bos_token_id", 1},
-          {"eos_token_id", 2},
-          {"pad_token_id", 2},
-          {"fuse_cross_entropy", true},
-          {"initializer_range", 0.02},
-          {"tie_word_embeddings", false},
-          {"torch_dtype", "bfloat16"},
-          {"use_cache", true}};
+/// fla's DeltaNetConfig as fla-hub/delta_net-1.3B-100B writes it, or (gated) its GatedDeltaNetConfig as
+/// fla-hub/gated_deltanet-1.3B does (head_dim and expand_v carry dk and dv there).
+nlohmann::json fla_config(const Sizes& s) {
+  nlohmann::json c = {{"attn", nullptr},
+                      {"attn_mode", "chunk"},
+                      {"hidden_size", s.hidden},
+                      {"num_heads", s.heads},
+                      {"num_hidden_layers", s.layers},
+                      {"hidden_ratio", 4},
+                      {"intermediate_size", s.intermediate},
+                      {"max_position_embeddings", 2048},
+                      {"vocab_size", s.vocab},
+                      {"conv_size", s.conv},
+                      {"use_short_conv", true},
+                      {"hidden_act", "swish"},
+                      {"norm_eps", 1e-06},
+                      {"bos_token_id", 1},
+                      {"eos_token_id", 2},
+                      {"fuse_cross_entropy", true},
+                      {"initializer_range", 0.02},
+                      {"tie_word_embeddings", false},
+                      {"torch_dtype", "bfloat16"},
+                      {"use_cache", true}};
+  if (s.gated) {
+    c.update({{"architectures", {"GatedDeltaNetForCausalLM"}},
+              {"model_type", "gated_deltanet"},
+              {"head_dim", s.head_dim},
+              {"expand_v", s.expand_v},
+              {"use_gate", true},
+              {"allow_neg_eigval", false}});
+  } else {
+    c.update({{"architectures", {"DeltaNetForCausalLM"}},
+              {"model_type", "delta_net"},
+              {"expand_k", 1},
+              {"expand_v", 1},
+              {"use_beta", true},
+              {"use_gate", false},
+              {"use_output_norm", true},
+              {"qk_activation", "silu"},
+              {"qk_norm", "l2"},
+              {"norm_first", false},
+              {"pad_token_id", 2}});
+  }
+  return c;
 }
 
 uint16_t to_bf16(float f) {  // round to nearest even
@@ -209,7 +191,7 @@ int main(int argc, char** argv) {
     w.set_metadata({{"format", "pt"}});
     w.write((fs::path(out) / "model.safetensors").string());
     std::ofstream cfg(fs::path(out) / "config.json");
-    cfg << (s.gated ? gated_deltanet_config(s) : delta_net_config(s)).dump(2) << "\n";
+    cfg << fla_config(s).dump(2) << "\n";
     if (!cfg) throw std::runtime_error(out + "/config.json: cannot write");
     std::printf("wrote %s: %zu tensors, %lld parameters (bf16), seed %llu\n", out.c_str(), specs.size(),
                 static_cast<long long>(total), static_cast<unsigned long long>(seed));
