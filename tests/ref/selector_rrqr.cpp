@@ -221,6 +221,19 @@ TEST(BadInput_StrongRrqr, rejectsBadKAndF) {
   }
 }
 
+TEST(Unit_FaithfulDrrqr, singularStopIsAbsoluteAtOneInABillion) {
+  // rrqr.py stops when a kept |r_ii| falls below 1e-9 (absolute). Kahan scaled by 1e-6 has |r_ii| in ~[2e-8, 1e-6]:
+  // above that stop, so the faithful loop must swap exactly as on the unscaled matrix.
+  const Index n = 90, k = n - 1;
+  const Mat K = kahan(n, 0.285);
+  RrqrOptions o;
+  o.mode = DrrqrMode::Faithful;
+  const RrqrResult a = strong_rrqr(K, k, o), b = strong_rrqr(1e-6 * K, k, o);
+  ASSERT_GE(a.swaps, 1);
+  EXPECT_EQ(b.swaps, a.swaps);
+  EXPECT_EQ(std::vector<Index>(b.perm.begin(), b.perm.begin() + k), std::vector<Index>(a.perm.begin(), a.perm.begin() + k));
+}
+
 TEST(Unit_FaithfulDrrqr, stopsAfterTwentySwapsAndSubsamples) {
   // f barely above 1 on Kahan forces many candidate swaps; the published loop stops at 20.
   const Mat K = kahan(60, 0.3);
