@@ -262,6 +262,10 @@ TEST(Unit_Compression, choleskyOnlyWhenWellConditioned) {
   const Mat bad = with_spectrum(400, 20, geometric(20, 12.0), rng);
   compress_to_r(bad, Compression::Auto, &used);
   EXPECT_EQ(used, Compression::Householder) << "kappa = 1e12 must not go through the Gram";
+  // kappa = 1e6: the Gram's Cholesky still succeeds (kappa^2 = 1e12 < 1/eps), but it would lose ~12 digits: the
+  // kappa <= 1e4 rule, not the factorisation's failure, must send it to Householder
+  compress_to_r(with_spectrum(400, 20, geometric(20, 6.0), rng), Compression::Auto, &used);
+  EXPECT_EQ(used, Compression::Householder) << "kappa = 1e6";
   compress_to_r(good.topRows(40), Compression::Auto, &used);
   EXPECT_EQ(used, Compression::Householder) << "m < 4n: the QR is cheap enough";
   // the switch is m >= 4n: at m = 4n exactly the Gram route is already taken
