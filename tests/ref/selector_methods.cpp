@@ -199,6 +199,21 @@ TEST(BadInput_SelectionBudget, rejectsRatiosAndKeepsOutOfRange) {
   EXPECT_THROW(validate_keep(0, 8), ShapeError);
   EXPECT_THROW(validate_keep(9, 8), ShapeError);
   EXPECT_EQ(validate_keep(8, 8), 8);
+  // the messages say the rule and the value given
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const ShapeError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { validate_keep(1, 0); }).find("dk must be >= 1, got 0"), std::string::npos);
+  // options with neither keep nor a ratio set: the default ratio 0 is refused by name, not a silent budget
+  SelectOptions unset;
+  unset.method = SelectMethod::L1;
+  const std::string m = message([&] { select_layer(Small().layer(), unset); });
+  EXPECT_NE(m.find("ratio must lie in the open interval (0, 1), got 0.0"), std::string::npos) << m;
 }
 
 TEST(BadInput_Selector, missingOrMisshapedInputsNameTheProblem) {
