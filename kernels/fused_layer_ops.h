@@ -41,6 +41,9 @@ cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const
 /// The whole-sequence conv of T tokens per sequence (x rows b·T + t) continuing from `init` ([B, W−1, C]; nullptr:
 /// zeros): y[b,t,c] = act(sum_j w[c,j] in[b, t−W+1+j, c] + bias[c]), in[b, s<0] = init[b, W−1+s]; y [B·T, C]
 /// contiguous. final_state ([B, W−1, C], nullptr: not written; must not alias init) gets the last W−1 inputs.
+/// W > kConvSeqMaxWidth: cudaErrorInvalidValue (the binding then takes LibTorch's path).
+constexpr int kConvSeqMaxWidth = 8;  ///< conv1d_seq keeps the window in registers: W <= 8 (fla, Mamba, Qwen: 4)
+
 cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, const void* bias, void* y,
                        void* final_state, int B, int T, int C, int W, bool silu, cudaStream_t s);
 

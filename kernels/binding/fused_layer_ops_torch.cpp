@@ -90,24 +90,46 @@ at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const 
   return norm(x, &z, w, eps);
 }
 
+namespace {
+
+struct ConvGeometry {
+  int64_t B, C, W;
+};
+
+/// The shared argument checks of the two conv entry points; `state` is the conv state ([B, W−1, C], contiguous) or
+/// undefined where the caller allows it.
+ConvGeometry check_conv(const char* what, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias,
+                        const at::Tensor& state) {
+  TORCH_CHECK(x.dim() == 3 && w.dim() == 3 && w.size(1) == 1 && w.size(0) == x.size(2), "statecut fused ", what,
+              ": x [B,T,C] and weight [C,1,W] expected");
+  const ConvGeometry g{x.size(0), x.size(2), w.size(2)};
+  TORCH_CHECK(fused_layer_ops_apply({x, w, bias, state}), "statecut fused ", what, ": unsupported inputs");
+  TORCH_CHECK(!state.defined() || (state.is_contiguous() && state.dim() == 3 && state.size(0) == g.B &&
+                                   state.size(1) == g.W - 1 && state.size(2) == g.C),
+              "statecut fused ", what, ": conv state must be a contiguous [", g.B, ",", g.W - 1, ",", g.C, "]");
+  TORCH_CHECK(!bias.defined() || bias.numel() == g.C, "statecut fused ", what, ": bias must have ", g.C, " elements");
+  return g;
+}
+
+const void* ptr_or_null(const at::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+static_assert(kFusedConvMaxWidth == kConvSeqMaxWidth, "the binding's bound is the kernel's");
+
 at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                              at::Tensor& conv) {
-  TORCH_CHECK(x.dim() == 3 && x.size(1) == 1 && w.dim() == 3 && w.size(1) == 1 && w.size(0) == x.size(2),
-              "statecut fused conv1d_step: x [B,1,C] and weight [C,1,W] expected");
-  const int64_t B = x.size(0), C = x.size(2), W = w.size(2);
-  TORCH_CHECK(fused_layer_ops_apply({x, w, bias, conv}), "statecut fused conv1d_step: unsupported inputs");
-  TORCH_CHECK(conv.is_contiguous() && conv.dim() == 3 && conv.size(0) == B && conv.size(1) == W - 1 &&
-                  conv.size(2) == C,
-              "statecut fused conv1d_step: conv state must be a contiguous [", B, ",", W - 1, ",", C, "]");
-  TORCH_CHECK(!bias.defined() || bias.numel() == C, "statecut fused conv1d_step: bias must have ", C, " elements");
+  TORCH_CHECK(x.dim() == 3 && x.size(1) == 1, "statecut fused conv1d_step: x [B,1,C] expected");
+  TORCH_CHECK(conv.defined(), "statecut fused conv1d_step: a conv state is required");
+  const ConvGeometry g = check_conv("conv1d_step", x, w, bias, conv);
   const c10::cuda::CUDAGuard guard(x.device());
   int64_t rows = 0;
   const RowsArg xa = rows_arg(x, rows);
   const at::Tensor wc = w.contiguous();
   const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
-  at::Tensor y = at::empty({B, 1, C}, x.options());
-  check(conv1d_step(elem(x), xa, conv.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(),
-                    static_cast<int>(B), static_cast<int>(C), static_cast<int>(W), silu,
+  at::Tensor y = at::empty({g.B, 1, g.C}, x.options());
+  check(conv1d_step(elem(x), xa, conv.data_ptr(), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
+                    static_cast<int>(g.B), static_cast<int>(g.C), static_cast<int>(g.W), silu,
                     at::cuda::getCurrentCUDAStream()),
         "conv1d_step");
   return y;
@@ -115,25 +137,19 @@ at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at:
 
 at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                         const at::Tensor& init, at::Tensor* final_state) {
-  TORCH_CHECK(x.dim() == 3 && w.dim() == 3 && w.size(1) == 1 && w.size(0) == x.size(2),
-              "statecut fused conv1d: x [B,T,C] and weight [C,1,W] expected");
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2), W = w.size(2);
-  TORCH_CHECK(fused_layer_ops_apply({x, w, bias, init}), "statecut fused conv1d: unsupported inputs");
-  TORCH_CHECK(!init.defined() || (init.is_contiguous() && init.dim() == 3 && init.size(0) == B &&
-                                  init.size(1) == W - 1 && init.size(2) == C),
-              "statecut fused conv1d: initial conv state must be a contiguous [", B, ",", W - 1, ",", C, "]");
-  TORCH_CHECK(!bias.defined() || bias.numel() == C, "statecut fused conv1d: bias must have ", C, " elements");
+  const ConvGeometry g = check_conv("conv1d", x, w, bias, init);
+  TORCH_CHECK(g.W <= kFusedConvMaxWidth, "statecut fused conv1d: width ", g.W, " > ", kFusedConvMaxWidth);
+  const int64_t T = x.size(1);
   const c10::cuda::CUDAGuard guard(x.device());
   int64_t rows = 0;
   const RowsArg xa = rows_arg(x, rows);
   const at::Tensor wc = w.contiguous();
   const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
-  at::Tensor y = at::empty({B, T, C}, x.options());
-  if (final_state) *final_state = at::empty({B, W - 1, C}, x.options());
-  check(conv1d_seq(elem(x), xa, init.defined() && init.numel() > 0 ? init.data_ptr() : nullptr, wc.data_ptr(),
-                   bc.defined() ? bc.data_ptr() : nullptr, y.data_ptr(),
-                   final_state && W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(B), static_cast<int>(T),
-                   static_cast<int>(C), static_cast<int>(W), silu, at::cuda::getCurrentCUDAStream()),
+  at::Tensor y = at::empty({g.B, T, g.C}, x.options());
+  if (final_state) *final_state = at::empty({g.B, g.W - 1, g.C}, x.options());
+  check(conv1d_seq(elem(x), xa, ptr_or_null(init), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
+                   final_state && g.W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(g.B), static_cast<int>(T),
+                   static_cast<int>(g.C), static_cast<int>(g.W), silu, at::cuda::getCurrentCUDAStream()),
         "conv1d");
   return y;
 }

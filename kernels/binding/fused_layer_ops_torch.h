@@ -16,6 +16,9 @@ namespace statecut::cuda {
 /// rows of at most two stride levels with a contiguous last dim.
 bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
 
+/// fused_conv1d keeps the conv window in registers: widths up to this (fla, Mamba-2 and Qwen3.5 use 4).
+inline constexpr int64_t kFusedConvMaxWidth = 8;
+
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
 at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,

@@ -65,7 +65,8 @@ torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight,
   TORCH_CHECK(x.dim() == 3 && weight.dim() == 3 && weight.size(1) == 1 && weight.size(0) == x.size(2),
               "causal_conv1d: x [B,T,C] and weight [C,1,W] expected");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (fused_ops_apply({x, weight, bias})) return cuda::fused_conv1d(x, weight, bias, silu, torch::Tensor(), nullptr);
+  if (weight.size(2) <= cuda::kFusedConvMaxWidth && fused_ops_apply({x, weight, bias}))
+    return cuda::fused_conv1d(x, weight, bias, silu, torch::Tensor(), nullptr);
 #endif
   const auto cd = compute_dtype(x.scalar_type());
   const int64_t T = x.size(1), C = x.size(2), W = weight.size(2);

@@ -8,11 +8,12 @@
 // conv step is a pure copy: exact. silu_mul rounds where LibTorch's silu(a) * b rounds: exact.
 // Shapes: rows 1 (the decode step), 65 and strided row views (slices of a packed projection output), D = 89 (fewer
 // threads than a block, not a multiple of 32), D = 2048 (the 1.3B hidden size), W = 4 (fla, Mamba-2, Qwen3.5) and
-// W = 1 (no state), with and without bias, fp16 once; whole-sequence conv at T = 1, 2 (< W − 1) and 65.
+// W = 1 (no state), with and without bias, fp16 once; whole-sequence conv as its test states.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
 
 #include "tests/gpu/cuda_ready.h"
 #include "tests/rel_err_tensor.h"
@@ -49,28 +50,37 @@ class FusedOps : public ::testing::Test {
   }
 };
 
+// D <= 1024 takes a warp per row, longer rows a block; a row stride and D that are multiples of 8 (16 bytes) take
+// the 8-element loads: (89, +7) and (2048, +7) one element per thread, (128, +0) (dv of the output norm),
+// (1024, +8), (1032, +0) and (2048, +8) the 16-byte path on both sides of the warp/block boundary.
 TEST_F(FusedOps, rmsNormMatchesDoubleWithinOneRounding) {
+  struct Shape {
+    int64_t D, pad;
+  };
   for (auto t : {torch::kBFloat16, torch::kHalf})
-    for (int64_t D : {89, 2048})
+    for (const Shape sh : {Shape{89, 7}, Shape{128, 0}, Shape{1024, 8}, Shape{1032, 0}, Shape{2048, 7}, Shape{2048, 8}})
       for (int64_t rows : {1, 65}) {
-        auto wide = randn({rows, D + 7}, t, 3.0);
-        auto x = wide.index({Slice(), Slice(3, 3 + D)});  // row stride D + 7
+        const int64_t D = sh.D, off = sh.pad == 7 ? 3 : 0;
+        auto wide = randn({rows, D + sh.pad}, t, 3.0);
+        auto x = wide.index({Slice(), Slice(off, off + D)});  // row stride D + pad
         auto w = randn({D}, t);
         auto y = cuda::fused_rms_norm(x, w, 1e-6);
         EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-6)), 2 * unit_roundoff(t)) << "D=" << D << " rows=" << rows;
       }
 }
 
+// z at offset 40 (80 bytes: 16-byte rows) and 36 (72 bytes: one element per thread).
 TEST_F(FusedOps, gatedRmsNormMatchesDoubleWithinOneRounding) {
-  for (auto t : {torch::kBFloat16, torch::kHalf}) {
-    auto x = randn({3, 1, 16, 128}, t);  // [B,T,H,dv]
-    auto packed = randn({3, 1, 16 * 128 + 40}, t);  // z: heads of a packed projection output (two stride levels)
-    auto z = packed.narrow(2, 40, 16 * 128).view({3, 1, 16, 128});
-    auto w = randn({128}, t);
-    auto y = cuda::fused_gated_rms_norm(x, z, w, 1e-5);
-    const auto zd = f64(z);
-    EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-5) * zd * torch::sigmoid(zd)), 2 * unit_roundoff(t));
-  }
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t off : {40, 36}) {
+      auto x = randn({3, 1, 16, 128}, t);                  // [B,T,H,dv]
+      auto packed = randn({3, 1, 16 * 128 + 40}, t);  // z: heads of a packed projection output (two stride levels)
+      auto z = packed.narrow(2, off, 16 * 128).view({3, 1, 16, 128});
+      auto w = randn({128}, t);
+      auto y = cuda::fused_gated_rms_norm(x, z, w, 1e-5);
+      const auto zd = f64(z);
+      EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-5) * zd * torch::sigmoid(zd)), 2 * unit_roundoff(t)) << "off=" << off;
+    }
 }
 
 TEST_F(FusedOps, conv1dStepMatchesDoubleAndShiftsTheWindow) {
@@ -93,36 +103,54 @@ TEST_F(FusedOps, conv1dStepMatchesDoubleAndShiftsTheWindow) {
       }
 }
 
+// The kernel keeps the window in registers and a thread walks 32 tokens: T = 32 / 33 / 65 cross chunk boundaries,
+// T = 0 only moves the state, T = 2 < W − 1 reaches into the initial window. C = 2048 at a 16-byte-aligned offset
+// takes the 8-channel path, C = 200 at offset 30 and C = 89 the one-channel path; W = 3, 8 (the kernel's largest), 1.
 TEST_F(FusedOps, conv1dOverTokensMatchesDoubleAndCarriesTheState) {
-  const int64_t B = 3, C = 200, W = 4;
-  for (int64_t T : {1, 2, 65})  // T = 2 < W - 1: the final state still holds rows of the initial window
-    for (bool with_init : {true, false}) {
-      auto packed = randn({B, T, C + 60}, torch::kBFloat16);
-      auto x = packed.narrow(2, 30, C);  // a slice of a packed projection output
-      auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
-      auto b = randn({C}, torch::kBFloat16);
-      auto init = with_init ? randn({B, W - 1, C}, torch::kBFloat16) : torch::Tensor();
-      const auto prev = with_init ? init : torch::zeros({B, W - 1, C}, x.options());
-      const auto seq = torch::cat({prev, x}, 1);  // [B, W-1+T, C]
-      auto ref = torch::zeros({B, T, C}, torch::kFloat64);
-      for (int64_t j = 0; j < W; ++j)
-        ref += f64(seq.narrow(1, j, T)) * f64(w).select(2, j).squeeze(1);
-      ref = ref + f64(b);
-      ref = ref * torch::sigmoid(ref);
-      torch::Tensor fin;
-      auto y = cuda::fused_conv1d(x, w, b, /*silu=*/true, init, &fin);
-      EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << "T=" << T << " init=" << with_init;
-      EXPECT_TRUE(torch::equal(fin, seq.narrow(1, T, W - 1))) << "final state, T=" << T << " init=" << with_init;
-    }
+  struct Shape {
+    int64_t C, offset, W;
+  };
+  const int64_t B = 3;
+  for (const Shape sh : {Shape{200, 30, 4}, Shape{2048, 8, 4}, Shape{89, 0, 3}, Shape{2048, 0, 8}, Shape{96, 8, 1}})
+    for (int64_t T : {0, 1, 2, 32, 33, 65})
+      for (bool with_init : {true, false}) {
+        const int64_t C = sh.C, W = sh.W;
+        auto packed = randn({B, T, C + 2 * sh.offset + 8}, torch::kBFloat16);
+        auto x = packed.narrow(2, sh.offset, C);  // a slice of a packed projection output
+        auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
+        auto b = randn({C}, torch::kBFloat16);
+        auto init = with_init ? randn({B, W - 1, C}, torch::kBFloat16) : torch::Tensor();
+        const auto prev = with_init ? init : torch::zeros({B, W - 1, C}, x.options());
+        const auto seq = torch::cat({prev, x}, 1);  // [B, W-1+T, C]
+        auto ref = torch::zeros({B, T, C}, torch::kFloat64);
+        for (int64_t j = 0; j < W; ++j) ref += f64(seq.narrow(1, j, T)) * f64(w).select(2, j).squeeze(1);
+        ref = ref + f64(b);
+        ref = ref * torch::sigmoid(ref);
+        torch::Tensor fin;
+        auto y = cuda::fused_conv1d(x, w, b, /*silu=*/true, init, &fin);
+        const std::string at = "C=" + std::to_string(C) + " W=" + std::to_string(W) + " T=" + std::to_string(T) +
+                               " init=" + std::to_string(with_init);
+        if (T > 0) EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << at;
+        EXPECT_TRUE(torch::equal(fin, seq.narrow(1, T, W - 1))) << "final state, " << at;
+      }
 }
 
+TEST_F(FusedOps, conv1dWiderThanTheRegisterWindowIsRefused) {
+  auto x = randn({1, 4, 16}, torch::kBFloat16);
+  EXPECT_THROW(cuda::fused_conv1d(x, randn({16, 1, cuda::kFusedConvMaxWidth + 1}, torch::kBFloat16), torch::Tensor(),
+                                  false, torch::Tensor(), nullptr),
+               c10::Error);
+}
+
+// D = 300 (not a multiple of 8: one element per thread), 2048 and 5632 (the 1.3B MLP: 16-byte loads).
 TEST_F(FusedOps, siluMulRoundsWhereLibTorchRounds) {
-  for (auto t : {torch::kBFloat16, torch::kHalf}) {
-    auto packed = randn({65, 2 * 300}, t, 2.0);  // gate | up halves of one packed output
-    auto a = packed.index({Slice(), Slice(0, 300)}), b = packed.index({Slice(), Slice(300, 600)});
-    auto y = cuda::fused_silu_mul(a, b);
-    EXPECT_TRUE(torch::equal(y, torch::silu(a) * b));
-  }
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t D : {300, 2048, 5632}) {
+      auto packed = randn({65, 2 * D}, t, 2.0);  // gate | up halves of one packed output
+      auto a = packed.index({Slice(), Slice(0, D)}), b = packed.index({Slice(), Slice(D, 2 * D)});
+      auto y = cuda::fused_silu_mul(a, b);
+      EXPECT_TRUE(torch::equal(y, torch::silu(a) * b)) << "D=" << D;
+    }
 }
 
 TEST_F(FusedOps, unsupportedInputsAreDeclined) {
