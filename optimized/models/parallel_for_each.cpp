@@ -1,27 +1,66 @@
-// Heads on LibTorch's intra-op threads (parallel_for_each.h).
+// Heads and layers on several threads (parallel_for_each.h).
 #include "optimized/models/parallel_for_each.h"
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
 #include <mutex>
+#include <thread>
+#include <vector>
+
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+// LibTorch's OpenMP runtime, already in the process; declared weak so that a build without it still links.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+#endif
 
 namespace statecut {
 
-void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
+namespace {
+
+/// Runs f on every item, keeps the first exception; shared by both paths.
+struct Items {
+  const std::function<void(int64_t)>& f;
   std::mutex mu;
   std::exception_ptr first;
-  at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      try {
-        f(i);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
+  void run(int64_t i) {
+    try {
+      f(i);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mu);
+      if (!first) first = std::current_exception();
     }
+  }
+};
+
+}  // namespace
+
+void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
+  Items items{f, {}, {}};
+#if AT_PARALLEL_OPENMP && !defined(_OPENMP)
+  // With LibTorch's OpenMP backend at::parallel_for is a header template whose `#pragma omp parallel` is compiled
+  // here, without -fopenmp: it would run every item on this thread (seen on the H200: 64 heads of `verify`'s theorems
+  // on 1 thread, 10 s per layer). So: at::get_num_threads() plain threads taking items in turn; each sets its own
+  // OpenMP thread count to 1 (a per-thread setting), so LibTorch operations inside an item do not start a team of
+  // their own on every worker.
+  const int64_t workers = std::min<int64_t>(n, std::max(1, at::get_num_threads()));
+  std::atomic<int64_t> next{0};
+  auto body = [&](bool worker) {
+    if (worker && omp_set_num_threads) omp_set_num_threads(1);
+    for (int64_t i = next++; i < n; i = next++) items.run(i);
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(std::max<int64_t>(0, workers - 1)));
+  for (int64_t w = 1; w < workers; ++w) pool.emplace_back(body, true);
+  body(false);
+  for (auto& t : pool) t.join();
+#else
+  at::parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) items.run(i);
   });
-  if (first) std::rethrow_exception(first);
+#endif
+  if (items.first) std::rethrow_exception(items.first);
 }
 
 }  // namespace statecut

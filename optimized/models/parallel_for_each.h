@@ -1,4 +1,4 @@
-/// Independent work items (heads of a layer, layers of a selection) on LibTorch's intra-op thread pool, for `rank`,
+/// Independent work items (heads of a layer, layers of a selection) on at::get_num_threads() threads, for `rank`,
 /// `verify` and `prune`.
 #pragma once
 #include <cstdint>
@@ -6,7 +6,7 @@
 
 namespace statecut {
 
-/// f(i) for every i in [0, n) on at::parallel_for's threads (grain 1: one item is a whole head's scan or f64
+/// f(i) for every i in [0, n) on LibTorch's intra-op thread count (grain 1: one item is a whole head's scan or f64
 /// reference, far above the pool's overhead). Every item runs even when one throws; the first exception caught is
 /// rethrown here, after all threads are done.
 void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f);

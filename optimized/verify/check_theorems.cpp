@@ -12,7 +12,11 @@
 //   theorems.rotation   a random orthogonal T per head on the q/k rows leaves the logits unchanged, in layers without
 //                       convs (fla delta_net evaluated with use_short_conv = false, qk_activation = identity)
 #include <Eigen/QR>
+#include <chrono>
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "optimized/models/model_registry.h"
 #include "optimized/prune/surgery.h"
@@ -171,7 +175,17 @@ void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
     const LayerData d = layer_data(ctx, li);
     ctx.say("theorems: layer " + std::to_string(d.layer));
     std::vector<HeadVerdict> hv(d.B * d.Hv);
-    parallel_for_each(d.B * d.Hv, [&](int64_t i) { hv[i] = head_theorems(ctx, d, i / d.Hv, i % d.Hv); });
+    std::mutex mu;
+    std::set<std::thread::id> workers;  // how many threads the heads really ran on (progress line)
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for_each(d.B * d.Hv, [&](int64_t i) {
+      hv[i] = head_theorems(ctx, d, i / d.Hv, i % d.Hv);
+      const std::lock_guard<std::mutex> lock(mu);
+      workers.insert(std::this_thread::get_id());
+    });
+    ctx.say("theorems: layer " + std::to_string(d.layer) + ": " + std::to_string(d.B * d.Hv) + " heads in " +
+            fmt(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) + " s on " +
+            std::to_string(workers.size()) + " threads");
     nlohmann::json heads = nlohmann::json::array();
     for (int64_t i = 0; i < d.B * d.Hv; ++i) {
       const HeadVerdict& v = hv[i];
