@@ -9,7 +9,9 @@
 #   V  (same warm machine) `verify --device cuda` of the DeltaNet 1.3B with the default windows, timed by stage; fla's
 #      own model prefill 8x2048 on the same checkpoint (.fla carried), for the same-run prefill ratio.
 # Results under $OUT: 00_summary.log (verdicts, tables), bench_*.json, fla_prefill.jsonl, failing logs.
-# Run from the repository root: bash bench/h200_wave4.sh K|V
+#   W  `verify --device cuda` of the DeltaNet 1.3B again (heads on every thread, the f64 model on the GPU), timed;
+#      the Gated DeltaNet bench with the new norms.
+# Run from the repository root: bash bench/h200_wave4.sh K|V|W
 set -uo pipefail
 PHASE=${1:-K}
 OUT=${OUT:-/tmp/statecut-w4}
@@ -114,6 +116,20 @@ if [ "$PHASE" = V ]; then
       >"$OUT/fla_prefill.jsonl" 2>"$LOGS/fla.err" || { tail -3 "$LOGS/fla.err" | cut -c1-300 >>"$S"; }
     say "--- fla's DeltaNet prefill at $(elapsed) s"; cat "$OUT/fla_prefill.jsonl" >>"$S"
   fi
+fi
+if [ "$PHASE" = W ]; then  # after the parallel_for_each fix and the f64 model on the GPU
+  configure
+  cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint >"$LOGS/build.log" 2>&1 ||
+    { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error" -A3 "$LOGS/build.log" | head -40 >>"$S"; exit 1; }
+  say "build $(elapsed) s"
+  "$BUILD/cli/statecut-random-checkpoint" --out "$WORK/dn13" >/dev/null 2>&1
+  say "--- verify --device cuda dn13 (default windows) at $(elapsed) s"
+  timeout 240 "$SC" verify --checkpoint "$WORK/dn13" --device cuda \
+    --json >"$OUT/verify_dn13.json" 2> >(awk '{ print strftime("%T"), $0; fflush() }' >"$LOGS/verify.err")
+  say "verify exit $? at $(elapsed) s"
+  sleep 1; grep -vE 'theorems: layer [0-9]+$|reference: layer' "$LOGS/verify.err" | head -60 >>"$S"
+  python3 -c "import json; r=json.load(open('$OUT/verify_dn13.json')); [print(c['name'], c['status'], c.get('figure'), c.get('where','')) for c in r['checks']]" >>"$S" 2>&1
+  checkpoints gdn13 --family gated_deltanet && bench gdn13
 fi
 say "phase $PHASE rc=$rc, $(elapsed) s"
 exit $rc

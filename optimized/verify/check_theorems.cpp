@@ -79,7 +79,7 @@ std::vector<int64_t> seeded_permutation(std::mt19937_64& rng, int64_t n) {
   return p;
 }
 
-/// The final normed hidden state (f64, CPU) of `config` with the checkpoint's weights after `changed` replaced some
+/// The final normed hidden state (f64, on ctx.device64, returned on the CPU) of `config` with the checkpoint's weights after `changed` replaced some
 /// of them. Compared instead of the logits, which the model API rounds to fp32 (they are its image under lm_head).
 torch::Tensor hidden_with(Context& ctx, const nlohmann::json& config, const std::map<std::string, torch::Tensor>& changed,
                           const torch::Tensor& ids) {
@@ -87,11 +87,11 @@ torch::Tensor hidden_with(Context& ctx, const nlohmann::json& config, const std:
   for (const auto& n : ctx.weights->names()) all[n] = ctx.weights->raw(n);
   for (const auto& [n, t] : changed) all[n] = t;
   const WeightSource ws = WeightSource::from_tensors(std::move(all), ctx.dir + " (transformed)");
-  auto m = build_causal_lm(config, ws, torch::kFloat64, torch::Device(torch::kCPU), ctx.config_path);
+  auto m = build_causal_lm(config, ws, torch::kFloat64, ctx.device64, ctx.config_path);
   torch::NoGradGuard ng;
   ForwardOptions fo;
   fo.output_hidden_states = true;
-  return m->forward(ids, fo).hidden_states.back().to(torch::kFloat64);
+  return m->forward(ids.to(ctx.device64), fo).hidden_states.back().to(torch::kCPU, torch::kFloat64);
 }
 
 CheckResult invariance_row(const std::string& name, const torch::Tensor& a, const torch::Tensor& b,
