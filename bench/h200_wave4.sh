@@ -11,7 +11,9 @@
 # Results under $OUT: 00_summary.log (verdicts, tables), bench_*.json, fla_prefill.jsonl, failing logs.
 #   W  `verify --device cuda` of the DeltaNet 1.3B again (heads on every thread, the f64 model on the GPU), timed;
 #      the Gated DeltaNet bench with the new norms.
-# Run from the repository root: bash bench/h200_wave4.sh K|V|W
+#   X  every GPU test (ctest -L GPU), then the verify of W again (its bf16 model-level limit now scales with the
+#      model's own bf16-vs-f64 distance).
+# Run from the repository root: bash bench/h200_wave4.sh K|V|W|X
 set -uo pipefail
 PHASE=${1:-K}
 OUT=${OUT:-/tmp/statecut-w4}
@@ -117,11 +119,18 @@ if [ "$PHASE" = V ]; then
     say "--- fla's DeltaNet prefill at $(elapsed) s"; cat "$OUT/fla_prefill.jsonl" >>"$S"
   fi
 fi
-if [ "$PHASE" = W ]; then  # after the parallel_for_each fix and the f64 model on the GPU
+if [ "$PHASE" = W ] || [ "$PHASE" = X ]; then  # after the parallel_for_each fix and the f64 model on the GPU
   configure
-  cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint >"$LOGS/build.log" 2>&1 ||
+  extra=""; [ "$PHASE" = X ] && extra=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint $extra >"$LOGS/build.log" 2>&1 ||
     { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error" -A3 "$LOGS/build.log" | head -40 >>"$S"; exit 1; }
   say "build $(elapsed) s"
+  if [ "$PHASE" = X ]; then  # every GPU test after this wave's kernel changes
+    (cd "$BUILD" && timeout 240 ctest -L GPU -j4 --timeout 200) >"$LOGS/ctest_gpu.log" 2>&1 || { rc=1; keep "$LOGS/ctest_gpu.log"; }
+    say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1) at $(elapsed) s"
+    grep -E "Failed|Not Run|Timeout" "$LOGS/ctest_gpu.log" | head -20 >>"$S"
+  fi
   "$BUILD/cli/statecut-random-checkpoint" --out "$WORK/dn13" >/dev/null 2>&1
   say "--- verify --device cuda dn13 (default windows) at $(elapsed) s"
   timeout 240 "$SC" verify --checkpoint "$WORK/dn13" --device cuda \
@@ -129,7 +138,7 @@ if [ "$PHASE" = W ]; then  # after the parallel_for_each fix and the f64 model o
   say "verify exit $? at $(elapsed) s"
   sleep 1; grep -vE 'theorems: layer [0-9]+$|reference: layer' "$LOGS/verify.err" | head -60 >>"$S"
   python3 -c "import json; r=json.load(open('$OUT/verify_dn13.json')); [print(c['name'], c['status'], c.get('figure'), c.get('where','')) for c in r['checks']]" >>"$S" 2>&1
-  checkpoints gdn13 --family gated_deltanet && bench gdn13
+  [ "$PHASE" = W ] && checkpoints gdn13 --family gated_deltanet && bench gdn13
 fi
 say "phase $PHASE rc=$rc, $(elapsed) s"
 exit $rc

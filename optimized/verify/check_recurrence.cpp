@@ -1,6 +1,8 @@
 // `chunk-recurrent` and `state-carry`: two metamorphic relations of the optimized recurrence on this model's own
 // activations. Chunked (WY/UT, chunk 64) = recurrent; and run(T1 + T2) = run(T2, state = run(T1)) with a split
 // that is not a multiple of the chunk, so a carried state enters mid-chunk.
+#include <algorithm>
+
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
 #include "optimized/verify/verify_checks.h"
@@ -23,11 +25,24 @@ void compare_heads(const LayerData& d, const torch::Tensor& o, const torch::Tens
     }
 }
 
-double model_mode_threshold(torch::Dtype d, std::string* reason) {
+/// The limit of the whole-model comparison. In bf16 it is tied to this model's own rounding sensitivity: the chunked
+/// and the recurrent model are two bf16 evaluations of the same function whose roundings differ, each about e (the
+/// chunked model's distance from f64, `reference.model`) from the exact logits, so about sqrt(2) e apart; 2 e, at
+/// least 0.05, leaves margin. A fixed 0.05 held on the shipped 4-layer model (0.002) but not on a random-weight 24-layer
+/// 1.3B (H200: 0.076 apart with e = 0.092): deep random blocks amplify rounding, a wrong recurrence gives O(1).
+double model_mode_threshold(Context& ctx, std::string* reason) {
+  const torch::Dtype d = ctx.run_dtype;
   if (d == torch::kBFloat16) {
-    *reason = "the two recurrences differ by fp32 rounding (~1e-6); the bf16 casts after them turn that into at most "
-              "one bf16 ulp (3.9e-3) in a few activations per block; 0.05 flags a real difference";
-    return 0.05;
+    double e = 0;
+    const bool have_e = ctx.ensure_f64();
+    if (have_e) {
+      const torch::Tensor lg = ctx.fwd.logits.to(torch::kCPU, torch::kFloat64);
+      for (int64_t b = 0; b < lg.size(0); ++b) e = std::max(e, rel_err(lg[b], ctx.logits64[b]));
+    }
+    *reason = "two bf16 evaluations with different roundings lie ~sqrt(2) e apart, e = this model's bf16-vs-f64 "
+              "distance (" + (have_e ? fmt(e) : std::string("unknown: ") + ctx.f64_error) +
+              "); limit max(0.05, 2 e): a wrong recurrence moves the logits by O(1)";
+    return std::max(0.05, 2.0 * e);
   }
   if (d == torch::kFloat64) {
     *reason = "f64 throughout: chunked and recurrent agree to ~1e-13";
@@ -84,7 +99,7 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
   // The whole model run both ways.
   CheckResult m;
   m.name = "chunk-recurrent.model";
-  m.threshold = model_mode_threshold(ctx.run_dtype, &m.reason);
+  m.threshold = model_mode_threshold(ctx, &m.reason);
   {
     torch::NoGradGuard ng;
     ForwardOptions fo;
