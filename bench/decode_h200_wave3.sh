@@ -19,18 +19,9 @@
 # Run from the repository root: bash bench/decode_h200_wave3.sh A|B|all|P|F
 set -uo pipefail
 PHASE=${1:-A}
-OUT=${OUT:-/tmp/statecut-w3}
-BUILD=${BUILD:-build-gpu-device}
-WORK=${WORK:-/tmp/statecut-w3-work}
-LOGS=${LOGS:-/tmp/statecut-w3-logs}
-mkdir -p "$OUT" "$WORK" "$LOGS"
-S="$OUT/00_summary.log"
-say() { echo "$*" | tee -a "$S"; }
-keep() { cp "$1" "$OUT/" 2>/dev/null; }
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; echo "phase $PHASE"; } | tee -a "$S"
-rc=0
-t0=$(date +%s)
-SC="$BUILD/cli/statecut"
+TAG=w3
+# shellcheck source=bench/device_env.sh
+source "$(dirname "$0")/device_env.sh"
 TESTS="fused_ops_cuda equiv_gated_delta_cuda decode_equivalence golden_models_cuda"
 
 table() {  # bench JSON -> summary lines
@@ -63,12 +54,7 @@ build_and_test() {
   cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint $TESTS >"$LOGS/build.log" 2>&1 ||
     { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -80 >>"$S"; exit 1; }
   say "build $(( $(date +%s) - t0 )) s"
-  for t in $TESTS; do
-    f=""; [ "$t" = decode_equivalence ] && f="--gtest_filter=*cuda*"
-    timeout 300 "$BUILD/tests/$t" $f >"$LOGS/$t.log" 2>&1 || { rc=1; keep "$LOGS/$t.log"; }
-    say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$t.log" | tr '\n' ' ')"
-    grep -E "^\[  FAILED  \]" "$LOGS/$t.log" | head -20 >>"$S"
-  done
+  run_tests $TESTS
   return 0  # a failing test sets rc; the measurements still run
 }
 

@@ -16,19 +16,9 @@
 # Run from the repository root: bash bench/h200_wave4.sh K|V|W|X
 set -uo pipefail
 PHASE=${1:-K}
-OUT=${OUT:-/tmp/statecut-w4}
-BUILD=${BUILD:-build-gpu-device}
-WORK=${WORK:-/tmp/statecut-w4-work}
-LOGS=${LOGS:-/tmp/statecut-w4-logs}
-mkdir -p "$OUT" "$WORK" "$LOGS"
-S="$OUT/00_summary.log"
-say() { echo "$*" | tee -a "$S"; }
-keep() { cp "$1" "$OUT/" 2>/dev/null; return 0; }
-elapsed() { echo $(( $(date +%s) - t0 )); }
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; echo "phase $PHASE"; } | tee -a "$S"
-rc=0
-t0=$(date +%s)
-SC="$BUILD/cli/statecut"
+TAG=w4
+# shellcheck source=bench/device_env.sh
+source "$(dirname "$0")/device_env.sh"
 TESTS="fused_ops_cuda decode_equivalence golden_models_cuda"
 
 checkpoints() {  # name, random-checkpoint args
@@ -77,12 +67,7 @@ if [ "$PHASE" = K ]; then
     >"$LOGS/build.log" 2>&1 ||
     { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -80 >>"$S"; exit 1; }
   say "build $(elapsed) s"
-  for t in $TESTS; do
-    f=""; [ "$t" = decode_equivalence ] && f="--gtest_filter=*cuda*"
-    timeout 300 "$BUILD/tests/$t" $f >"$LOGS/$t.log" 2>&1 || { rc=1; keep "$LOGS/$t.log"; }
-    say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$t.log" | tr '\n' ' ')"
-    grep -E "^\[  FAILED  \]|Failure|rel_err" "$LOGS/$t.log" | head -20 >>"$S"
-  done
+  run_tests $TESTS
   checkpoints dn13 && bench dn13
   timeout 90 "$BUILD/cli/statecut-profile-step" "$WORK/dn13" "$LOGS/prefill.json" 8 2048 0 >>"$S" 2>&1
   say "--- kernels of the dn13 prefill 8x2048 (eager, Kineto)"
@@ -99,12 +84,7 @@ if [ "$PHASE" = V ]; then
   cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint fused_ops_cuda decode_equivalence \
     >"$LOGS/build.log" 2>&1 || { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error" -A3 "$LOGS/build.log" | head -40 >>"$S"; exit 1; }
   say "build $(elapsed) s"
-  for t in fused_ops_cuda decode_equivalence; do
-    f=""; [ "$t" = decode_equivalence ] && f="--gtest_filter=*cuda*"
-    timeout 200 "$BUILD/tests/$t" $f >"$LOGS/$t.log" 2>&1 || { rc=1; keep "$LOGS/$t.log"; }
-    say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$t.log" | tr '\n' ' ')"
-    grep -E "^\[  FAILED  \]|Failure" -A4 "$LOGS/$t.log" | head -30 >>"$S"
-  done
+  run_tests fused_ops_cuda decode_equivalence
   mutant
   checkpoints dn13 && bench dn13
   say "--- verify --device cuda dn13 (default windows) at $(elapsed) s"

@@ -1,0 +1,27 @@
+# The common start of the H200 scripts (bench/decode_h200_wave3.sh, bench/h200_wave4.sh), sourced with the script's
+# tag and phase set: TAG=w4 PHASE=K. Sets OUT (what comes back: 00_summary.log $S, results), BUILD, WORK (checkpoints),
+# LOGS (full logs that stay), SC (the CLI in BUILD), rc = 0 (the script's exit), and say (a summary line), keep (copy a failing log into OUT), elapsed (seconds since
+# t0), run_tests (GPU test executables of BUILD by name: a summary line each, failures set rc); writes the machine, the date and the phase at the top of the summary. Each may be overridden from the
+# environment.
+OUT=${OUT:-/tmp/statecut-$TAG}
+BUILD=${BUILD:-build-gpu-device}
+WORK=${WORK:-/tmp/statecut-$TAG-work}
+LOGS=${LOGS:-/tmp/statecut-$TAG-logs}
+mkdir -p "$OUT" "$WORK" "$LOGS"
+S="$OUT/00_summary.log"
+SC="$BUILD/cli/statecut"
+rc=0
+say() { echo "$*" | tee -a "$S"; }
+keep() { cp "$1" "$OUT/" 2>/dev/null; return 0; }
+t0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t0 )); }
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u; echo "phase $PHASE"; } | tee -a "$S"
+run_tests() {  # test executable names; decode_equivalence runs its CUDA cases only
+  local t f
+  for t in "$@"; do
+    f=""; [ "$t" = decode_equivalence ] && f="--gtest_filter=*cuda*"
+    timeout 300 "$BUILD/tests/$t" $f >"$LOGS/$t.log" 2>&1 || { rc=1; keep "$LOGS/$t.log"; }
+    say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$t.log" | tr '\n' ' ')"
+    grep -E "^\[  FAILED  \]|Failure" -A3 "$LOGS/$t.log" | head -20 >>"$S"
+  done
+}
