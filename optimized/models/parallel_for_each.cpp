@@ -2,6 +2,7 @@
 #include "optimized/models/parallel_for_each.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,11 +44,14 @@ void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
   // here, without -fopenmp: it would run every item on this thread (seen on the H200: 64 heads of `verify`'s theorems
   // on 1 thread, 10 s per layer). So: at::get_num_threads() plain threads taking items in turn; each sets its own
   // OpenMP thread count to 1 (a per-thread setting), so LibTorch operations inside an item do not start a team of
-  // their own on every worker.
+  // their own on every worker. Workers take the caller's LibTorch thread-local state (grad mode, inference mode,
+  // autocast), as at::parallel_for's own threads do.
+  const at::ThreadLocalState caller;
   const int64_t workers = std::min<int64_t>(n, std::max(1, at::get_num_threads()));
   std::atomic<int64_t> next{0};
   auto body = [&](bool worker) {
     if (worker && omp_set_num_threads) omp_set_num_threads(1);
+    const at::ThreadLocalStateGuard state(caller);
     for (int64_t i = next++; i < n; i = next++) items.run(i);
   };
   std::vector<std::thread> pool;

@@ -54,6 +54,18 @@ TEST(ParallelForEach, everyItemRunsOnceAndTheFirstExceptionFollowsThem) {
   }
 }
 
+TEST(ParallelForEach, itemsSeeTheCallersGradMode) {
+  const ThreadCount tc(2);
+  const torch::NoGradGuard no_grad;
+  const auto w = torch::ones({4}, torch::requires_grad());
+  std::vector<char> graph(8, 1);
+  parallel_for_each(8, [&](int64_t i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    graph[static_cast<size_t>(i)] = (w * 2).requires_grad();  // no graph under the caller's no-grad
+  });
+  for (size_t i = 0; i < graph.size(); ++i) EXPECT_FALSE(graph[i]) << "item " << i << " recorded a graph";
+}
+
 TEST(ParallelForEach, libTorchOperationsInsideItemsGiveTheSerialResults) {
   const ThreadCount tc(2);
   torch::manual_seed(11);
