@@ -50,7 +50,10 @@ void parallel_for_each(int64_t n, const std::function<void(int64_t)>& f) {
   const int64_t workers = std::min<int64_t>(n, std::max(1, at::get_num_threads()));
   std::atomic<int64_t> next{0};
   auto body = [&](bool worker) {
-    if (worker && omp_set_num_threads) omp_set_num_threads(1);
+    if (worker && omp_set_num_threads) {
+      at::internal::lazy_init_num_threads();  // LibTorch's own first-use setup of this thread, which would undo ours
+      omp_set_num_threads(1);
+    }
     const at::ThreadLocalStateGuard state(caller);
     for (int64_t i = next++; i < n; i = next++) items.run(i);
   };

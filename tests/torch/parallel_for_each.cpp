@@ -71,7 +71,14 @@ TEST(ParallelForEach, libTorchOperationsInsideItemsGiveTheSerialResults) {
   torch::manual_seed(11);
   const auto a = torch::randn({16, 300, 300}, torch::kFloat64);
   std::vector<torch::Tensor> out(16);
-  parallel_for_each(16, [&](int64_t i) { out[static_cast<size_t>(i)] = torch::mm(a[i], a[i].t()).sum(1); });
+  std::vector<int> threads_inside(16, 0);
+  const auto caller = std::this_thread::get_id();
+  parallel_for_each(16, [&](int64_t i) {
+    out[static_cast<size_t>(i)] = torch::mm(a[i], a[i].t()).sum(1);
+    // after a LibTorch operation (which initialises the thread's count), a worker still runs one thread
+    threads_inside[static_cast<size_t>(i)] = std::this_thread::get_id() == caller ? 1 : at::get_num_threads();
+  });
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(threads_inside[static_cast<size_t>(i)], 1) << "item " << i;
   // BLAS may block the product differently by thread count: equal to a few f64 units, not bit for bit.
   for (int64_t i = 0; i < 16; ++i) {
     const auto ref = torch::mm(a[i], a[i].t()).sum(1);
