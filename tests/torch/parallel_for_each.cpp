@@ -29,12 +29,12 @@ TEST(ParallelForEach, itemsRunOnTheIntraOpThreadCount) {
   const ThreadCount tc(2);
   std::mutex mu;
   std::set<std::thread::id> ids;
-  parallel_for_each(8, [&](int64_t) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // long enough that one thread cannot take them all
+  parallel_for_each(16, [&](int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // 0.48 s in all: a worker starts well before
     const std::lock_guard<std::mutex> lock(mu);
     ids.insert(std::this_thread::get_id());
   });
-  EXPECT_EQ(ids.size(), 2u) << "8 items of 30 ms with 2 intra-op threads";
+  EXPECT_EQ(ids.size(), 2u) << "16 items of 30 ms with 2 intra-op threads";
 }
 
 TEST(ParallelForEach, everyItemRunsOnceAndTheFirstExceptionFollowsThem) {
