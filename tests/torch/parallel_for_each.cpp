@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -18,11 +20,20 @@
 namespace statecut {
 namespace {
 
-/// Sets the intra-op thread count for one test and restores it.
+/// Two threads for one test (OMP_NUM_THREADS, which parallel_for_each follows when set, and LibTorch's count), then
+/// the previous state.
 struct ThreadCount {
   int saved = at::get_num_threads();
-  explicit ThreadCount(int n) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved); }
+  std::string env = std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "";
+  explicit ThreadCount(int n) {
+    setenv("OMP_NUM_THREADS", std::to_string(n).c_str(), 1);
+    at::set_num_threads(n);
+  }
+  ~ThreadCount() {
+    if (env.empty()) unsetenv("OMP_NUM_THREADS");
+    else setenv("OMP_NUM_THREADS", env.c_str(), 1);
+    at::set_num_threads(saved);
+  }
 };
 
 TEST(ParallelForEach, itemsRunOnTheIntraOpThreadCount) {
@@ -35,6 +46,20 @@ TEST(ParallelForEach, itemsRunOnTheIntraOpThreadCount) {
     ids.insert(std::this_thread::get_id());
   });
   EXPECT_EQ(ids.size(), 2u) << "16 items of 30 ms with 2 intra-op threads";
+}
+
+TEST(ParallelForEach, withoutOmpNumThreadsEveryHardwareThreadTakesItems) {
+  const ThreadCount tc(1);
+  unsetenv("OMP_NUM_THREADS");  // the default: LibTorch's count (1 here) or the hardware threads, whichever is more
+  const unsigned hw = std::thread::hardware_concurrency();
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  parallel_for_each(4 * static_cast<int64_t>(hw), [&](int64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const std::lock_guard<std::mutex> lock(mu);
+    ids.insert(std::this_thread::get_id());
+  });
+  EXPECT_EQ(ids.size(), std::max(1u, hw)) << "hardware threads " << hw;
 }
 
 TEST(ParallelForEach, everyItemRunsOnceAndTheFirstExceptionFollowsThem) {
