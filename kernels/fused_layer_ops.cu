@@ -242,7 +242,8 @@ cudaError_t launch_norm(RowsArg x, const void* w, RowsArg z, void* y, int64_t ro
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = rows_aligned16(x, rows, D) && (!z.p || rows_aligned16(z, rows, D)) && al(w) && al(y);
   if (z.p)
-    vec ? launch_norm_v<T, true, 8>(x, w, z, y, rows, D, eps, s) : launch_norm_v<T, true, 1>(x, w, z, y, rows, D, eps, s);
+    vec ? launch_norm_v<T, true, 8>(x, w, z, y, rows, D, eps, s)
+        : launch_norm_v<T, true, 1>(x, w, z, y, rows, D, eps, s);
   else
     vec ? launch_norm_v<T, false, 8>(x, w, z, y, rows, D, eps, s)
         : launch_norm_v<T, false, 1>(x, w, z, y, rows, D, eps, s);

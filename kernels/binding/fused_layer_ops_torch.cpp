@@ -148,8 +148,9 @@ at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tens
   at::Tensor y = at::empty({g.B, T, g.C}, x.options());
   if (final_state) *final_state = at::empty({g.B, g.W - 1, g.C}, x.options());
   check(conv1d_seq(elem(x), xa, ptr_or_null(init), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
-                   final_state && g.W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(g.B), static_cast<int>(T),
-                   static_cast<int>(g.C), static_cast<int>(g.W), silu, at::cuda::getCurrentCUDAStream()),
+                   final_state && g.W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(g.B),
+                   static_cast<int>(T), static_cast<int>(g.C), static_cast<int>(g.W), silu,
+                   at::cuda::getCurrentCUDAStream()),
         "conv1d");
   return y;
 }

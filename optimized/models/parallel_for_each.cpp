@@ -21,7 +21,6 @@ namespace statecut {
 
 namespace {
 
-/// Runs f on every item, keeps the first exception; shared by both paths.
 #if AT_PARALLEL_OPENMP && !defined(_OPENMP)
 /// How many threads take items: what OMP_NUM_THREADS asks when it is set; else every hardware thread, at least
 /// LibTorch's count. LibTorch defaults to the physical cores (1 on a 2-vCPU machine), right for its dense kernels;
@@ -34,6 +33,7 @@ int64_t item_threads() {
 }
 #endif
 
+/// Runs f on every item, keeps the first exception; shared by both paths.
 struct Items {
   const std::function<void(int64_t)>& f;
   std::mutex mu;

@@ -28,8 +28,9 @@ void compare_heads(const LayerData& d, const torch::Tensor& o, const torch::Tens
 /// The limit of the whole-model comparison. In bf16 it is tied to this model's own rounding sensitivity: the chunked
 /// and the recurrent model are two bf16 evaluations of the same function whose roundings differ, each about e (the
 /// chunked model's distance from f64, `reference.model`) from the exact logits, so about sqrt(2) e apart; 2 e, at
-/// least 0.05, leaves margin. A fixed 0.05 held on the shipped 4-layer model (0.002) but not on a random-weight 24-layer
-/// 1.3B (H200: 0.076 apart with e = 0.092): deep random blocks amplify rounding, a wrong recurrence gives O(1).
+/// least 0.05, leaves margin. A fixed 0.05 held on the shipped 4-layer model (0.002) but not on a random-weight
+/// 24-layer 1.3B (H200: 0.076 apart with e = 0.092): deep random blocks amplify rounding, a wrong recurrence gives
+/// O(1).
 double model_mode_threshold(Context& ctx, std::string* reason) {
   const torch::Dtype d = ctx.run_dtype;
   if (d == torch::kBFloat16) {

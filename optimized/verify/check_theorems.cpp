@@ -79,8 +79,9 @@ std::vector<int64_t> seeded_permutation(std::mt19937_64& rng, int64_t n) {
   return p;
 }
 
-/// The final normed hidden state (f64, on ctx.device64, returned on the CPU) of `config` with the checkpoint's weights after `changed` replaced some
-/// of them. Compared instead of the logits, which the model API rounds to fp32 (they are its image under lm_head).
+/// The final normed hidden state (f64, run on ctx.device64, returned on the CPU) of `config` with the checkpoint's
+/// weights after `changed` replaced some of them. Compared instead of the logits, which the model API rounds to fp32
+/// (they are its image under lm_head).
 torch::Tensor hidden_with(Context& ctx, const nlohmann::json& config, const std::map<std::string, torch::Tensor>& changed,
                           const torch::Tensor& ids) {
   std::map<std::string, torch::Tensor> all;
