@@ -1,7 +1,10 @@
 """Sums a Kineto Chrome trace (statecut-profile-step) by GPU kernel: time, launches, share, and the GPU's busy span,
 so one look says whether a step is bound by a few large kernels or by the number of launches.
 
-usage: python3 bench/profile_summary.py TRACE.json [TOP=25]
+usage: python3 bench/profile_summary.py TRACE.json [TOP=25] [--within RANGE]
+  --within RANGE  only the kernels launched inside the CPU ranges named RANGE (statecut-profile-step records
+                  "statecut_prefill" and "statecut_decode_step"), linked to their launch by Kineto's correlation id;
+                  counts are then also given per range (launches per decode step).
 """
 import collections
 import json
@@ -9,9 +12,27 @@ import sys
 
 
 def main():
-    trace = json.load(open(sys.argv[1]))
-    top = int(sys.argv[2]) if len(sys.argv) > 2 else 25
-    ev = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    args = sys.argv[1:]
+    within = None
+    if "--within" in args:
+        i = args.index("--within")
+        within = args[i + 1]
+        del args[i:i + 2]
+    trace = json.load(open(args[0]))
+    top = int(args[1]) if len(args) > 1 else 25
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    ev = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    ranges = 1
+    if within:
+        spans = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == within and e.get("cat") != "kernel"]
+        if not spans:
+            print(f"no CPU range named {within} in the trace")
+            return 1
+        ranges = len(spans)
+        inside = {e["args"]["correlation"] for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and
+                  "correlation" in e.get("args", {}) and any(a <= e["ts"] <= b for a, b in spans)}
+        ev = [e for e in ev if e.get("args", {}).get("correlation") in inside]
+        print(f"{within}: {ranges} ranges, {len(ev) / ranges:.1f} GPU activities per range")
     if not ev:
         print("no GPU kernels in the trace")
         return 1
@@ -27,7 +48,8 @@ def main():
     print(f"{len(ev)} GPU activities, busy {busy / 1e3:.3f} ms of a {span / 1e3:.3f} ms span "
           f"({100 * busy / span:.1f}% busy), mean {busy / len(ev):.2f} us per activity")
     for name, us in sorted(tot.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x {us / cnt[name]:8.2f} us  {name}")
+        print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x "
+              f"({cnt[name] / ranges:5.1f}/range) {us / cnt[name]:8.2f} us  {name}")
     return 0
 
 

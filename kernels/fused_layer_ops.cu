@@ -67,12 +67,22 @@ __device__ __forceinline__ void norm_write(const T* xr, const T* __restrict__ w,
   }
 }
 
-template <typename T, int V>
-__device__ __forceinline__ float sum_squares(const T* xr, int D, int lane, int lanes) {
+/// This thread's share of a row's sum of squares, reduced over its warp. Add: the row is x + delta, rounded to T as
+/// LibTorch's `x + delta` rounds it, and written to sr (the residual stream's next value); norm_write then reads sr —
+/// the same thread wrote those elements (same lane / lanes walk), so no synchronisation is needed.
+template <typename T, int V, bool Add>
+__device__ __forceinline__ float sum_squares(const T* xr, const T* dr, T* sr, int D, int lane, int lanes) {
   float ss = 0.f;
   for (int d = lane * V; d < D; d += lanes * V) {
     float v[V];
     load_vec<T, V>(xr + d, v);
+    if constexpr (Add) {
+      float dv[V];
+      load_vec<T, V>(dr + d, dv);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[i] = to_f<T>(from_f<T>(v[i] + dv[i]));
+      store_vec<T, V>(sr + d, v);
+    }
 #pragma unroll
     for (int i = 0; i < V; ++i) ss += v[i] * v[i];
   }
@@ -83,34 +93,42 @@ __device__ __forceinline__ float sum_squares(const T* xr, int D, int lane, int l
 
 // Rows of D <= kWarpRowMax: one warp per row, 8 rows per block (a row of 128 left 7/8 of a block-per-row idle).
 constexpr int kWarpRowMax = 1024;
-template <typename T, bool Gated, int V>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, const T* __restrict__ w, RowsArg z,
-                                                                     T* __restrict__ y, int64_t rows, int D,
+/// Add: the row normalised is x + delta (rows of `d`), written to sum (contiguous rows x D) on the way.
+template <typename T, bool Gated, int V, bool Add>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
+                                                                     RowsArg z, T* __restrict__ y,
+                                                                     T* __restrict__ sum, int64_t rows, int D,
                                                                      float eps) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
   const T* xr = static_cast<const T*>(x.p) + x.offset(r);
-  const float inv = rsqrtf(sum_squares<T, V>(xr, D, lane, 32) / static_cast<float>(D) + eps);
-  norm_write<T, Gated, V>(xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv, lane,
-                          32);
+  T* sr = Add ? sum + r * D : nullptr;
+  const T* dr = Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr;
+  const float inv = rsqrtf(sum_squares<T, V, Add>(xr, dr, sr, D, lane, 32) / static_cast<float>(D) + eps);
+  norm_write<T, Gated, V>(Add ? sr : xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D,
+                          inv, lane, 32);
 }
 
 // Longer rows: one block per row, one partial sum per warp in shared memory.
-template <typename T, bool Gated, int V>
-__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, const T* __restrict__ w, RowsArg z,
-                                                                T* __restrict__ y, int D, float eps) {
+template <typename T, bool Gated, int V, bool Add>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
+                                                                RowsArg z, T* __restrict__ y, T* __restrict__ sum,
+                                                                int D, float eps) {
   __shared__ float part[kNormThreads / 32];
   const int64_t r = blockIdx.x;
   const T* xr = static_cast<const T*>(x.p) + x.offset(r);
-  const float ss = sum_squares<T, V>(xr, D, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  T* sr = Add ? sum + r * D : nullptr;
+  const T* dr = Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr;
+  const float ss =
+      sum_squares<T, V, Add>(xr, dr, sr, D, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
   __syncthreads();
   float tot = 0.f;
   for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) tot += part[i];
   const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
-  norm_write<T, Gated, V>(xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv,
-                          static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  norm_write<T, Gated, V>(Add ? sr : xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D,
+                          inv, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
 // One thread per (b, c).
@@ -199,14 +217,19 @@ __global__ void __launch_bounds__(kSeqThreads) conv1d_seq_kernel(RowsArg x, cons
   }
 }
 
-// A block per row (grid.x up to 2^31 − 1 rows), V elements per thread and load.
+// Grid (rows, column blocks): a block covers up to kSiluCols columns of one row (grid.x up to 2^31 − 1 rows), V
+// elements per thread and load. Column blocks keep a decode step's few long rows (batch 1: one row of 5632) on
+// several SMs; one block per row took 3.2 µs there, the launch itself ~1.
+constexpr int kSiluThreads = 256, kSiluCols = 2048;
 template <typename T, int V>
-__global__ void __launch_bounds__(256) silu_mul_kernel(RowsArg a, RowsArg b, T* __restrict__ y, int D) {
+__global__ void __launch_bounds__(kSiluThreads) silu_mul_kernel(RowsArg a, RowsArg b, T* __restrict__ y, int D) {
   const int64_t r = blockIdx.x;
   const T* ar = static_cast<const T*>(a.p) + a.offset(r);
   const T* br = static_cast<const T*>(b.p) + b.offset(r);
   T* yr = y + r * D;
-  for (int d = static_cast<int>(threadIdx.x) * V; d < D; d += static_cast<int>(blockDim.x) * V) {
+  const int d1 = min(D, static_cast<int>(blockIdx.y + 1) * kSiluCols);
+  for (int d = static_cast<int>(blockIdx.y) * kSiluCols + static_cast<int>(threadIdx.x) * V; d < d1;
+       d += kSiluThreads * V) {
     float av[V], bv[V], o[V];
     load_vec<T, V>(ar + d, av);
     load_vec<T, V>(br + d, bv);
@@ -216,16 +239,18 @@ __global__ void __launch_bounds__(256) silu_mul_kernel(RowsArg a, RowsArg b, T* 
   }
 }
 
-template <typename T, bool Gated, int V>
-void launch_norm_v(RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps, cudaStream_t s) {
+template <typename T, bool Gated, int V, bool Add>
+void launch_norm_v(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D, float eps,
+                   cudaStream_t s) {
   const T* wp = static_cast<const T*>(w);
   if (D <= kWarpRowMax) {
     constexpr int kRowsPerBlock = kNormThreads / 32;
-    rms_norm_warp_kernel<T, Gated, V><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                                        kNormThreads, 0, s>>>(x, wp, z, static_cast<T*>(y), rows, D, eps);
+    rms_norm_warp_kernel<T, Gated, V, Add><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                                             kNormThreads, 0, s>>>(x, d, wp, z, static_cast<T*>(y),
+                                                                   static_cast<T*>(sum), rows, D, eps);
   } else {
-    rms_norm_kernel<T, Gated, V><<<static_cast<unsigned>(rows), kNormThreads, 0, s>>>(x, wp, z, static_cast<T*>(y),
-                                                                                       D, eps);
+    rms_norm_kernel<T, Gated, V, Add><<<static_cast<unsigned>(rows), kNormThreads, 0, s>>>(
+        x, d, wp, z, static_cast<T*>(y), static_cast<T*>(sum), D, eps);
   }
 }
 
@@ -235,18 +260,26 @@ bool rows_aligned16(const RowsArg& a, int64_t rows, int D) {
          (a.group >= rows || a.group_stride % 8 == 0) && D % 8 == 0;
 }
 
+template <typename T, int V>
+void launch_norm_kinds(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D,
+                       float eps, cudaStream_t s) {
+  if (d.p)
+    z.p ? launch_norm_v<T, true, V, true>(x, d, w, z, y, sum, rows, D, eps, s)
+        : launch_norm_v<T, false, V, true>(x, d, w, z, y, sum, rows, D, eps, s);
+  else
+    z.p ? launch_norm_v<T, true, V, false>(x, d, w, z, y, sum, rows, D, eps, s)
+        : launch_norm_v<T, false, V, false>(x, d, w, z, y, sum, rows, D, eps, s);
+}
 
 template <typename T>
-cudaError_t launch_norm(RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps, cudaStream_t s) {
+cudaError_t launch_norm(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D,
+                        float eps, cudaStream_t s) {
   if (rows == 0) return cudaSuccess;
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = rows_aligned16(x, rows, D) && (!z.p || rows_aligned16(z, rows, D)) && al(w) && al(y);
-  if (z.p)
-    vec ? launch_norm_v<T, true, 8>(x, w, z, y, rows, D, eps, s)
-        : launch_norm_v<T, true, 1>(x, w, z, y, rows, D, eps, s);
-  else
-    vec ? launch_norm_v<T, false, 8>(x, w, z, y, rows, D, eps, s)
-        : launch_norm_v<T, false, 1>(x, w, z, y, rows, D, eps, s);
+  const bool vec = rows_aligned16(x, rows, D) && (!z.p || rows_aligned16(z, rows, D)) &&
+                   (!d.p || (rows_aligned16(d, rows, D) && al(sum))) && al(w) && al(y);
+  vec ? launch_norm_kinds<T, 8>(x, d, w, z, y, sum, rows, D, eps, s)
+      : launch_norm_kinds<T, 1>(x, d, w, z, y, sum, rows, D, eps, s);
   return cudaGetLastError();
 }
 
@@ -257,8 +290,15 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps,
                           cudaStream_t s) {
   if (!x.p || !w || !y || D < 1 || rows < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, w, z, y, rows, D, eps, s)
-                              : launch_norm<__half>(x, w, z, y, rows, D, eps, s);
+  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, RowsArg{}, w, z, y, nullptr, rows, D, eps, s)
+                              : launch_norm<__half>(x, RowsArg{}, w, z, y, nullptr, rows, D, eps, s);
+}
+
+cudaError_t add_rms_norm_rows(ElemType t, RowsArg x, RowsArg delta, const void* w, void* sum, void* y, int64_t rows,
+                              int D, float eps, cudaStream_t s) {
+  if (!x.p || !delta.p || !w || !y || !sum || D < 1 || rows < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
+  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, delta, w, RowsArg{}, y, sum, rows, D, eps, s)
+                              : launch_norm<__half>(x, delta, w, RowsArg{}, y, sum, rows, D, eps, s);
 }
 
 cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,
@@ -325,10 +365,66 @@ cudaError_t launch_conv_seq_w(RowsArg x, const void* init, const void* w, const 
 template <typename T>
 void launch_silu_mul(RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStream_t s) {
   const bool vec = rows_aligned16(a, rows, D) && rows_aligned16(b, rows, D) && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + kSiluCols - 1) / kSiluCols));
   if (vec)
-    silu_mul_kernel<T, 8><<<static_cast<unsigned>(rows), 256, 0, s>>>(a, b, static_cast<T*>(y), D);
+    silu_mul_kernel<T, 8><<<grid, kSiluThreads, 0, s>>>(a, b, static_cast<T*>(y), D);
   else
-    silu_mul_kernel<T, 1><<<static_cast<unsigned>(rows), 256, 0, s>>>(a, b, static_cast<T*>(y), D);
+    silu_mul_kernel<T, 1><<<grid, kSiluThreads, 0, s>>>(a, b, static_cast<T*>(y), D);
+}
+
+// Small-batch GEMV: a warp per output column n reads w's row n once (16-byte loads, 8 in flight per lane) against
+// the M <= 8 rows of x, fp32 sums reduced over the warp, one rounding. At M = 1 cuBLAS's kernels reached 1.4-3.4 TB/s
+// on the 1.3B layers' 8-46 MB matrices (62% of the step's copy bandwidth over a layer, H200 profile 2026-12-02).
+constexpr int kGemvWarps = 8;
+template <typename T, int M>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
+                                                               T* __restrict__ y, int N, int K) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int n = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x >> 5);
+  if (n >= N) return;
+  const T* wr = w + static_cast<int64_t>(n) * K;
+  float acc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) acc[m] = 0.f;
+#pragma unroll 8
+  for (int k = lane * 8; k < K; k += 32 * 8) {
+    float wv[8];
+    detail::load8(wr + k, wv);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xv[8];
+      detail::load8(x + static_cast<int64_t>(m) * K + k, xv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[m] += wv[i] * xv[i];
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+  if (lane == 0)
+#pragma unroll
+    for (int m = 0; m < M; ++m) y[static_cast<int64_t>(m) * N + n] = from_f<T>(acc[m]);
+}
+
+template <typename T, int M>
+void launch_gemv_m(const void* x, const void* w, void* y, int N, int K, cudaStream_t s) {
+  gemv_kernel<T, M><<<static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), kGemvWarps * 32, 0, s>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), N, K);
+}
+
+template <typename T>
+void launch_gemv(const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
+  switch (M) {
+    case 1: launch_gemv_m<T, 1>(x, w, y, N, K, s); break;
+    case 2: launch_gemv_m<T, 2>(x, w, y, N, K, s); break;
+    case 3: launch_gemv_m<T, 3>(x, w, y, N, K, s); break;
+    case 4: launch_gemv_m<T, 4>(x, w, y, N, K, s); break;
+    case 5: launch_gemv_m<T, 5>(x, w, y, N, K, s); break;
+    case 6: launch_gemv_m<T, 6>(x, w, y, N, K, s); break;
+    case 7: launch_gemv_m<T, 7>(x, w, y, N, K, s); break;
+    default: launch_gemv_m<T, 8>(x, w, y, N, K, s); break;
+  }
 }
 
 }  // namespace
@@ -351,6 +447,17 @@ cudaError_t silu_mul(ElemType t, RowsArg a, RowsArg b, void* y, int64_t rows, in
     launch_silu_mul<__nv_bfloat16>(a, b, y, rows, D, s);
   else
     launch_silu_mul<__half>(a, b, y, rows, D, s);
+  return cudaGetLastError();
+}
+
+cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!x || !w || !y || M < 1 || M > kGemvMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w))
+    return cudaErrorInvalidValue;
+  if (t == ElemType::kBF16)
+    launch_gemv<__nv_bfloat16>(x, w, y, M, N, K, s);
+  else
+    launch_gemv<__half>(x, w, y, M, N, K, s);
   return cudaGetLastError();
 }
 

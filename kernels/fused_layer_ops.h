@@ -5,11 +5,15 @@
 /// fp32 reduction order before the final rounding to the activation type:
 ///
 ///   rms_norm      y[r] = (x[r] * rsqrt(mean_d x[r]^2 + eps)) * w                          rows x D
+///   add_rms_norm  s[r] = round(x[r] + delta[r]);  y[r] = rms_norm(s[r])   (a residual add and the next layer's
+///                 norm in one launch: s is LibTorch's bf16/fp16 `x + delta`, the norm reads the rounded s)
 ///   gated (z)     y[r] = ((x[r] * rsqrt(mean_d x[r]^2 + eps)) * w * z[r]) * sigmoid(z[r])  (fla FusedRMSNormGated)
 ///   conv1d_step   y[b,c] = act(sum_{j<W} w[c,j] win[b,j,c] + bias[c]),  win = [state[b,0..W-2,c], x[b,c]];
 ///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns a channel)   act = SiLU or identity
 ///   conv1d_seq    the same over T tokens (prefill and whole-sequence forward; LibTorch: fp32 copies + cuDNN)
 ///   silu_mul      y = round(round(silu(a)) * b)   (LibTorch's silu(a) * b in the activation type: two roundings)
+///   gemv          y[m, n] = round(sum_k x[m, k] w[n, k])   (x M x K, w N x K, y M x N contiguous; M <= 8: the few
+///                 rows of a small-batch decode step, where cuBLAS's GEMMs left a third of the bandwidth unused)
 ///
 /// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
 /// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
@@ -35,6 +39,10 @@ struct RowsArg {
 cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps,
                           cudaStream_t s);
 
+/// sum, y: contiguous rows x D.
+cudaError_t add_rms_norm_rows(ElemType t, RowsArg x, RowsArg delta, const void* w, void* sum, void* y, int64_t rows,
+                              int D, float eps, cudaStream_t s);
+
 cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,
                         int W, bool silu, cudaStream_t s);
 
@@ -48,5 +56,9 @@ cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, c
                        void* final_state, int B, int T, int C, int W, bool silu, cudaStream_t s);
 
 cudaError_t silu_mul(ElemType t, RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStream_t s);
+
+/// K % 8 == 0 and x, w 16-byte aligned (else cudaErrorInvalidValue: the caller keeps cuBLAS); fp32 sums over k.
+constexpr int kGemvMaxRows = 8;
+cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s);
 
 }  // namespace statecut::cuda

@@ -547,6 +547,8 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
+  if (a.q_stride || a.k_stride || a.v_stride || a.g_typed || a.beta_typed || a.beta_round)
+    return cudaErrorInvalidValue;  // packed fp32-gate inputs only (the recurrent kernel takes the others)
   // the state kernel steps its pointers by one chunk in 32-bit offsets: 64 HV V, 64 H K and HV kFrag below 2^31
   if (static_cast<long>(chunk::C) * a.HV * a.V > INT32_MAX || static_cast<long>(chunk::C) * a.H * a.K > INT32_MAX ||
       static_cast<long>(a.HV) * chunk::kFrag > INT32_MAX)

@@ -37,14 +37,18 @@ __device__ __forceinline__ void load8(const T* p, float* out) {
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
 /// Log decay g_t of token tok for value head hv (0 without a gate).
-__device__ __forceinline__ float token_log_gate(const GatedDeltaArgs& a, long tok, int hv) {
-  if (a.g == nullptr) return 0.f;
-  float g = a.g[tok * a.HV + hv];
+/// g as given, or from the gate input a_t when gate_in_kernel.
+__device__ __forceinline__ float log_gate_of(const GatedDeltaArgs& a, float g, int hv) {
   if (a.gate_in_kernel) {
     const float bias = a.dt_bias ? a.dt_bias[hv] : 0.f;
     g = -__expf(a.A_log[hv]) * softplus(g + bias);
   }
   return g;
+}
+
+__device__ __forceinline__ float token_log_gate(const GatedDeltaArgs& a, long tok, int hv) {
+  if (a.g == nullptr) return 0.f;
+  return log_gate_of(a, a.g[tok * a.HV + hv], hv);
 }
 
 __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {

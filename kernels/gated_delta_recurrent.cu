@@ -30,6 +30,27 @@ __device__ __forceinline__ void load_vec(const T* p, float* out) {
   }
 }
 
+/// Token tok's first element of q, k or v: packed rows unless the caller gave a token stride.
+__device__ __forceinline__ size_t token_offset(int64_t stride, long tok, int64_t packed) {
+  return static_cast<size_t>(tok) * static_cast<size_t>(stride ? stride : packed);
+}
+
+/// g_t and beta_t of token tok, value head hv, from the fp32 arrays or the input-type ones (g_typed, beta_typed).
+template <typename T>
+__device__ __forceinline__ float token_gate(const GatedDeltaArgs& a, long tok, int hv) {
+  if (a.g_typed == nullptr) return detail::token_log_gate(a, tok, hv);
+  return detail::log_gate_of(a, to_f<T>(static_cast<const T*>(a.g_typed)[tok * a.g_stride + hv]), hv);
+}
+template <typename T>
+__device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {
+  if (a.beta_typed == nullptr && !a.beta_round) return detail::token_beta(a, tok, hv);
+  if (a.beta_typed == nullptr && a.beta == nullptr) return 1.f;
+  float b = a.beta_typed ? to_f<T>(static_cast<const T*>(a.beta_typed)[tok * a.beta_stride + hv])
+                         : a.beta[tok * a.HV + hv];
+  if (a.beta_sigmoid) b = 1.f / (1.f + expf(-b));
+  return a.beta_round ? to_f<T>(detail::from_f<T>(b)) : b;
+}
+
 template <int LG>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
@@ -80,12 +101,13 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
   T* op = static_cast<T*>(a.o);
   for (long tok = bos; tok < eos; ++tok) {
     float kv[KPL], qv[KPL];
-    const size_t qk_off = (static_cast<size_t>(tok) * a.H + h) * K;
+    const size_t k_off = token_offset(a.k_stride, tok, static_cast<int64_t>(a.H) * K) + static_cast<size_t>(h) * K;
+    const size_t q_off = token_offset(a.q_stride, tok, static_cast<int64_t>(a.H) * K) + static_cast<size_t>(h) * K;
 #pragma unroll
     for (int e = 0; e < KPL; e += VEC) {
       if (kidx[e] < K) {
-        load_vec<T, VEC>(kp + qk_off + kidx[e], kv + e);
-        load_vec<T, VEC>(qp + qk_off + kidx[e], qv + e);
+        load_vec<T, VEC>(kp + k_off + kidx[e], kv + e);
+        load_vec<T, VEC>(qp + q_off + kidx[e], qv + e);
       } else {
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kv[e + u] = qv[e + u] = 0.f;
@@ -95,7 +117,9 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
       const int j = row0 + r;
-      vv[r] = j < V ? to_f<T>(vp[(static_cast<size_t>(tok) * a.HV + hv) * V + j]) : 0.f;
+      vv[r] = j < V ? to_f<T>(vp[token_offset(a.v_stride, tok, static_cast<int64_t>(a.HV) * V) +
+                                 static_cast<size_t>(hv) * V + j])
+                    : 0.f;
     }
     float kscale = 1.f, qscale = a.scale;
     if (a.l2norm_qk) {
@@ -113,8 +137,8 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 #pragma unroll
     for (int e = 0; e < KPL; ++e) kq += kv[e] * qv[e];
     kq = group_sum<LG>(kq);
-    const float alpha = expf(detail::token_log_gate(a, tok, hv));  // exact-ish: S is scaled by it every step
-    const float beta = detail::token_beta(a, tok, hv);
+    const float alpha = expf(token_gate<T>(a, tok, hv));  // exact-ish: S is scaled by it every step
+    const float beta = token_beta<T>(a, tok, hv);
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
       float sa = 0.f, sb = 0.f;
@@ -179,9 +203,9 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
   T* op = static_cast<T*>(a.o);
   int p = 0;
   for (long tok = bos; tok < eos; ++tok, p ^= 1) {
-    const size_t qk_off = (static_cast<size_t>(tok) * a.H + h) * K;
     if (warp < 2) {  // warp 0 normalises k, warp 1 q (and applies the scale)
-      const T* src = (warp == 0 ? kp : qp) + qk_off;
+      const T* src = warp == 0 ? kp + token_offset(a.k_stride, tok, static_cast<int64_t>(a.H) * K) + h * K
+                               : qp + token_offset(a.q_stride, tok, static_cast<int64_t>(a.H) * K) + h * K;
       float x[8];
       float ss = 0.f;
 #pragma unroll
@@ -199,12 +223,12 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
     }
     float vv[VEC];
     if (col_ok) {
-      const T* src = vp + (static_cast<size_t>(tok) * a.HV + hv) * V + c0;
+      const T* src = vp + token_offset(a.v_stride, tok, static_cast<int64_t>(a.HV) * V) + static_cast<size_t>(hv) * V + c0;
 #pragma unroll
       for (int u = 0; u < VEC; ++u) vv[u] = to_f<T>(src[u]);
     }
-    const float alpha = expf(detail::token_log_gate(a, tok, hv));  // exact-ish: S is scaled by it every step
-    const float beta = detail::token_beta(a, tok, hv);
+    const float alpha = expf(token_gate<T>(a, tok, hv));  // exact-ish: S is scaled by it every step
+    const float beta = token_beta<T>(a, tok, hv);
     __syncthreads();
     float kq = 0.f;
     for (int kk = lane; kk < K; kk += 32) kq += ks[p][kk] * qs[p][kk];
@@ -263,7 +287,7 @@ cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
 template <typename T, typename SS>
 cudaError_t dispatch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   const int K = a.K;
-  if (K % 4 == 0) {
+  if (K % 4 == 0 && a.q_stride % 4 == 0 && a.k_stride % 4 == 0) {  // 4-element loads stay 8-byte aligned
     // Eight elements per lane where K allows: fewer shuffle levels per byte of state.
     if (K > 128) return launch_vk<T, SS, 4, 8, 32>(a, s);
     if (K > 64) return launch_vk<T, SS, 4, 8, 16, 8>(a, s);  // 32 KiB of state per block in flight
@@ -326,7 +350,10 @@ const char* check_args(const GatedDeltaArgs& a) {
   if (a.N < 1) return "need at least one sequence";
   if (a.cu_seqlens == nullptr && a.seq_len < 0) return "seq_len must be >= 0";
   if (a.cu_seqlens != nullptr && a.max_seq_len < 0) return "max_seq_len must be >= 0 with cu_seqlens";
-  if (a.gate_in_kernel && (a.A_log == nullptr || a.g == nullptr)) return "gate_in_kernel needs g and A_log";
+  if (a.gate_in_kernel && (a.A_log == nullptr || (a.g == nullptr && a.g_typed == nullptr)))
+    return "gate_in_kernel needs g and A_log";
+  if (a.q_stride < 0 || a.k_stride < 0 || a.v_stride < 0 || a.g_stride < 0 || a.beta_stride < 0)
+    return "token strides must be >= 0";
   return nullptr;
 }
 

@@ -86,6 +86,47 @@ bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts) {
 
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) { return norm(x, nullptr, w, eps); }
 
+bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w) {
+  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  if (!x.defined() || !w.defined() || !x.is_cuda() || w.device() != x.device() || w.dim() != 2 || x.dim() < 1) return false;
+  if ((x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) || w.scalar_type() != x.scalar_type())
+    return false;
+  const int64_t K = w.size(1);
+  if (x.size(-1) != K || K % 8 != 0 || K == 0 || !x.is_contiguous() || !w.is_contiguous()) return false;
+  const int64_t M = x.numel() / K;
+  return M >= 1 && M <= kGemvMaxRows && w.size(0) >= 1 && w.size(0) <= 0x7fffffff && al(x) && al(w);
+}
+
+at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w) {
+  TORCH_CHECK(fused_gemv_apply(x, w), "statecut fused gemv: unsupported inputs ", x.sizes(), " x ", w.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t K = w.size(1), N = w.size(0), M = x.numel() / K;
+  auto shape = x.sizes().vec();
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
+  check(gemv(elem(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
+             static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
+        "gemv");
+  return y;
+}
+
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
+                                                     double eps) {
+  TORCH_CHECK(fused_layer_ops_apply({x, delta, w}), "statecut fused add_rms_norm: unsupported inputs");
+  const int64_t D = x.size(-1);
+  TORCH_CHECK(w.numel() == D, "statecut fused add_rms_norm: weight must have ", D, " elements, got ", w.numel());
+  TORCH_CHECK(delta.sizes() == x.sizes(), "statecut fused add_rms_norm: delta ", delta.sizes(), " != x ", x.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  int64_t rows = 0, drows = 0;
+  const RowsArg xa = rows_arg(x, rows), da = rows_arg(delta, drows);
+  const at::Tensor wc = w.contiguous();
+  at::Tensor sum = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
+  check(add_rms_norm_rows(elem(x), xa, da, wc.data_ptr(), sum.data_ptr(), y.data_ptr(), rows, static_cast<int>(D),
+                          static_cast<float>(eps), at::cuda::getCurrentCUDAStream()),
+        "add_rms_norm");
+  return {sum, y};
+}
+
 at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps) {
   return norm(x, &z, w, eps);
 }

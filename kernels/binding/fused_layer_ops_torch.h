@@ -4,11 +4,15 @@
 /// LibTorch building blocks they replace (optimized/models/layers_common.h, decode_cache.h):
 ///   fused_rms_norm(x [..., D], w [D], eps)                    -> [..., D] contiguous
 ///   fused_gated_rms_norm(x [..., D], z [..., D], w [D], eps)  -> [..., D]
+///   fused_add_rms_norm(x [..., D], delta [..., D], w [D], eps) -> (x + delta, rms_norm(x + delta)), both contiguous
 ///   fused_conv1d_step(x [B,1,C], w [C,1,W], bias [C] or undefined, silu, conv [B,W-1,C] in place) -> [B,1,C]
 ///   fused_conv1d(x [B,T,C], w, bias, silu, init [B,W-1,C] or undefined, &final or null) -> [B,T,C]
 ///   fused_silu_mul(a [..., D], b [..., D])                    -> [..., D]
+///   fused_gemv(x [..., K] contiguous, w [N, K])                -> x · wᵀ [..., N]  (at most kGemvMaxRows rows of x)
 #pragma once
 #include <ATen/ATen.h>
+
+#include <utility>
 
 namespace statecut::cuda {
 
@@ -20,6 +24,8 @@ bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
 inline constexpr int64_t kFusedConvMaxWidth = 8;
 
 at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
+                                                     double eps);
 at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
 at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                              at::Tensor& conv);
@@ -28,5 +34,9 @@ at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at:
 at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                         const at::Tensor& init, at::Tensor* final_state);
 at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b);
+/// True when fused_gemv serves x · wᵀ: one dtype (bf16/fp16) on one CUDA device, x contiguous with 1..8 rows, w
+/// contiguous [N, K], K % 8 == 0, both 16-byte aligned.
+bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w);
+at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w);
 
 }  // namespace statecut::cuda

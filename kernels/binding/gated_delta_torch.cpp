@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -34,9 +35,57 @@ const float* f32_ptr(const OptTensor& t, const at::Tensor& like, int64_t numel, 
   return c.data_ptr<float>();
 }
 
+/// t [B, T, inner...] with packed inner dims whose B·T tokens lie one stride apart (a slice of a packed projection
+/// output): that stride in elements, when the kernel may read t in place (8-byte aligned, stride a multiple of 4, as
+/// its 4-element loads need); 0 otherwise.
+int64_t token_stride(const at::Tensor& t) {
+  int64_t inner = 1;
+  for (int64_t d = t.dim() - 1; d >= 2; --d) {
+    if (t.size(d) != 1 && t.stride(d) != inner) return 0;
+    inner *= t.size(d);
+  }
+  const int64_t B = t.size(0), T = t.size(1);
+  int64_t stride = inner;
+  if (T > 1 && (B == 1 || t.stride(0) == T * t.stride(1)))
+    stride = t.stride(1);
+  else if (T > 1)
+    return 0;
+  else if (B > 1)
+    stride = t.stride(0);
+  const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 == 0 && stride % 4 == 0;
+  return aligned && stride >= inner ? stride : 0;
+}
+
+/// The decode op reads q, k, v, g and beta in place where token_stride allows (g and beta when they are of q's type):
+/// no copies or conversions ahead of the launch.
+void read_in_place(GatedDeltaArgs& a, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const OptTensor& g, const OptTensor& beta, std::vector<at::Tensor>& keep) {
+  auto input = [&](const at::Tensor& t, const void*& p, int64_t& stride) {
+    stride = token_stride(t);
+    if (stride) {
+      p = t.data_ptr();
+    } else {
+      keep.push_back(t.contiguous());
+      p = keep.back().data_ptr();
+    }
+  };
+  input(q, a.q, a.q_stride), input(k, a.k, a.k_stride), input(v, a.v, a.v_stride);
+  auto typed = [&](const OptTensor& t, const void*& p, int64_t& stride) {
+    if (!t.has_value() || !t->defined() || t->scalar_type() != q.scalar_type() || t->dim() != 3 ||
+        t->size(0) != q.size(0) || t->size(1) != q.size(1) || t->size(2) != v.size(2) || t->device() != q.device())
+      return false;
+    stride = token_stride(*t);
+    if (stride) p = t->data_ptr();
+    return stride != 0;
+  };
+  if (typed(g, a.g_typed, a.g_stride)) a.g = nullptr;
+  if (typed(beta, a.beta_typed, a.beta_stride)) a.beta = nullptr;
+}
+
 Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
                  const OptTensor& beta, double scale, const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
-                 const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid, bool state_v_first) {
+                 const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid, bool state_v_first,
+                 bool in_place = false) {
   TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
               "statecut: q, k, v must be CUDA tensors on one device");
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
@@ -49,16 +98,22 @@ Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
   GatedDeltaArgs& a = p.args;
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2), K = q.size(3), HV = v.size(2), V = v.size(3);
   a.H = static_cast<int>(H), a.HV = static_cast<int>(HV), a.K = static_cast<int>(K), a.V = static_cast<int>(V);
-  at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-  p.keep = {qc, kc, vc};
-  a.q = qc.data_ptr(), a.k = kc.data_ptr(), a.v = vc.data_ptr();
   a.in_type = q.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16;
-  a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
-  a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
+  if (in_place) {
+    read_in_place(a, q, k, v, g, beta, p.keep);
+    if (!a.g_typed) a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
+    if (!a.beta_typed) a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
+  } else {
+    at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    p.keep = {qc, kc, vc};
+    a.q = qc.data_ptr(), a.k = kc.data_ptr(), a.v = vc.data_ptr();
+    a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
+    a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
+  }
   a.A_log = f32_ptr(A_log, q, HV, "A_log", p.keep);
   a.dt_bias = f32_ptr(dt_bias, q, HV, "dt_bias", p.keep);
   a.l2norm_qk = l2norm, a.gate_in_kernel = gate_in_kernel, a.beta_sigmoid = beta_sigmoid;
-  TORCH_CHECK(!gate_in_kernel || (a.g && a.A_log), "statecut: use_gate_in_kernel needs g and A_log");
+  TORCH_CHECK(!gate_in_kernel || ((a.g || a.g_typed) && a.A_log), "statecut: use_gate_in_kernel needs g and A_log");
   a.scale = static_cast<float>(scale > 0 ? scale : 1.0 / std::sqrt(static_cast<double>(K)));
   a.layout = state_v_first ? StateLayout::kVK : StateLayout::kKV;
   if (cu_seqlens.has_value() && cu_seqlens->defined()) {
@@ -150,11 +205,12 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
                                     const OptTensor& g, const OptTensor& beta, double scale, at::Tensor& state,
                                     const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
                                     bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
-                                    bool use_beta_sigmoid_in_kernel, bool state_v_first) {
+                                    bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta) {
   TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
-                       dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
+                       dt_bias, use_beta_sigmoid_in_kernel, state_v_first, /*in_place=*/true);
+  p.args.beta_round = round_beta;
   const std::vector<int64_t> shape = state_shape(p, state_v_first);
   TORCH_CHECK(state.device() == q.device() &&
                   (state.scalar_type() == at::kFloat || state.scalar_type() == at::kBFloat16) &&
@@ -170,8 +226,10 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
 namespace {
 at::Tensor decode_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
                      const OptTensor& beta, double scale, at::Tensor state, const OptTensor& cu_seqlens, bool l2,
-                     bool gate, const OptTensor& A_log, const OptTensor& dt_bias, bool sig, bool vfirst) {
-  return gated_delta_rule_decode_(q, k, v, g, beta, scale, state, cu_seqlens, l2, gate, A_log, dt_bias, sig, vfirst);
+                     bool gate, const OptTensor& A_log, const OptTensor& dt_bias, bool sig, bool vfirst,
+                     bool round_beta) {
+  return gated_delta_rule_decode_(q, k, v, g, beta, scale, state, cu_seqlens, l2, gate, A_log, dt_bias, sig, vfirst,
+                                  round_beta);
 }
 }  // namespace
 
@@ -185,7 +243,7 @@ TORCH_LIBRARY(statecut, m) {
   m.def(
       "gated_delta_rule_decode_(Tensor q, Tensor k, Tensor v, Tensor? g, Tensor? beta, float scale, Tensor(a!) state, "
       "Tensor? cu_seqlens, bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, Tensor? A_log, Tensor? dt_bias, "
-      "bool use_beta_sigmoid_in_kernel, bool state_v_first) -> Tensor");
+      "bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta=False) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(statecut, CUDA, m) {

@@ -43,6 +43,16 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, doub
   return y.to(x.scalar_type());
 }
 
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& d,
+                                                     const torch::Tensor& weight, double eps) {
+  if (!d.defined()) return {x, rms_norm(x, weight, eps)};
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (d.sizes() == x.sizes() && fused_ops_apply({x, d, weight})) return cuda::fused_add_rms_norm(x, d, weight, eps);
+#endif
+  auto s = x + d;
+  return {s, rms_norm(s, weight, eps)};
+}
+
 torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
                              double eps) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
@@ -78,7 +88,13 @@ torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight,
   return y.to(x.scalar_type()).contiguous();
 }
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) { return torch::matmul(x, w.t()); }
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  // A decode step's few rows (batch <= 8): the small-batch GEMV instead of cuBLAS (fused_layer_ops.h).
+  if (x.is_cuda() && cuda::fused_gemv_apply(x, w) && fused_ops_apply({x, w})) return cuda::fused_gemv(x, w);
+#endif
+  return torch::matmul(x, w.t());
+}
 
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w) {
@@ -104,7 +120,7 @@ torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& 
 }
 
 namespace {
-const nlohmann::json* field(const nlohmann::json& c, const std::string& key) {
+const nlohmann::json* config_field(const nlohmann::json& c, const std::string& key) {
   auto it = c.find(key);
   if (it == c.end() || it->is_null()) return nullptr;
   return &*it;
@@ -115,7 +131,7 @@ const nlohmann::json* field(const nlohmann::json& c, const std::string& key) {
 }  // namespace
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin) {
-  const auto* f = field(c, key);
+  const auto* f = config_field(c, key);
   if (!f) bad(origin, key, "missing required field");
   if (f->is_number_integer()) return f->get<int64_t>();
   if (f->is_number_float()) {
@@ -126,18 +142,18 @@ int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::stri
 }
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin) {
-  return field(c, key) ? cfg_int(c, key, origin) : dflt;
+  return config_field(c, key) ? cfg_int(c, key, origin) : dflt;
 }
 
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin) {
-  const auto* f = field(c, key);
+  const auto* f = config_field(c, key);
   if (!f) return dflt;
   if (!f->is_number()) bad(origin, key, "expected a number, got " + f->dump());
   return f->get<double>();
 }
 
 bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const std::string& origin) {
-  const auto* f = field(c, key);
+  const auto* f = config_field(c, key);
   if (!f) return dflt;
   if (!f->is_boolean()) bad(origin, key, "expected true or false, got " + f->dump());
   return f->get<bool>();
@@ -145,7 +161,7 @@ bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const 
 
 std::string cfg_string(const nlohmann::json& c, const std::string& key, const std::string& dflt,
                        const std::string& origin) {
-  const auto* f = field(c, key);
+  const auto* f = config_field(c, key);
   if (!f) return dflt;
   if (!f->is_string()) bad(origin, key, "expected a string, got " + f->dump());
   return f->get<std::string>();

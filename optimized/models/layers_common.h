@@ -3,6 +3,7 @@
 ///
 ///   rms_norm(x, w)             y = x · rsqrt(mean(x²) + eps) · w                      (over the last dim)
 ///   gated_rms_norm(x, z, w)    y = x · rsqrt(mean(x²) + eps) · w · z · sigmoid(z)     (fla FusedRMSNormGated, swish)
+///   add_rms_norm(x, d, w)      (s, rms_norm(s, w)) with s = x + d in x's dtype        (residual add, then the norm)
 ///   l2_normalize(x)            y = x · rsqrt(Σ x² + eps), eps = 1e-6                  (fla l2norm, in the compute dtype)
 ///   causal_conv1d(x, w, b)     y_t,c = Σ_{j<W} w[c,0,j] · x_{t−W+1+j, c} (+ b_c), x_{<0} = 0; optional SiLU after
 ///                              (depthwise, weight [C,1,W]; index W−1 hits the current token, like nn.Conv1d with
@@ -14,6 +15,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
 
 namespace statecut {
 
@@ -22,6 +24,9 @@ torch::Dtype compute_dtype(torch::Dtype d);
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight, double eps);
+/// d undefined: (x, rms_norm(x)). One launch on CUDA (a decode step's residual add and the next norm).
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& d,
+                                                     const torch::Tensor& weight, double eps);
 /// Returns the compute dtype (fp32/f64), not the input dtype.
 torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
 /// x [B,T,C], weight [C,1,W], bias [C] or undefined.

@@ -107,6 +107,31 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
   return o;
 }
 
+torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
+                                       double scale, bool l2norm_qk, RecurrenceMode mode, torch::Tensor& state) {
+  TORCH_CHECK(beta_logits.defined(), "delta_rule_cached_logits: beta logits are required");
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v)) {
+    const int64_t B = v.size(0), Hv = v.size(2), dv = v.size(3), dk = k.size(3);
+    if (!state.defined() || state.scalar_type() != torch::kFloat32 || !state.is_contiguous())
+      state = state.defined() ? state.to(torch::kFloat32).contiguous()
+                              : torch::zeros({B, Hv, dk, dv}, v.options().dtype(torch::kFloat32));
+    const c10::optional<at::Tensor> none;
+    const auto opt = [](const torch::Tensor& t) { return c10::optional<at::Tensor>(t); };
+    return cuda::gated_delta_rule_decode_(q, k, v, gate ? opt(gate->a) : none, opt(beta_logits), scale, state, none,
+                                          l2norm_qk, /*use_gate_in_kernel=*/gate != nullptr,
+                                          gate ? opt(gate->A_log) : none, gate ? opt(gate->dt_bias) : none,
+                                          /*use_beta_sigmoid_in_kernel=*/true, /*state_v_first=*/false, round_beta);
+  }
+#endif
+  const auto cd = compute_dtype(v.scalar_type());
+  const auto beta = round_beta ? torch::sigmoid(beta_logits).to(cd) : torch::sigmoid(beta_logits.to(cd));
+  if (gate) return delta_rule_cached(q, k, v, beta, GateInputs{gate->a.to(cd), gate->A_log, gate->dt_bias}, scale,
+                                     l2norm_qk, mode, state);
+  return delta_rule_cached(q, k, v, beta, torch::Tensor(), scale, l2norm_qk, mode, state);
+}
+
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state) {
   if (v.dim() == 4 && v.size(1) == 1) return recurrent_step(q, k, v, torch::Tensor(), g, scale, state);

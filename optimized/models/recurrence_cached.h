@@ -32,6 +32,15 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
                                 const torch::Tensor& beta, const GateInputs& gate, double scale, bool l2norm_qk,
                                 RecurrenceMode mode, torch::Tensor& state);
 
+/// The same from the projections' raw outputs, as a decode step has them: beta = sigmoid(beta_logits) (round_beta: in
+/// the activation dtype, fla DeltaNet's rounding) and, with `gate`, g from gate->a, also raw. One token on the CUDA
+/// kernels: the sigmoid, the gate and the reads of q, k, v, a and beta (slices of one packed projection output) all
+/// happen in the decode kernel, no launch before it; otherwise beta and g are formed with LibTorch and handed to the
+/// overloads above.
+torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
+                                       double scale, bool l2norm_qk, RecurrenceMode mode, torch::Tensor& state);
+
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state);
 

@@ -45,7 +45,6 @@ Errors measure(const GdCase& c, uint64_t seed) {
 }
 #endif
 
-constexpr double kTf32Unit = 1.0 / 2048;      // 2^-11, unit roundoff of the chunk kernel's TF32 matrix operands
 constexpr double kFp32Unit = 1.0 / 16777216;  // 2^-24, fp32's unit roundoff
 
 TEST_P(Equiv_GatedDeltaCuda, kernelsMatchDoubleLoop) {

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <cmath>
 #include <string>
 
 #include "tests/gpu/cuda_ready.h"
@@ -67,6 +68,25 @@ TEST_F(FusedOps, rmsNormMatchesDoubleWithinOneRounding) {
         auto y = cuda::fused_rms_norm(x, w, 1e-6);
         EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-6)), 2 * unit_roundoff(t)) << "D=" << D << " rows=" << rows;
       }
+}
+
+// The residual add and the next norm in one launch: the sum is LibTorch's x + delta to the bit (same one rounding),
+// and the norm is the fused norm of that sum to the bit where both take the same load width (same loop: aligned
+// rows, or D = 89 where neither can; a misaligned delta makes the fused call take one element per thread, another
+// summation order, held to the rounding bound instead); shapes on both sides of the warp/block split.
+TEST_F(FusedOps, addRmsNormIsTheAddThenTheNorm) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t D : {89, 1024, 2048})
+      for (int64_t pad : {0, 7})
+        for (int64_t rows : {1, 65}) {
+          auto x = randn({rows, 1, D}, t, 2.0), w = randn({D}, t);
+          auto delta = randn({rows, 1, D + pad}, t).narrow(2, pad ? 3 : 0, D);
+          auto [sum, y] = cuda::fused_add_rms_norm(x, delta, w, 1e-6);
+          const auto where = "D=" + std::to_string(D) + " pad=" + std::to_string(pad) + " rows=" + std::to_string(rows);
+          EXPECT_TRUE(torch::equal(sum, x + delta)) << where;
+          if (pad == 0 || D % 8 != 0) EXPECT_TRUE(torch::equal(y, cuda::fused_rms_norm(x + delta, w, 1e-6))) << where;
+          EXPECT_LE(test::rel_err(y, norm64(x + delta, w, 1e-6)), 2 * unit_roundoff(t)) << where;
+        }
 }
 
 // z at offset 40 (80 bytes: 16-byte rows) and 36 (72 bytes: one element per thread).
@@ -142,15 +162,40 @@ TEST_F(FusedOps, conv1dWiderThanTheRegisterWindowIsRefused) {
                c10::Error);
 }
 
-// D = 300 (not a multiple of 8: one element per thread), 2048 and 5632 (the 1.3B MLP: 16-byte loads).
+// D = 300 (not a multiple of 8: one element per thread), 2048 and 5632 (the 1.3B MLP: 16-byte loads, three column
+// blocks of 2048, the last partial), 4099 (one element per thread over three column blocks); rows 1 (a decode step)
+// and 65.
 TEST_F(FusedOps, siluMulRoundsWhereLibTorchRounds) {
   for (auto t : {torch::kBFloat16, torch::kHalf})
-    for (int64_t D : {300, 2048, 5632}) {
-      auto packed = randn({65, 2 * D}, t, 2.0);  // gate | up halves of one packed output
-      auto a = packed.index({Slice(), Slice(0, D)}), b = packed.index({Slice(), Slice(D, 2 * D)});
-      auto y = cuda::fused_silu_mul(a, b);
-      EXPECT_TRUE(torch::equal(y, torch::silu(a) * b)) << "D=" << D;
-    }
+    for (int64_t D : {300, 2048, 4099, 5632})
+      for (int64_t rows : {1, 65}) {
+        auto packed = randn({rows, 2 * D}, t, 2.0);  // gate | up halves of one packed output
+        auto a = packed.index({Slice(), Slice(0, D)}), b = packed.index({Slice(), Slice(D, 2 * D)});
+        auto y = cuda::fused_silu_mul(a, b);
+        EXPECT_TRUE(torch::equal(y, torch::silu(a) * b)) << "D=" << D << " rows=" << rows;
+      }
+}
+
+// The small-batch GEMV against f64: rows 1 / 3 / 8 (a decode step at batch <= 8), columns 1 / 33 (fewer than a block
+// of warps, not a multiple of 8) / 2048, K = 8 (one load per row) / 2048 / 5632 (the 1.3B MLP). fp32 sums over K
+// terms add ~sqrt(K)·2^-24, far below the output's one rounding: bound 2u, as the norms.
+TEST_F(FusedOps, gemvMatchesDoubleWithinOneRounding) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t M : {1, 3, 8})
+      for (int64_t N : {1, 33, 2048})
+        for (int64_t K : {8, 2048, 5632}) {
+          auto x = randn({M, 1, K}, t), w = randn({N, K}, t, 1.0 / std::sqrt(static_cast<double>(K)));
+          ASSERT_TRUE(cuda::fused_gemv_apply(x, w));
+          auto y = cuda::fused_gemv(x, w);
+          ASSERT_EQ(y.sizes(), (std::vector<int64_t>{M, 1, N}));
+          const auto ref = torch::matmul(f64(x), f64(w).t());
+          EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(t)) << "M=" << M << " N=" << N << " K=" << K;
+        }
+  auto w = randn({16, 64}, torch::kBFloat16);
+  EXPECT_FALSE(cuda::fused_gemv_apply(randn({9, 64}, torch::kBFloat16), w)) << "more rows than a decode step";
+  EXPECT_FALSE(cuda::fused_gemv_apply(randn({2, 60}, torch::kBFloat16), randn({16, 60}, torch::kBFloat16))) << "K % 8";
+  EXPECT_FALSE(cuda::fused_gemv_apply(randn({64, 2}, torch::kBFloat16).t(), w)) << "x not contiguous";
+  EXPECT_FALSE(cuda::fused_gemv_apply(randn({2, 64}, torch::kHalf), w)) << "mixed dtypes";
 }
 
 TEST_F(FusedOps, unsupportedInputsAreDeclined) {

@@ -26,6 +26,8 @@
 
 namespace statecut::gpu_cases {
 
+constexpr double kTf32Unit = 1.0 / 2048;  ///< 2^-11, unit roundoff of the chunk kernel's TF32 matrix operands
+
 struct GdCase {
   int B = 1, T = 65, H = 2, HV = 2, K = 64, V = 128;
   std::vector<int64_t> seqlens;       ///< non-empty: packed varlen batch (B = 1, T = sum)

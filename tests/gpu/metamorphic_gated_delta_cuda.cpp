@@ -19,8 +19,6 @@ using namespace statecut::gpu_cases;
 #define STATECUT_REQUIRE_GPU() GTEST_SKIP() << "built without the CUDA kernels (statecut_cuda_torch)"
 #endif
 
-constexpr double kTf32Unit = 1.0 / 2048;
-
 TEST(Meta_GatedDeltaCuda, chunkedMatchesRecurrent) {
   STATECUT_REQUIRE_GPU();
 #ifdef STATECUT_WITH_CUDA_KERNELS
@@ -196,3 +194,43 @@ TEST(Meta_GatedDeltaCuda, packedVarlenEqualsSeparateCalls) {
 }
 
 }  // namespace
+
+// A decode step of a model hands the kernel slices of one packed projection output [B, 1, q | k | v | a | b]: the
+// kernel reads them in place (token stride = the packed width; a and b in bf16, no conversion). Same numbers, same
+// fp32 operations as the contiguous fp32 call: bit for bit. K = 64 (4-element loads on strided rows) and 89 (scalar).
+// Then round_beta with the in-kernel sigmoid equals LibTorch's bf16 sigmoid handed over as fp32 beta (DeltaNet's
+// rounding; the same 1 / (1 + expf(−x))).
+TEST(Meta_GatedDeltaCuda, decodeReadsPackedSlicesInPlace) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (int K : {64, 89}) {
+    const int64_t B = 33, H = 4, HV = 8, V = 64;
+    const int64_t width = 2 * H * K + HV * V + 2 * HV + 8;  // + 8: the packed output is wider than its parts
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed_from_env(41 + K));
+    const auto y = at::randn({B, 1, width}, gen, at::TensorOptions().dtype(at::kFloat)).to(at::kCUDA, at::kBFloat16);
+    int64_t off = 0;
+    auto take = [&](int64_t n) { return y.narrow(-1, (off += n) - n, n); };
+    const auto q = take(H * K).view({B, 1, H, K}), k = take(H * K).view({B, 1, H, K});
+    const auto v = take(HV * V).view({B, 1, HV, V}), a = take(HV), b_logits = take(HV);
+    const auto b = at::sigmoid(b_logits);  // a beta in (0, 1), in bf16
+    const auto A_log = at::rand({HV}, gen).to(at::kCUDA), dt_bias = at::randn({HV}, gen).to(at::kCUDA);
+    const auto s0 = at::randn({B, HV, K, V}, gen).to(at::kCUDA) * 0.1;
+    auto run = [&](const at::Tensor& qq, const at::Tensor& kk, const at::Tensor& vv, const at::Tensor& aa,
+                   const at::Tensor& bb, bool sigmoid, bool round) {
+      at::Tensor st = s0.clone();
+      auto o = statecut::cuda::gated_delta_rule_decode_(qq, kk, vv, aa, bb, 0.125, st, c10::nullopt, true, true,
+                                                        A_log, dt_bias, sigmoid, false, round);
+      return std::make_pair(o, st);
+    };
+    ASSERT_FALSE(q.is_contiguous());
+    const auto [o_in, s_in] = run(q, k, v, a, b, false, false);
+    const auto [o_c, s_c] = run(q.contiguous(), k.contiguous(), v.contiguous(), a.to(at::kFloat), b.to(at::kFloat),
+                                false, false);
+    EXPECT_EQ(rel_err(o_in, o_c), 0.0) << "K=" << K;
+    EXPECT_EQ(rel_err(s_in, s_c), 0.0) << "K=" << K;
+    const auto [o_r, s_r] = run(q, k, v, a, b_logits, /*sigmoid=*/true, /*round=*/true);
+    EXPECT_EQ(rel_err(o_r, o_in), 0.0) << "K=" << K << ": in-kernel sigmoid rounded to bf16 vs LibTorch's";
+    EXPECT_EQ(rel_err(s_r, s_in), 0.0) << "K=" << K;
+  }
+#endif
+}

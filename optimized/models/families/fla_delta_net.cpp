@@ -2,6 +2,8 @@
 #include "optimized/models/families/fla_delta_net.h"
 
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include <cmath>
 
@@ -19,8 +21,12 @@ struct FlaLayerWeights {
   torch::Tensor attn_norm, q_proj, k_proj, v_proj, b_proj, a_proj, A_log, dt_bias;
   torch::Tensor q_conv, k_conv, v_conv, q_conv_b, k_conv_b, v_conv_b;
   torch::Tensor g_proj, o_norm, o_proj, mlp_norm, gate_proj, up_proj, down_proj;
-  /// CUDA: [q; k; v; b; a; g] and [gate; up] row-stacked, the separate tensors views into them (pack_layer).
+  /// CUDA: [q; k; v; g; b; a] (zero rows to a multiple of 8) and [gate; up] row-stacked, the separate tensors views
+  /// into them (pack_layer).
   torch::Tensor in_pack, mlp_pack;
+  /// CUDA, when q, k and v all take SiLU after the conv and have biases alike: [q_conv; k_conv; v_conv] (and biases),
+  /// so a decode step runs one conv launch over the three (the cache then holds one [B, W−1, Cq+Ck+Cv] window).
+  torch::Tensor conv_pack, conv_pack_b;
 };
 
 class FlaCausalLM final : public CausalLM {
@@ -79,19 +85,18 @@ class FlaCausalLM final : public CausalLM {
     auto h = embed_tokens(input_ids, embeddings_);
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
+    torch::Tensor delta;  // the last layer's MLP output, added to h together with the next norm (add_rms_norm)
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
-      auto x = rms_norm(h, lw.attn_norm, cfg_.norm_eps);
+      torch::Tensor x, y;
+      std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
+      if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);
       LayerBoundary* b = opt.capture_boundary ? &res.boundary[i] : nullptr;
       if (b) b->attn_in = x;
-      auto r = h + attention(lw, x, opt.mode, b, nullptr);
-      h = r + mlp(lw, rms_norm(r, lw.mlp_norm, cfg_.norm_eps));
-      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
+      std::tie(h, y) = add_rms_norm(h, attention(lw, x, opt.mode, b, nullptr), lw.mlp_norm, cfg_.norm_eps);
+      delta = mlp(lw, y);
     }
-    h = rms_norm(h, norm_, cfg_.norm_eps);
-    if (opt.output_hidden_states) res.hidden_states.push_back(h);
-    res.logits = statecut::linear(h, lm_head_).to(torch::kFloat32);
-    return res;
+    return finish(h, delta, std::move(res));
   }
 
   /// The same blocks as forward(), each linear-attention layer continuing from its cached conv windows and state.
@@ -100,16 +105,25 @@ class FlaCausalLM final : public CausalLM {
     ForwardResult res;
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    torch::Tensor delta;  // as in forward()
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
-      auto r = h + attention(lw, rms_norm(h, lw.attn_norm, cfg_.norm_eps), opt.mode, nullptr, &cache.layers[i]);
-      h = r + mlp(lw, rms_norm(r, lw.mlp_norm, cfg_.norm_eps));
-      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
+      torch::Tensor x, y;
+      std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
+      if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);
+      std::tie(h, y) = add_rms_norm(h, attention(lw, x, opt.mode, nullptr, &cache.layers[i]), lw.mlp_norm,
+                                    cfg_.norm_eps);
+      delta = mlp(lw, y);
     }
-    h = rms_norm(h, norm_, cfg_.norm_eps);
-    if (opt.output_hidden_states) res.hidden_states.push_back(h);
-    res.logits = statecut::linear(h, lm_head_).to(torch::kFloat32);
     cache.position += input_ids.size(1);
+    return finish(h, delta, std::move(res));
+  }
+
+  /// The last residual add, the final norm (its output is the last hidden state) and the head.
+  ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res) const {
+    auto x = add_rms_norm(h, delta, norm_, cfg_.norm_eps).second;
+    if (!res.hidden_states.empty()) res.hidden_states.push_back(x);  // non-empty: asked for (the embeddings are in)
+    res.logits = statecut::linear(x, lm_head_).to(torch::kFloat32);
     return res;
   }
 
@@ -123,11 +137,21 @@ class FlaCausalLM final : public CausalLM {
   /// On CUDA the projections that read one input are stored as row blocks of one matrix and the named tensors become
   /// views of it (same memory, same names: training and LoRA write through them): one GEMM instead of up to six per
   /// layer in a decode step, whose cost at batch 1 is the number of launches. Used without autograd (packed()).
+  /// The row blocks keep 16-byte alignment for the fused kernels that read them in place: the wide ones (q, k, v, the
+  /// output gate g) first, the few rows of b and a after, and zero rows up to a multiple of 8 so every row of the
+  /// packed output starts aligned (Gated DeltaNet 1.3B: 9,228 rows, the gate at 6,156 — the gated norm read it one
+  /// element at a time, 8.6 µs a call at batch 1).
   void pack_layer(FlaLayerWeights& lw) {
-    auto pack = [this](std::initializer_list<torch::Tensor*> parts) {
+    auto pack = [this](std::initializer_list<torch::Tensor*> parts, bool pad = true) {
       std::vector<torch::Tensor> ts;
+      int64_t rows = 0;
       for (auto* t : parts)
-        if (t->defined()) ts.push_back(*t);
+        if (t->defined()) ts.push_back(*t), rows += t->size(0);
+      if (pad && rows % 8) {
+        auto shape = ts.front().sizes().vec();
+        shape[0] = 8 - rows % 8;
+        ts.push_back(torch::zeros(shape, ts.front().options()));
+      }
       auto packed = torch::cat(ts, 0);
       int64_t off = 0;
       for (auto* t : parts) {
@@ -140,8 +164,31 @@ class FlaCausalLM final : public CausalLM {
       }
       return packed;
     };
-    lw.in_pack = pack({&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.b_proj, &lw.a_proj, &lw.g_proj});
+    lw.in_pack = pack({&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.g_proj, &lw.b_proj, &lw.a_proj});
     lw.mlp_pack = pack({&lw.gate_proj, &lw.up_proj});
+    const bool biases_alike = lw.q_conv_b.defined() == lw.k_conv_b.defined() &&
+                              lw.q_conv_b.defined() == lw.v_conv_b.defined();
+    if (cfg_.layer.use_short_conv && cfg_.layer.qk_activation == "silu" && biases_alike) {
+      lw.conv_pack = pack({&lw.q_conv, &lw.k_conv, &lw.v_conv}, /*pad=*/false);
+      if (lw.q_conv_b.defined()) lw.conv_pack_b = pack({&lw.q_conv_b, &lw.k_conv_b, &lw.v_conv_b}, false);
+    }
+  }
+
+  /// The decode conv over q | k | v as one launch (conv_pack), the cache's window held as one tensor; a cache written
+  /// by the three-conv path (an autograd-mode step) is joined first. Returns the [B, T, Cq+Ck+Cv] output.
+  static torch::Tensor stacked_conv_step(const FlaLayerWeights& lw, const torch::Tensor& qkv, LayerDecodeState& c) {
+    if (c.conv.size() == 3 && c.conv[0].defined()) c.conv = {torch::cat({c.conv[0], c.conv[1], c.conv[2]}, -1)};
+    c.conv.resize(1);
+    return causal_conv1d_step(qkv, lw.conv_pack, lw.conv_pack_b, /*silu=*/true, c.conv[0]);
+  }
+  /// The other way: a stacked window (from stacked_conv_step) split for the three-conv path.
+  static void split_conv_window(const FlaLayerWeights& lw, LayerDecodeState& c) {
+    if (c.conv.size() == 1 && c.conv[0].defined()) {
+      const int64_t Cq = lw.q_conv.size(0), Ck = lw.k_conv.size(0), Cv = lw.v_conv.size(0);
+      const auto w = c.conv[0];
+      c.conv = {w.narrow(-1, 0, Cq).contiguous(), w.narrow(-1, Cq, Ck).contiguous(), w.narrow(-1, Cq + Ck, Cv).contiguous()};
+    }
+    c.conv.resize(3);
   }
 
   static bool packed(const FlaLayerWeights& lw) { return lw.in_pack.defined() && !torch::GradMode::is_enabled(); }
@@ -161,9 +208,10 @@ class FlaCausalLM final : public CausalLM {
     const auto cd = compute_dtype(dtype_);
     const bool qk_silu = L.qk_activation == "silu";
     // q, k, v and the b / a / g inputs: one GEMM over the packed rows, or one per projection
-    torch::Tensor q, k, v, b_in, a_in, z;
+    torch::Tensor q, k, v, b_in, a_in, z, qkv;
     if (packed(lw)) {
       const auto y = statecut::linear(x, lw.in_pack);
+      qkv = y.narrow(-1, 0, lw.q_proj.size(0) + lw.k_proj.size(0) + lw.v_proj.size(0));
       int64_t off = 0;
       auto take = [&](const torch::Tensor& w) {
         if (!w.defined()) return torch::Tensor();
@@ -171,15 +219,19 @@ class FlaCausalLM final : public CausalLM {
         off += w.size(0);
         return t;
       };
-      q = take(lw.q_proj), k = take(lw.k_proj), v = take(lw.v_proj);
-      b_in = take(lw.b_proj), a_in = take(lw.a_proj), z = take(lw.g_proj);
+      q = take(lw.q_proj), k = take(lw.k_proj), v = take(lw.v_proj), z = take(lw.g_proj);  // pack_layer's order
+      b_in = take(lw.b_proj), a_in = take(lw.a_proj);
     } else {
       auto lin = [&x](const torch::Tensor& w) { return w.defined() ? statecut::linear(x, w) : torch::Tensor(); };
       q = lin(lw.q_proj), k = lin(lw.k_proj), v = lin(lw.v_proj);
       b_in = lin(lw.b_proj), a_in = lin(lw.a_proj), z = lin(lw.g_proj);
     }
-    if (L.use_short_conv && cache) {
-      cache->conv.resize(3);
+    if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined()) {
+      const auto y = stacked_conv_step(lw, qkv, *cache);
+      const int64_t Cq = lw.q_proj.size(0), Ck = lw.k_proj.size(0);
+      q = y.narrow(-1, 0, Cq), k = y.narrow(-1, Cq, Ck), v = y.narrow(-1, Cq + Ck, lw.v_proj.size(0));
+    } else if (L.use_short_conv && cache) {
+      split_conv_window(lw, *cache);
       q = causal_conv1d_step(q, lw.q_conv, lw.q_conv_b, qk_silu, cache->conv[0]);
       k = causal_conv1d_step(k, lw.k_conv, lw.k_conv_b, qk_silu, cache->conv[1]);
       v = causal_conv1d_step(v, lw.v_conv, lw.v_conv_b, true, cache->conv[2]);
@@ -201,6 +253,16 @@ class FlaCausalLM final : public CausalLM {
     }
     if (L.qk_norm == "sum") q = q / q.sum(-1, true), k = k / k.sum(-1, true);
 
+    const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
+    const bool l2 = L.qk_norm == "l2";
+    if (cache && x.is_cuda() && lw.b_proj.defined() && !L.allow_neg_eigval) {
+      // Decoding on CUDA: beta's sigmoid (DeltaNet: rounded to the model dtype, as fla computes it there) and the
+      // gate run in the kernel, which reads its inputs in place.
+      const GateInputs raw{a_in, lw.A_log, lw.dt_bias};
+      auto o = delta_rule_cached_logits(q, k, v, b_in, /*round_beta=*/!L.gated, L.gated ? &raw : nullptr, scale, l2,
+                                        mode, cache->state);
+      return output(lw, o, z, B, T);
+    }
     torch::Tensor beta;
     if (lw.b_proj.defined()) {
       const auto& logits = b_in;
@@ -222,8 +284,6 @@ class FlaCausalLM final : public CausalLM {
     }
 
     torch::Tensor S;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
-    const bool l2 = L.qk_norm == "l2";
     auto o = !cache           ? delta_rule_forward(q, k, v, beta, g, scale, l2, mode, b ? &S : nullptr)
              : gate.a.defined() ? delta_rule_cached(q, k, v, beta, gate, scale, l2, mode, cache->state)
                                 : delta_rule_cached(q, k, v, beta, g, scale, l2, mode, cache->state);
@@ -231,6 +291,12 @@ class FlaCausalLM final : public CausalLM {
       b->q = q, b->k = k, b->v = v, b->beta = beta, b->g = g;
       b->final_state = S;
     }
+    return output(lw, o, z, B, T);
+  }
+
+  /// The attention output o [B,T,Hv,dv] through the output norm (gated by z when use_gate) and o_proj.
+  torch::Tensor output(const FlaLayerWeights& lw, torch::Tensor o, const torch::Tensor& z, int64_t B, int64_t T) const {
+    const auto& L = cfg_.layer;
     o = o.to(dtype_);
     if (L.use_gate) {
       o = gated_rms_norm(o, z.reshape({B, T, L.num_v_heads, L.head_v_dim}), lw.o_norm, L.norm_eps);
@@ -248,7 +314,7 @@ class FlaCausalLM final : public CausalLM {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
 };
 
-[[noreturn]] void bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
+[[noreturn]] void fla_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
 }  // namespace
 
@@ -261,11 +327,11 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.norm_eps = cfg_double(c, "norm_eps", 1e-6, origin);
   m.tie_word_embeddings = cfg_bool(c, "tie_word_embeddings", false, origin);
   if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_layers <= 0)
-    bad_config(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
+    fla_bad_config(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
   if (c.contains("attn") && !c["attn"].is_null())
-    bad_config(origin, "'attn': hybrid softmax-attention layers are not supported");
+    fla_bad_config(origin, "'attn': hybrid softmax-attention layers are not supported");
   const auto act = cfg_string(c, "hidden_act", "swish", origin);
-  if (act != "swish" && act != "silu") bad_config(origin, "'hidden_act': only swish is supported, got '" + act + "'");
+  if (act != "swish" && act != "silu") fla_bad_config(origin, "'hidden_act': only swish is supported, got '" + act + "'");
   if (c.contains("intermediate_size") && !c["intermediate_size"].is_null()) {
     m.intermediate_size = cfg_int(c, "intermediate_size", origin);
   } else {  // fla GatedMLP: int(hidden · ratio · 2/3) rounded up to a multiple of 256
@@ -278,7 +344,7 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.layer.use_short_conv = cfg_bool(c, "use_short_conv", true, origin);
   m.layer.conv_bias = cfg_bool(c, "conv_bias", false, origin);
   m.layer.allow_neg_eigval = cfg_bool(c, "allow_neg_eigval", false, origin);
-  if (m.layer.conv_size <= 0) bad_config(origin, "'conv_size' must be positive");
+  if (m.layer.conv_size <= 0) fla_bad_config(origin, "'conv_size' must be positive");
   return m;
 }
 
@@ -319,7 +385,7 @@ std::pair<int64_t, int64_t> delta_net_heads_and_dk(const nlohmann::json& c, cons
   const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
   const auto key_dim = static_cast<int64_t>(static_cast<double>(hidden) * cfg_double(c, "expand_k", 1.0, origin));
   if (H <= 0 || key_dim <= 0 || key_dim % H != 0)
-    bad_config(origin, "key_dim " + std::to_string(key_dim) + " not a positive multiple of num_heads");
+    fla_bad_config(origin, "key_dim " + std::to_string(key_dim) + " not a positive multiple of num_heads");
   return {H, key_dim / H};
 }
 
@@ -334,7 +400,7 @@ std::unique_ptr<CausalLM> build_delta_net(const nlohmann::json& c, const WeightS
   const auto key_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_k);    // python int()
   const auto value_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_v);
   if (L.num_heads <= 0 || key_dim <= 0 || value_dim <= 0 || key_dim % L.num_heads || value_dim % L.num_heads)
-    bad_config(origin, "hidden_size·expand_k and hidden_size·expand_v must be positive multiples of num_heads");
+    fla_bad_config(origin, "hidden_size·expand_k and hidden_size·expand_v must be positive multiples of num_heads");
   L.head_k_dim = key_dim / L.num_heads;
   L.head_v_dim = value_dim / L.num_heads;
   L.use_beta = cfg_bool(c, "use_beta", true, origin);
@@ -343,8 +409,8 @@ std::unique_ptr<CausalLM> build_delta_net(const nlohmann::json& c, const WeightS
   L.qk_norm = cfg_string(c, "qk_norm", "l2", origin);
   if (L.qk_activation != "silu" && L.qk_activation != "relu" && L.qk_activation != "elu" &&
       L.qk_activation != "identity")
-    bad_config(origin, "'qk_activation': unknown '" + L.qk_activation + "'");
-  if (L.qk_norm != "l2" && L.qk_norm != "sum") bad_config(origin, "'qk_norm': unknown '" + L.qk_norm + "'");
+    fla_bad_config(origin, "'qk_activation': unknown '" + L.qk_activation + "'");
+  if (L.qk_norm != "l2" && L.qk_norm != "sum") fla_bad_config(origin, "'qk_norm': unknown '" + L.qk_norm + "'");
   return make_fla_causal_lm(m, w, dtype, device);
 }
 
@@ -365,7 +431,7 @@ void register_fla_delta_net() {
     const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
     const double e = static_cast<double>(H * new_dk) / static_cast<double>(hidden);
     if (static_cast<int64_t>(hidden * e) != H * new_dk)
-      bad_config(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
+      fla_bad_config(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
     c["expand_k"] = e;
     return c;
   };
