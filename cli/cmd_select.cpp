@@ -24,7 +24,7 @@ namespace {
 using statecut::cli::UsageError;
 using namespace statecut::ref;
 
-struct Args {
+struct SelectArgs {
   std::string file, tensor, method, side = "qk", wq, wk, rms, grad_wq, grad_wk;
   long keep = 0;
   double ratio = 0.0, f = 1.5;
@@ -57,7 +57,7 @@ std::string need_name(const std::string& v, const char* opt, const std::string& 
   return v;
 }
 
-int run(const Args& a) {
+int run_select(const SelectArgs& a) {
   const SelectMethod method = method_from_name(a.method);
   const ScoreSide side = side_from_name(a.side);
   if (!a.keep_given && !a.ratio_given) throw UsageError("give --keep K or --ratio R");
@@ -156,7 +156,7 @@ int run(const Args& a) {
 
 statecut::cli::Command select_cmd("select", [](CLI::App& app) {
   app.description("select key/query channels of one head from tensors in a .safetensors file (JSON out)");
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<SelectArgs>();
   app.add_option("--matrix", a->file, "input .safetensors file")->required();
   app.add_option("--tensor", a->tensor, "activation matrix M [rows, dk] (default: the file's only tensor)");
   app.add_option("--method", a->method, "rand|l1|swanda|grad|drrqr|pca")->required();
@@ -180,7 +180,7 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
     a->keep_given = keep->count() > 0;
     a->ratio_given = ratio->count() > 0;
     try {
-      return run(*a);
+      return run_select(*a);
     } catch (const statecut::ref::ShapeError& e) {
       throw UsageError(a->file + ": " + e.what());
     }

@@ -15,7 +15,7 @@
 
 namespace {
 
-struct Args {
+struct BenchArgs {
   std::string checkpoint, device = "cpu", dtype = "auto";
   std::vector<std::string> compare, prefill, decode;
   int64_t prompt = -1, new_tokens = -1;
@@ -87,7 +87,7 @@ nlohmann::json to_json(const std::string& checkpoint, const statecut::ModelBench
 /// cmp / base of a figure, or -1 when either failed.
 double ratio(double cmp, double base, bool ok) { return ok && base > 0 ? cmp / base : -1.0; }
 
-int run(const Args& a) {
+int run_bench(const BenchArgs& a) {
   const bool cuda = a.device == "cuda";
   if (cuda && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
@@ -207,7 +207,7 @@ int run(const Args& a) {
 }
 
 statecut::cli::Command bench_cmd("bench", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<BenchArgs>();
   app.description("prefill and decode speed, state and peak memory of checkpoints, side by side");
   app.add_option("--checkpoint", a->checkpoint, "model folder (the baseline of the speedup column)")->required();
   app.add_option("--compare", a->compare, "further model folders measured the same way");
@@ -223,7 +223,7 @@ statecut::cli::Command bench_cmd("bench", [](CLI::App& app) {
   app.add_flag("--no-graphs", a->no_graphs, "decode eagerly on CUDA (no CUDA graph)");
   app.add_flag("--quiet", a->quiet, "no progress lines on stderr");
   app.add_flag("--json", a->json, "print one object {models, speedup} on stdout");
-  return [a]() { return run(*a); };
+  return [a]() { return run_bench(*a); };
 });
 
 }  // namespace

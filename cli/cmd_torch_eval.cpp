@@ -23,7 +23,7 @@
 
 namespace {
 
-struct Args {
+struct EvalArgs {
   std::string checkpoint, device = "cpu", svg;
   std::vector<std::string> text, task;
   statecut::EvalOptions opt;
@@ -42,7 +42,7 @@ std::string slurp_text(const std::string& path) {
   return ss.str();
 }
 
-int run_text(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
+int run_text(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
   std::vector<statecut::TokenStream> streams;  // read all first: a bad file fails before any compute
   for (const auto& f : a.text) streams.push_back(statecut::read_tokens(f, tok, model.vocab_size()));
   std::vector<statecut::EvalResult> rs;  // all scored before anything is printed: a failure prints no table
@@ -71,7 +71,7 @@ int run_text(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok)
   return 0;
 }
 
-int run_tasks(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
+int run_tasks(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
   std::vector<statecut::ChoiceTask> tasks;  // read all first: a bad record fails before any compute
   for (const auto& f : a.task) tasks.push_back(statecut::read_choice_task(f));
   statecut::ChoiceTaskOptions o;
@@ -117,7 +117,7 @@ int run_tasks(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok
   return 0;
 }
 
-int run_niah(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
+int run_niah(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
   const std::string filler = slurp_text(a.text[0]);
   statecut::ProgressBar bar("niah", !a.quiet);
   const auto r = statecut::evaluate_niah(model, tok, a.text[0], filler, a.niah, bar.callback());
@@ -164,7 +164,7 @@ int run_niah(Args& a, statecut::CausalLM& model, const statecut::Tokenizer& tok)
   return 0;
 }
 
-int run(Args& a) {
+int run_eval(EvalArgs& a) {
   const int modes = (a.task.empty() ? 0 : 1) + (a.niah_mode ? 1 : 0);
   if (modes > 1 || (a.text.empty() && a.task.empty()) || (!a.text.empty() && !a.task.empty()) ||
       (a.niah_mode && a.text.size() != 1)) {
@@ -212,7 +212,7 @@ int run(Args& a) {
 }
 
 statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<EvalArgs>();
   auto niah = [&](CLI::Option* o) { a->niah_only.push_back(o); };
   auto text_only = [&](CLI::Option* o) { a->text_only.push_back(o); };
   app.description("bits per byte on text (--text), zero-shot multiple choice (--task), passkey retrieval (--niah)");
@@ -248,7 +248,7 @@ statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print JSON on stdout ({\"results\": [...]}; --task: lm-eval's results JSON)");
   app.add_flag("--quiet", a->quiet, "no progress bar");
-  return [a]() { return run(*a); };
+  return [a]() { return run_eval(*a); };
 });
 
 }  // namespace

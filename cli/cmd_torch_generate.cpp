@@ -20,7 +20,7 @@
 
 namespace {
 
-struct Args {
+struct GenerateArgs {
   std::string checkpoint, prompt, prompt_file, device = "cpu", dtype = "f32", mode = "chunk";
   statecut::GenerateOptions gen;
   bool json = false, has_prompt = false;
@@ -35,7 +35,7 @@ std::string read_prompt_file(const std::string& path) {
   return ss.str();
 }
 
-int run(Args& a) {
+int run_generate(GenerateArgs& a) {
   if (a.has_prompt == !a.prompt_file.empty()) {  // a missing (or doubled) required option: usage, exit 2
     std::fprintf(stderr, "statecut generate: usage: give exactly one of --prompt TEXT and --prompt-file FILE; see "
                          "'statecut generate --help'\n");
@@ -98,7 +98,7 @@ int run(Args& a) {
 }
 
 statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<GenerateArgs>();
   app.description("continue a prompt by incremental decoding (greedy by default)");
   app.add_option("--checkpoint", a->checkpoint, "model folder")->required();
   app.add_option_function<std::string>("--prompt", [a](const std::string& v) { a->prompt = v, a->has_prompt = true; },
@@ -116,7 +116,7 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
       ->capture_default_str();
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print one object {ids, text, speeds} on stdout");
-  return [a]() { return run(*a); };
+  return [a]() { return run_generate(*a); };
 });
 
 }  // namespace

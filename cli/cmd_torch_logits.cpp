@@ -56,7 +56,7 @@ void check_out(const std::string& out) {
   if (!fs::is_directory(parent, ec)) throw std::runtime_error(out + ": parent directory " + parent.string() + " does not exist");
 }
 
-int run(const LogitsArgs& a) {
+int run_logits(const LogitsArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   if (a.tokens.empty() == a.text.empty()) {
     std::fprintf(stderr, "statecut logits: usage: give exactly one of --tokens IDS.safetensors and --text FILE; see "
@@ -127,7 +127,7 @@ statecut::cli::Command logits_cmd("logits", [](CLI::App& app) {
   return [a, &app]() {
     if (!a->tokens.empty() && app.get_option("--tokenizer")->count() > 0)
       std::fprintf(stderr, "statecut logits: warning: --tokenizer applies to --text; --tokens are ids already\n");
-    return run(*a);  // main trims LibTorch's messages to their first line
+    return run_logits(*a);  // main trims LibTorch's messages to their first line
   };
 });
 

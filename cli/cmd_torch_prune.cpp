@@ -12,13 +12,13 @@
 
 namespace {
 
-struct Args {
+struct PruneArgs {
   statecut::PruneOptions opt;
   bool json = false;
   bool quiet = false;
 };
 
-void warn(const std::string& what) { std::fprintf(stderr, "statecut prune: warning: %s\n", what.c_str()); }
+void prune_warn(const std::string& what) { std::fprintf(stderr, "statecut prune: warning: %s\n", what.c_str()); }
 
 /// Options the chosen method ignores get one warning line each (not a refusal: the output is exactly what the method
 /// promises, and a sweep over methods passes one command line to all of them).
@@ -33,14 +33,14 @@ void warn_ignored_options(const CLI::App& app, const statecut::PruneOptions& o) 
     for (const char* n : {"--calib", "--calib-seqs", "--calib-len", "--calib-batch", "--tokenizer"})
       if (given(n)) ignored.push_back(n);
     if (!ignored.empty())
-      warn(statecut::cli::join(ignored, ", ") + (ignored.size() == 1 ? " is" : " are") + " ignored by " + who);
+      prune_warn(statecut::cli::join(ignored, ", ") + (ignored.size() == 1 ? " is" : " are") + " ignored by " + who);
   }
   if (from_file) return;
   if (o.faithful && o.method != "drrqr")
-    warn("--faithful changes only --method drrqr (the published code's row subsample); --method " + o.method +
+    prune_warn("--faithful changes only --method drrqr (the published code's row subsample); --method " + o.method +
          " is the same without it");
-  if (given("--f") && o.method != "drrqr") warn("--f is the strong-RRQR parameter of --method drrqr; ignored by --method " + o.method);
-  if (given("--seed") && o.method == "l1") warn("--seed is ignored by --method l1 (nothing is drawn)");
+  if (given("--f") && o.method != "drrqr") prune_warn("--f is the strong-RRQR parameter of --method drrqr; ignored by --method " + o.method);
+  if (given("--seed") && o.method == "l1") prune_warn("--seed is ignored by --method l1 (nothing is drawn)");
 }
 
 /// Calibration windows are drawn at random starts; more window tokens than the text holds means they must overlap
@@ -53,13 +53,13 @@ void warn_overlapping_windows(const nlohmann::json& record) {
   if (seqs * len <= n) return;
   char times[32];
   std::snprintf(times, sizeof times, "%.1f", static_cast<double>(seqs * len) / static_cast<double>(n));
-  warn("--calib-seqs " + std::to_string(seqs) + " x --calib-len " + std::to_string(len) + " = " +
+  prune_warn("--calib-seqs " + std::to_string(seqs) + " x --calib-len " + std::to_string(len) + " = " +
        std::to_string(seqs * len) + " tokens from a calibration text of " + std::to_string(n) +
        " tokens: the windows overlap (each token used " + times + " times on average); give more text or fewer windows");
 }
 
 statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<PruneArgs>();
   app.description("prune key/query channels of a linear-attention checkpoint (rand, l1, swanda, grad, drrqr, pca)");
   app.add_option("--checkpoint", a->opt.checkpoint, "model folder (config.json + model.safetensors)")->required();
   app.add_option("--method", a->opt.method, "rand | l1 | swanda | grad | drrqr | pca");

@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Args {
+struct RankArgs {
   std::string checkpoint, text, svg, baseline, device = "cpu";
   int64_t len = 2048, offset = 0;
   bool gated = false, json = false, curves = false, quiet = false;
@@ -41,7 +41,7 @@ constexpr const char* kFooter =
     "  DeltaNet has no gate: --gated changes nothing there (a warning says so).\n"
     "Exit codes: 0 ok, 1 failure (bad input included), 2 usage error.";
 
-statecut::RankReport run(const std::string& ckpt, const Args& a, const std::string& label) {
+statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const std::string& label) {
   torch::Device dev(a.device);
   if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
@@ -62,7 +62,7 @@ statecut::RankReport run(const std::string& ckpt, const Args& a, const std::stri
   return statecut::analyze_rank(*model, ids, ro);
 }
 
-nlohmann::json to_json(const statecut::RankReport& r, const Args& a) {
+nlohmann::json to_json(const statecut::RankReport& r, const RankArgs& a) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& L : r.layers) {
     nlohmann::json heads = nlohmann::json::array();
@@ -91,20 +91,20 @@ nlohmann::json to_json(const statecut::RankReport& r, const Args& a) {
           {"curve", r.curve}};
 }
 
-void warn(const std::string& what) { std::fprintf(stderr, "statecut rank: warning: %s\n", what.c_str()); }
+void rank_warn(const std::string& what) { std::fprintf(stderr, "statecut rank: warning: %s\n", what.c_str()); }
 
 /// Options that would do nothing are warned about, and an --svg folder that exists is refused by its option's name,
 /// before the analysis runs.
-void check_options(const Args& a) {
-  if (!a.baseline.empty() && a.svg.empty()) warn("--baseline is drawn only in the --svg plots; without --svg it is ignored");
-  if (a.curves && !a.json) warn("--curves adds u(t) to the --json object; without --json it is ignored");
+void check_options(const RankArgs& a) {
+  if (!a.baseline.empty() && a.svg.empty()) rank_warn("--baseline is drawn only in the --svg plots; without --svg it is ignored");
+  if (a.curves && !a.json) rank_warn("--curves adds u(t) to the --json object; without --json it is ignored");
   std::error_code ec;
   if (!a.svg.empty() && fs::exists(a.svg, ec))
     throw std::runtime_error(a.svg + ": the --svg folder already exists (remove it or choose another --svg)");
 }
 
 statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<RankArgs>();
   app.description(
       "rank utilization u(t) of the recurrent state per layer and head (default: the paper's ungated state; "
       "--gated: the state the model carries)");
@@ -128,11 +128,11 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
     // The plot folder is made (as a temporary sibling) before the analysis, so an unwritable place fails at once.
     std::unique_ptr<statecut::AtomicDir> svg_dir;
     if (!a->svg.empty()) svg_dir = std::make_unique<statecut::AtomicDir>(a->svg);
-    const statecut::RankReport r = run(a->checkpoint, *a, "rank");
-    for (const auto& n : r.notes) warn(n);
+    const statecut::RankReport r = run_rank(a->checkpoint, *a, "rank");
+    for (const auto& n : r.notes) rank_warn(n);
     if (svg_dir) {
       statecut::RankReport base;
-      if (!a->baseline.empty()) base = run(a->baseline, *a, "baseline");
+      if (!a->baseline.empty()) base = run_rank(a->baseline, *a, "baseline");
       statecut::PlotLabels labels;
       labels.name = statecut::plot_name(a->checkpoint);
       labels.baseline = a->baseline.empty() ? std::string() : statecut::plot_name(a->baseline);

@@ -16,7 +16,7 @@
 
 namespace {
 
-struct Args {
+struct TokenizeArgs {
   std::string checkpoint, text, out;
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
   bool json = false;
@@ -31,7 +31,7 @@ std::string read_text(const std::string& path) {
 }
 
 statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<TokenizeArgs>();
   app.description("tokenise a text file with a checkpoint's tokenizer (and write the ids as a token file)");
   app.add_option("--checkpoint", a->checkpoint, "model folder (tokenizer.model, tokenizer.json or a byte vocabulary)")
       ->required();

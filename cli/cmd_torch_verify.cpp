@@ -18,7 +18,7 @@
 
 namespace {
 
-struct Args {
+struct VerifyArgs {
   statecut::verify::VerifyOptions opt;
   std::vector<std::string> tokens;
   std::string only, skip, svg;
@@ -34,7 +34,7 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<VerifyArgs>();
   app.description("check a linear-attention checkpoint against the f64 reference, the paper's theorems and its "
                   "pruning record; exit 0 iff every check holds, 1 if one fails, 2 if the input cannot be read");
   app.add_option("--checkpoint", a->opt.checkpoint, "model folder (config.json + model.safetensors)")->required();

@@ -18,7 +18,7 @@
 namespace {
 using namespace statecut::ref;
 using statecut::test::singular_values;
-constexpr double kEps = std::numeric_limits<double>::epsilon();
+constexpr double kDoubleEps = std::numeric_limits<double>::epsilon();
 
 struct Case {
   Mat M;
@@ -82,7 +82,7 @@ RC_GTEST_PROP(Prop_StrongRrqr, certificateAndSingularValueBoundsHoldOnTerminatio
   RC_ASSERT(r.certified);
   const Index kc = r.k_certified;
   const Vec sm = singular_values(c.M);
-  const double s1 = sm.size() ? sm(0) : 0.0, slack = 30.0 * n * kEps * s1;
+  const double s1 = sm.size() ? sm(0) : 0.0, slack = 30.0 * n * kDoubleEps * s1;
   RC_CLASSIFY(kc < c.k, "rank below k");
   RC_CLASSIFY(r.swaps > 0, "swapped");
   RC_TAG(c.kind);

@@ -19,7 +19,7 @@ bool blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
 }
 
-const nlohmann::json& field(const nlohmann::json& j, const char* name, const std::string& where) {
+const nlohmann::json& task_field(const nlohmann::json& j, const char* name, const std::string& where) {
   const auto it = j.find(name);
   if (it == j.end()) throw std::runtime_error(where + "missing \"" + name + "\"");
   return *it;
@@ -77,16 +77,16 @@ ChoiceTask read_choice_task(const std::string& path) {
       const auto& cs = j["contexts"];
       if (!cs.is_array()) throw std::runtime_error(where + "\"contexts\" is not an array");
       if (cs.empty()) throw std::runtime_error(where + "\"contexts\" is empty");
-      const std::string cont = read_string(field(j, "continuation", where), "\"continuation\"");
+      const std::string cont = read_string(task_field(j, "continuation", where), "\"continuation\"");
       for (size_t i = 0; i < cs.size(); ++i) {
         r.choice_contexts.push_back(read_string(cs[i], "contexts[" + std::to_string(i) + "]"));
         r.choices.push_back(cont);
       }
     } else {
-      const auto& ctx = field(j, "context", where);
+      const auto& ctx = task_field(j, "context", where);
       if (!ctx.is_string()) throw std::runtime_error(where + "\"context\" is not a string");
       r.context = ctx.get<std::string>();
-      const auto& ch = field(j, "choices", where);
+      const auto& ch = task_field(j, "choices", where);
       if (!ch.is_array()) throw std::runtime_error(where + "\"choices\" is not an array");
       if (ch.empty()) throw std::runtime_error(where + "\"choices\" is empty");
       for (size_t i = 0; i < ch.size(); ++i) {
@@ -97,7 +97,7 @@ ChoiceTask read_choice_task(const std::string& path) {
                                    "] is empty (acc_norm divides by its bytes)");
       }
     }
-    const auto& g = field(j, "gold", where);
+    const auto& g = task_field(j, "gold", where);
     if (!g.is_number_integer()) throw std::runtime_error(where + "\"gold\" is not an integer");
     r.gold = g.get<int64_t>();
     if (r.gold < 0 || r.gold >= static_cast<int64_t>(r.choices.size()))

@@ -38,7 +38,7 @@ DecodeCache repeat_cache(const DecodeCache& c, int64_t g) {
   });
 }
 
-std::string fmt(const char* f, double v) {
+std::string niah_fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
@@ -52,7 +52,7 @@ NiahResult evaluate_niah(CausalLM& model, const Tokenizer& tok, const std::strin
   if (opt.lengths.empty() || opt.depths.empty())
     throw std::runtime_error("--niah needs at least one length and one depth");
   for (double d : opt.depths)
-    if (!(d >= 0 && d <= 1)) throw std::runtime_error("--depths: " + fmt("%g", d) + " is outside [0, 1]");
+    if (!(d >= 0 && d <= 1)) throw std::runtime_error("--depths: " + niah_fmt("%g", d) + " is outside [0, 1]");
   if (opt.trials < 1) throw std::runtime_error("--trials must be >= 1");
   if (opt.digits < 1 || opt.digits > 18) throw std::runtime_error("--digits must be in [1, 18]");
   if (opt.candidates < 2) throw std::runtime_error("--candidates must be >= 2 (the key and a distractor)");
@@ -181,7 +181,7 @@ std::string niah_svg(const NiahResult& r, const std::string& title) {
   s += "<text x=\"" + std::to_string(W / 2) + "\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">" +
        xml_escape(title) + "</text>\n";
   s += "<text x=\"" + std::to_string(W / 2) + "\" y=\"40\" text-anchor=\"middle\" fill=\"#555\">accuracy: the key ranked first among " +
-       std::to_string(o.candidates) + " candidates (" + std::to_string(o.trials) + " trials a cell, chance " + fmt("%.2f", 1.0 / static_cast<double>(o.candidates)) +
+       std::to_string(o.candidates) + " candidates (" + std::to_string(o.trials) + " trials a cell, chance " + niah_fmt("%.2f", 1.0 / static_cast<double>(o.candidates)) +
        ")</text>\n";
   // Red (0) through yellow (0.5) to green (1).
   auto colour = [](double a) {
@@ -203,16 +203,16 @@ std::string niah_svg(const NiahResult& r, const std::string& title) {
       const int x = left + cw * static_cast<int>(j);
       s += "<rect x=\"" + std::to_string(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" + std::to_string(cw - 2) +
            "\" height=\"" + std::to_string(ch - 2) + "\" fill=\"" + colour(c.accuracy) + "\"><title>length " +
-           std::to_string(c.length) + ", depth " + fmt("%g", c.depth) + ": accuracy " + fmt("%.2f", c.accuracy) +
-           ", mean rank " + fmt("%.2f", c.mean_rank) + "</title></rect>\n";
+           std::to_string(c.length) + ", depth " + niah_fmt("%g", c.depth) + ": accuracy " + niah_fmt("%.2f", c.accuracy) +
+           ", mean rank " + niah_fmt("%.2f", c.mean_rank) + "</title></rect>\n";
       s += "<text x=\"" + std::to_string(x + cw / 2 - 1) + "\" y=\"" + std::to_string(y + ch / 2 + 4) +
-           "\" text-anchor=\"middle\">" + fmt("%.2f", c.accuracy) + "</text>\n";
+           "\" text-anchor=\"middle\">" + niah_fmt("%.2f", c.accuracy) + "</text>\n";
     }
   }
   const int yb = top + ch * static_cast<int>(o.lengths.size());
   for (size_t j = 0; j < o.depths.size(); ++j)
     s += "<text x=\"" + std::to_string(left + cw * static_cast<int>(j) + cw / 2 - 1) + "\" y=\"" +
-         std::to_string(yb + 16) + "\" text-anchor=\"middle\">" + fmt("%g", o.depths[j]) + "</text>\n";
+         std::to_string(yb + 16) + "\" text-anchor=\"middle\">" + niah_fmt("%g", o.depths[j]) + "</text>\n";
   s += "<text x=\"" + std::to_string(W / 2) + "\" y=\"" + std::to_string(top + body + 36) +
        "\" text-anchor=\"middle\">needle depth (0 = start of the context, 1 = just before the question)</text>\n";
   s += "<text x=\"20\" y=\"" + std::to_string(top + ch * static_cast<int>(o.lengths.size()) / 2) +

@@ -15,7 +15,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string fmt(double v, int prec = 3) {
+std::string svg_fmt(double v, int prec = 3) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
@@ -25,9 +25,9 @@ std::string fmt(double v, int prec = 3) {
 std::string tick_label(double v) {
   for (int prec = 0; prec <= 6; ++prec) {
     const double p = std::pow(10.0, prec);
-    if (std::abs(std::round(v * p) / p - v) <= 1e-9 * std::max(1.0, std::abs(v))) return fmt(v, prec);
+    if (std::abs(std::round(v * p) / p - v) <= 1e-9 * std::max(1.0, std::abs(v))) return svg_fmt(v, prec);
   }
-  return fmt(v, 6);
+  return svg_fmt(v, 6);
 }
 
 /// Code points of a UTF-8 string (what the width estimate counts).
@@ -183,8 +183,8 @@ std::string svg_u_curves(const RankReport& r, const PlotLabels& labels) {
     lines.push_back(std::move(m));
   }
   std::vector<std::string> legend;
-  for (const auto& L : r.layers) legend.push_back("layer " + std::to_string(L.layer) + " (mean " + fmt(L.mean) + ")");
-  legend.push_back("all layers (mean " + fmt(r.mean_u) + ")");
+  for (const auto& L : r.layers) legend.push_back("layer " + std::to_string(L.layer) + " (mean " + svg_fmt(L.mean) + ")");
+  legend.push_back("all layers (mean " + svg_fmt(r.mean_u) + ")");
   double legend_px = 0;
   for (const auto& s : legend) legend_px = std::max(legend_px, text_px(s, kFontSize));
 
@@ -217,8 +217,8 @@ std::string svg_u_curves(const RankReport& r, const PlotLabels& labels) {
   const int64_t step = std::max<int64_t>(1, T / 800);
   auto polyline = [&](const std::vector<double>& m, const std::string& col, double width) {
     polyline_start(o, col, width);
-    for (int64_t t = 0; t < T; t += step) o << fmt(X(t), 1) << "," << fmt(Y(m[t]), 1) << " ";
-    if ((T - 1) % step != 0) o << fmt(X(T - 1), 1) << "," << fmt(Y(m[T - 1]), 1);
+    for (int64_t t = 0; t < T; t += step) o << svg_fmt(X(t), 1) << "," << svg_fmt(Y(m[t]), 1) << " ";
+    if ((T - 1) % step != 0) o << svg_fmt(X(T - 1), 1) << "," << svg_fmt(Y(m[T - 1]), 1);
     o << "\"/>\n";
   };
   for (size_t l = 0; l < lines.size(); ++l) polyline(lines[l], kPalette[l % 10], 1.2);
@@ -263,9 +263,9 @@ std::string svg_heatmap(const RankReport& r, const PlotLabels& labels) {
       o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cell - 2 << "\" height=\"" << cell - 2 << "\" fill=\""
         << colour(v / umax) << "\"><title>layer " << L.layer << " head " << h;
       if (gva) o << " (key head " << hr.key_head << ")";
-      o << ": mean u " << fmt(v, 4) << ", std " << fmt(hr.std, 4) << "</title></rect>\n"
+      o << ": mean u " << svg_fmt(v, 4) << ", std " << svg_fmt(hr.std, 4) << "</title></rect>\n"
         << "<text x=\"" << x + cell / 2 - 1 << "\" y=\"" << y + cell / 2 + 4 << "\" text-anchor=\"middle\" fill=\""
-        << (v / umax > 0.6 ? "#000" : "#fff") << "\">" << fmt(v, 3) << "</text>\n";
+        << (v / umax > 0.6 ? "#000" : "#fff") << "\">" << svg_fmt(v, 3) << "</text>\n";
     }
   }
   for (size_t h = 0; h < H; ++h) {
@@ -285,7 +285,7 @@ std::string svg_heatmap(const RankReport& r, const PlotLabels& labels) {
     o << "<rect x=\"" << bx << "\" y=\"" << y0 + bh * (1 - (i + 1) / 50.0) << "\" width=\"16\" height=\"" << bh / 50 + 0.5
       << "\" fill=\"" << colour(i / 49.0) << "\"/>\n";
   o << "<text x=\"" << bx + 8 << "\" y=\"" << y0 - 8 << "\" text-anchor=\"middle\">mean u</text>\n"
-    << "<text x=\"" << bx + 20 << "\" y=\"" << y0 + 10 << "\">" << fmt(umax, 3) << "</text><text x=\"" << bx + 20
+    << "<text x=\"" << bx + 20 << "\" y=\"" << y0 + 10 << "\">" << svg_fmt(umax, 3) << "</text><text x=\"" << bx + 20
     << "\" y=\"" << y0 + bh << "\">0</text>\n</svg>\n";
   return o.str();
 }
@@ -394,7 +394,7 @@ std::string svg_spectra(const RankReport& r, const RankReport* base, const PlotL
       if (h.spectrum.empty() || h.spectrum[0] <= 0) return;
       polyline_start(o, col, 1.3, dash);
       for (size_t i = 0; i < h.spectrum.size(); ++i)
-        o << fmt(X(static_cast<double>(i + 1)), 1) << "," << fmt(Y(h.spectrum[i] / h.spectrum[0]), 1) << " ";
+        o << svg_fmt(X(static_cast<double>(i + 1)), 1) << "," << svg_fmt(Y(h.spectrum[i] / h.spectrum[0]), 1) << " ";
       o << "\"/>\n";
     };
     if (B)

@@ -10,7 +10,7 @@
 namespace statecut {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
+double generate_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
@@ -48,7 +48,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
       if (is_stop(next[static_cast<size_t>(b)])) stopped[static_cast<size_t>(b)] = true;
     }
     if (i == 0) {
-      res.prefill_seconds = seconds_since(t0);
+      res.prefill_seconds = generate_seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
     }
     if (on_token) on_token(i, next);
@@ -57,7 +57,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     logits = model.forward_cached(ids, cache, fo).logits.select(1, 0);
     ++res.steps;
   }
-  res.decode_seconds = seconds_since(t0);
+  res.decode_seconds = generate_seconds_since(t0);
   res.state_bytes = cache.bytes();
   return res;
 }

@@ -23,7 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
+double prune_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -143,7 +143,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
     all.bytes += s.bytes;
   }
   const Windows w = sample_windows(all, opt.calib_seqs, opt.calib_len, opt.seed);
-  res.seconds_load = seconds_since(t0);
+  res.seconds_load = prune_seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
   CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
   needs.side = side_of(opt.select);
@@ -151,7 +151,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   needs.batch = opt.batch;
   CalibrationRun run;
   run.cal = calibrate(*model, w.ids, needs, progress);
-  res.seconds_calibrate = seconds_since(t0);
+  res.seconds_calibrate = prune_seconds_since(t0);
   std::vector<std::string> files;
   for (const auto& f : opt.calib) files.push_back(absolute_path(f));
   run.record = {{"files", files},
@@ -224,7 +224,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
     if (L.head_k_dim != dk) throw std::runtime_error(cfg_path + ": layers differ in head_k_dim");
   if (!opt.keep_from.empty()) {
     PruneResult res = selection_from_keep_file(opt, cfg, dk);
-    res.seconds_load = seconds_since(t0);
+    res.seconds_load = prune_seconds_since(t0);
     return res;
   }
   const int k = resolve_budget(opt, dk, cfg_path);
@@ -240,7 +240,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
     // with the loader's one-line error, not in a pruned copy: without holding a copy of the weights (a 2.6 GB
     // checkpoint peaked at 6.8 GB when it was loaded as a bf16 model here).
     check_causal_lm_loads(opt.checkpoint);
-    res.seconds_load = seconds_since(t0);
+    res.seconds_load = prune_seconds_since(t0);
   }
 
   t0 = std::chrono::steady_clock::now();
@@ -284,7 +284,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
     layers_rec.push_back(lr);
     res.selection.push_back(std::move(sel));
   }
-  res.seconds_select = seconds_since(t0);
+  res.seconds_select = prune_seconds_since(t0);
 
   res.record = {{"statecut_version", STATECUT_VERSION},
                 {"method", opt.method},
@@ -315,7 +315,7 @@ PruneResult prune_checkpoint(const PruneOptions& opt, const Progress& progress) 
   rec.close();
   if (!rec) throw std::runtime_error(out.target() + ": cannot write statecut.json");
   out.commit();
-  res.seconds_write = seconds_since(t0);
+  res.seconds_write = prune_seconds_since(t0);
   return res;
 }
 

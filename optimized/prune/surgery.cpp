@@ -20,18 +20,18 @@ using nlohmann::json;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+[[noreturn]] void surgery_fail(const std::string& msg) { throw std::runtime_error(msg); }
 
 /// One q or k row block of a (possibly packed) weight: rows offset + h·stride + c, c < dk.
-struct Block {
+struct SurgeryBlock {
   std::string tensor;
   int64_t offset = 0;
   int64_t stride = 0;
   bool conv = false;
 };
 
-std::vector<Block> blocks_of(const PrunableLayer& L) {
-  std::vector<Block> b;
+std::vector<SurgeryBlock> blocks_of(const PrunableLayer& L) {
+  std::vector<SurgeryBlock> b;
   const int64_t dk = L.head_k_dim;
   b.push_back({L.q_weight, L.q_row_offset, head_row_stride(L.q_row_stride, L.head_k_dim), false});
   b.push_back({L.k_weight, L.k_row_offset, head_row_stride(L.k_row_stride, L.head_k_dim), false});
@@ -50,14 +50,14 @@ std::string bias_name(const std::string& weight) {
 /// A non-negative decimal index of a keep.json key ("<layer>.<head>"); anything else is the file's error.
 int key_index(const std::string& path, const std::string& key, const std::string& part) {
   if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
-    fail(path + ": keep key '" + key + "' is not '<layer>.<head>' (two non-negative integers)");
+    surgery_fail(path + ": keep key '" + key + "' is not '<layer>.<head>' (two non-negative integers)");
   return std::stoi(part);
 }
 
 }  // namespace
 
 int budget_for_ratio(int dk, double ratio) {
-  if (!(ratio > 0.0 && ratio < 1.0)) fail("--ratio must lie in (0, 1), got " + std::to_string(ratio));
+  if (!(ratio > 0.0 && ratio < 1.0)) surgery_fail("--ratio must lie in (0, 1), got " + std::to_string(ratio));
   return std::max(1, static_cast<int>(std::floor(dk * (1.0 - ratio))));
 }
 
@@ -74,46 +74,46 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
   for (const auto& s : sel) by_layer[s.layer] = &s;
   // tensor name -> blocks (with their layer geometry and selection)
   struct Target {
-    Block block;
+    SurgeryBlock block;
     const PrunableLayer* layer;
     const LayerSelection* sel;
   };
   std::map<std::string, std::vector<Target>> targets;
   for (const auto& L : layers) {
     auto it = by_layer.find(L.layer);
-    if (it == by_layer.end()) fail("selection: no keep set for layer " + std::to_string(L.layer));
+    if (it == by_layer.end()) surgery_fail("selection: no keep set for layer " + std::to_string(L.layer));
     const LayerSelection& s = *it->second;
     const bool rot = !s.rotation.empty();
     const size_t nh = rot ? s.rotation.size() : s.keep.size();
     if (nh != static_cast<size_t>(L.num_key_heads))
-      fail("selection: layer " + std::to_string(L.layer) + " has " + std::to_string(nh) + " heads, the model " +
+      surgery_fail("selection: layer " + std::to_string(L.layer) + " has " + std::to_string(nh) + " heads, the model " +
            std::to_string(L.num_key_heads));
     const int k = s.new_dim();
     if (k < 1 || k > L.head_k_dim)
-      fail("selection: layer " + std::to_string(L.layer) + ": keep " + std::to_string(k) + " outside [1, dk=" +
+      surgery_fail("selection: layer " + std::to_string(L.layer) + ": keep " + std::to_string(k) + " outside [1, dk=" +
            std::to_string(L.head_k_dim) + "]");
     for (size_t h = 0; h < nh; ++h) {
       if (rot) {
         const auto& T = s.rotation[h];
         if (T.dim() != 2 || T.size(0) != k || T.size(1) != L.head_k_dim)
-          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": rotation shape must be [k', dk]");
+          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": rotation shape must be [k', dk]");
         continue;
       }
       const auto& kh = s.keep[h];
       if (static_cast<int>(kh.size()) != k)
-        fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": " +
+        surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": " +
              std::to_string(kh.size()) + " channels, other heads " + std::to_string(k));
       std::set<int64_t> seen;
       for (int64_t c : kh) {
         if (c < 0 || c >= L.head_k_dim)
-          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
                std::to_string(c) + " outside [0, " + std::to_string(L.head_k_dim) + ")");
         if (!seen.insert(c).second)
-          fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
                std::to_string(c) + " repeated");
       }
     }
-    for (const Block& b : blocks_of(L)) {
+    for (const SurgeryBlock& b : blocks_of(L)) {
       targets[b.tensor].push_back({b, &L, &s});
       const std::string bias = bias_name(b.tensor);
       if (!bias.empty() && src.has(bias)) targets[bias].push_back({b, &L, &s});
@@ -132,7 +132,7 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
         for (int64_t c = 0; c < t.layer->head_k_dim; ++c) {
           const int64_t r = t.block.offset + h * t.block.stride + c;
           if (r < 0 || r >= rows)
-            fail(src.origin(name) + ": " + name + ": q/k block row " + std::to_string(r) + " outside its " +
+            surgery_fail(src.origin(name) + ": " + name + ": q/k block row " + std::to_string(r) + " outside its " +
                  std::to_string(rows) + " rows (config and weights disagree)");
           owner[r] = {static_cast<int64_t>(ti), h, c};
         }
@@ -178,10 +178,10 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   const std::string cfg_path = (fs::path(src_dir) / "config.json").string();
   const json cfg = io::read_config(src_dir);
   const auto layers = prunable_layers_from_config(cfg, cfg_path);
-  if (sel.empty()) fail("selection: empty");
+  if (sel.empty()) surgery_fail("selection: empty");
   const int k = sel.front().new_dim();
   for (const auto& s : sel)
-    if (s.new_dim() != k) fail("selection: every layer must keep the same number of channels");
+    if (s.new_dim() != k) surgery_fail("selection: every layer must keep the same number of channels");
   const WeightSource src = WeightSource::open_dir(src_dir);
   const auto changed = apply_selection(src, layers, sel);
 
@@ -197,7 +197,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
     for (const auto& [name, shard] : index_json.at("weight_map").items()) shard_set.insert(shard.get<std::string>());
     files.assign(shard_set.begin(), shard_set.end());
   } else {
-    fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
+    surgery_fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
   }
   int64_t total = 0;
   for (const auto& f : files) {
@@ -226,7 +226,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   }
   std::ofstream cfg_out(fs::path(dir) / "config.json", std::ios::binary);
   cfg_out << python_json_dump(pruned_config(cfg, k, cfg_path));
-  if (!cfg_out) fail((fs::path(dir) / "config.json").string() + ": write failed");
+  if (!cfg_out) surgery_fail((fs::path(dir) / "config.json").string() + ": write failed");
   for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                             "generation_config.json"}) {
     const fs::path p = fs::path(src_dir) / extra;
@@ -239,13 +239,13 @@ namespace {
 /// keep.json / statecut.json → selections (read_keep_file's body; nlohmann's type errors are caught there).
 /// An integer of a keep file: a JSON integer (nlohmann's get<int64_t> would take 0.5 as 0), else the file's error.
 int64_t keep_int(const json& v, const std::string& path, const std::string& where) {
-  if (!v.is_number_integer()) fail(path + ": " + where + ": expected an integer, got " + v.dump());
+  if (!v.is_number_integer()) surgery_fail(path + ": " + where + ": expected an integer, got " + v.dump());
   return v.get<int64_t>();
 }
 
 /// A list of channel indices [c, ...].
 std::vector<int64_t> keep_list(const json& v, const std::string& path, const std::string& where) {
-  if (!v.is_array()) fail(path + ": " + where + ": expected a list of channel indices, got " + v.dump());
+  if (!v.is_array()) surgery_fail(path + ": " + where + ": expected a list of channel indices, got " + v.dump());
   std::vector<int64_t> out;
   for (const auto& c : v) out.push_back(keep_int(c, path, where));
   return out;
@@ -258,7 +258,7 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
     std::map<int, std::map<int, std::vector<int64_t>>> m;
     for (const auto& [key, val] : j["keep"].items()) {
       const auto dot = key.find('.');
-      if (dot == std::string::npos) fail(path + ": keep key '" + key + "' is not '<layer>.<head>'");
+      if (dot == std::string::npos) surgery_fail(path + ": keep key '" + key + "' is not '<layer>.<head>'");
       m[key_index(path, key, key.substr(0, dot))][key_index(path, key, key.substr(dot + 1))] =
           keep_list(val, path, "keep '" + key + "'");
     }
@@ -267,25 +267,25 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
       s.layer = layer;
       int expect = 0;
       for (const auto& [h, keep] : heads) {
-        if (h != expect++) fail(path + ": layer " + std::to_string(layer) + " is missing head " + std::to_string(expect - 1));
+        if (h != expect++) surgery_fail(path + ": layer " + std::to_string(layer) + " is missing head " + std::to_string(expect - 1));
         s.keep.push_back(keep);
       }
       out.push_back(std::move(s));
     }
   } else if (j.contains("selection") && j["selection"].contains("layers")) {
     for (const auto& l : j["selection"]["layers"]) {
-      if (!l.contains("keep")) fail(path + ": layer without a 'keep' list (a pca rotation cannot be re-applied from JSON)");
+      if (!l.contains("keep")) surgery_fail(path + ": layer without a 'keep' list (a pca rotation cannot be re-applied from JSON)");
       LayerSelection s;
       s.layer = static_cast<int>(keep_int(l.at("layer"), path, "selection layer"));
       const std::string where = "selection layer " + std::to_string(s.layer);
-      if (!l.at("keep").is_array()) fail(path + ": " + where + ": 'keep' is not a list of per-head lists");
+      if (!l.at("keep").is_array()) surgery_fail(path + ": " + where + ": 'keep' is not a list of per-head lists");
       for (const auto& kh : l.at("keep")) s.keep.push_back(keep_list(kh, path, where));
       out.push_back(std::move(s));
     }
   } else {
-    fail(path + ": neither a keep.json ('keep') nor a statecut.json ('selection')");
+    surgery_fail(path + ": neither a keep.json ('keep') nor a statecut.json ('selection')");
   }
-  if (out.empty()) fail(path + ": no keep sets");
+  if (out.empty()) surgery_fail(path + ": no keep sets");
   return out;
 }
 
@@ -300,7 +300,7 @@ std::vector<LayerSelection> keep_selections(const json& j, const std::string& pa
     return keep_file_selections(j, path);
   } catch (const json::exception& e) {  // a value of the wrong type: one line naming the file
     std::string what = e.what();
-    fail(path + ": " + what.substr(0, what.find('\n')));
+    surgery_fail(path + ": " + what.substr(0, what.find('\n')));
   }
 }
 

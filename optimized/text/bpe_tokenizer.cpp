@@ -23,7 +23,7 @@ using bpe::MergeEntry;
 using bpe::MergeTable;
 using bpe::WordCache;
 
-[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+[[noreturn]] void bpe_fail(const std::string& path, const std::string& problem) {
   std::string msg = path + ": " + problem;
   std::replace_if(msg.begin(), msg.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
   throw std::runtime_error(msg);
@@ -268,25 +268,25 @@ struct BpeTokenizer::Impl {
 };
 
 void BpeTokenizer::Impl::load_model(const json& m) {
-  if (!m.is_object()) fail(path, "no \"model\" object");
+  if (!m.is_object()) bpe_fail(path, "no \"model\" object");
   const std::string type = m.value("type", std::string("(none)"));
-  if (type != "BPE") fail(path, "unsupported model type '" + type + "' (only BPE)");
+  if (type != "BPE") bpe_fail(path, "unsupported model type '" + type + "' (only BPE)");
   auto str_or_empty = [&](const char* key) {
     return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : std::string();
   };
-  if (!str_or_empty("continuing_subword_prefix").empty()) fail(path, "unsupported BPE continuing_subword_prefix");
-  if (!str_or_empty("end_of_word_suffix").empty()) fail(path, "unsupported BPE end_of_word_suffix");
+  if (!str_or_empty("continuing_subword_prefix").empty()) bpe_fail(path, "unsupported BPE continuing_subword_prefix");
+  if (!str_or_empty("end_of_word_suffix").empty()) bpe_fail(path, "unsupported BPE end_of_word_suffix");
   if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() != 0.0)
-    fail(path, "unsupported BPE dropout (encode would be random)");
-  if (m.value("byte_fallback", false)) fail(path, "unsupported BPE byte_fallback true");
+    bpe_fail(path, "unsupported BPE dropout (encode would be random)");
+  if (m.value("byte_fallback", false)) bpe_fail(path, "unsupported BPE byte_fallback true");
   fuse_unk = m.value("fuse_unk", false);
   ignore_merges = m.value("ignore_merges", false);
-  if (!m.contains("vocab") || !m["vocab"].is_object()) fail(path, "model has no \"vocab\" object");
-  if (!m.contains("merges") || !m["merges"].is_array()) fail(path, "model has no \"merges\" list");
+  if (!m.contains("vocab") || !m["vocab"].is_object()) bpe_fail(path, "model has no \"vocab\" object");
+  if (!m.contains("merges") || !m["merges"].is_array()) bpe_fail(path, "model has no \"merges\" list");
   vocab.reserve(m["vocab"].size());
   for (const auto& [tok, id] : m["vocab"].items()) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      fail(path, "vocab id of '" + tok + "' is not a non-negative 32-bit integer");
+      bpe_fail(path, "vocab id of '" + tok + "' is not a non-negative 32-bit integer");
     vocab[tok] = id.get<int32_t>();
   }
   for (int b = 0; b < 256; ++b) {
@@ -295,12 +295,12 @@ void BpeTokenizer::Impl::load_model(const json& m) {
   }
   if (const std::string unk = str_or_empty("unk_token"); !unk.empty()) {
     auto it = vocab.find(unk);
-    if (it == vocab.end()) fail(path, "unk_token '" + unk + "' is not in the vocab");
+    if (it == vocab.end()) bpe_fail(path, "unk_token '" + unk + "' is not in the vocab");
     unk_id = it->second;
   }
   auto id_of = [&](const std::string& t, size_t rank) {
     auto it = vocab.find(t);
-    if (it == vocab.end()) fail(path, "merge " + std::to_string(rank) + ": '" + t + "' is not in the vocab");
+    if (it == vocab.end()) bpe_fail(path, "merge " + std::to_string(rank) + ": '" + t + "' is not in the vocab");
     return it->second;
   };
   merges.reserve(m["merges"].size());
@@ -312,12 +312,12 @@ void BpeTokenizer::Impl::load_model(const json& m) {
       if (s.rfind("#version", 0) == 0) continue;
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        fail(path, "merge " + std::to_string(rank) + " is not \"a b\"");
+        bpe_fail(path, "merge " + std::to_string(rank) + " is not \"a b\"");
       a = s.substr(0, sp), b = s.substr(sp + 1);
     } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
       a = e[0].get<std::string>(), b = e[1].get<std::string>();
     } else {
-      fail(path, "merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
+      bpe_fail(path, "merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }
     const int32_t a_id = id_of(a, rank), b_id = id_of(b, rank), new_id = id_of(a + b, rank);  // HF's order
     merges.put(a_id, b_id, {static_cast<int32_t>(rank), new_id});
@@ -336,30 +336,30 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
     const json& s = steps[i];
     const std::string t = s.is_object() ? s.value("type", std::string("(none)")) : std::string("null");
     if (t == "ByteLevel") {
-      if (i + 1 != steps.size()) fail(path, "unsupported pre_tokenizer: ByteLevel before another pre-tokenizer");
+      if (i + 1 != steps.size()) bpe_fail(path, "unsupported pre_tokenizer: ByteLevel before another pre-tokenizer");
       add_prefix_space = s.value("add_prefix_space", false);
       if (s.value("use_regex", true)) byte_level_regex = std::make_unique<SplitRegex>(kGpt2Pattern, path);
     } else if (t == "Split") {
       const std::string behavior = s.value("behavior", std::string("(none)"));
-      if (behavior != "Isolated") fail(path, "unsupported pre_tokenizer Split behavior '" + behavior + "'");
-      if (s.value("invert", false)) fail(path, "unsupported pre_tokenizer Split invert true");
+      if (behavior != "Isolated") bpe_fail(path, "unsupported pre_tokenizer Split behavior '" + behavior + "'");
+      if (s.value("invert", false)) bpe_fail(path, "unsupported pre_tokenizer Split invert true");
       const json pat = s.value("pattern", json::object());
       if (pat.contains("Regex") && pat["Regex"].is_string())
         splits.emplace_back(pat["Regex"].get<std::string>(), path);
       else if (pat.contains("String") && pat["String"].is_string())
         splits.emplace_back(regex_escape(pat["String"].get<std::string>()), path);
       else
-        fail(path, "pre_tokenizer Split has no Regex or String pattern");
+        bpe_fail(path, "pre_tokenizer Split has no Regex or String pattern");
     } else {
-      fail(path, "unsupported pre_tokenizer '" + t + "' (only Split and ByteLevel)");
+      bpe_fail(path, "unsupported pre_tokenizer '" + t + "' (only Split and ByteLevel)");
     }
   }
   if (steps.empty() || steps.back().value("type", std::string()) != "ByteLevel")
-    fail(path, "unsupported pre_tokenizer: no ByteLevel (this tokenizer is byte-level BPE only)");
+    bpe_fail(path, "unsupported pre_tokenizer: no ByteLevel (this tokenizer is byte-level BPE only)");
 }
 
 void BpeTokenizer::Impl::load(const json& j) {
-  if (!j.is_object()) fail(path, "not a JSON object");
+  if (!j.is_object()) bpe_fail(path, "not a JSON object");
   load_model(j.contains("model") ? j["model"] : json());
 
   const json norm = j.value("normalizer", json());
@@ -370,7 +370,7 @@ void BpeTokenizer::Impl::load(const json& j) {
     norms.push_back(norm);
   for (const json& n : norms) {
     const std::string t = n.is_object() ? n.value("type", std::string("(none)")) : std::string("null");
-    if (t != "NFC") fail(path, "unsupported normalizer '" + t + "' (only null and NFC)");
+    if (t != "NFC") bpe_fail(path, "unsupported normalizer '" + t + "' (only null and NFC)");
     nfc = true;
   }
 
@@ -378,22 +378,22 @@ void BpeTokenizer::Impl::load(const json& j) {
 
   const json dec = j.value("decoder", json());
   const std::string dec_type = dec.is_object() ? dec.value("type", std::string("(none)")) : std::string("null");
-  if (dec_type != "ByteLevel") fail(path, "unsupported decoder '" + dec_type + "' (only ByteLevel)");
+  if (dec_type != "ByteLevel") bpe_fail(path, "unsupported decoder '" + dec_type + "' (only ByteLevel)");
 
   int64_t max_id = -1;
   for (const auto& [tok, id] : vocab) max_id = std::max<int64_t>(max_id, id);
   const json added = j.value("added_tokens", json::array());
-  if (!added.is_array()) fail(path, "\"added_tokens\" is not a list");
+  if (!added.is_array()) bpe_fail(path, "\"added_tokens\" is not a list");
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
         !a["content"].is_string() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
-      fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
-    if (a.value("single_word", false)) fail(path, "unsupported added token option single_word true");
+      bpe_fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
+    if (a.value("single_word", false)) bpe_fail(path, "unsupported added token option single_word true");
     max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
   }
 
   // id -> token: vocab first, then added tokens (which take precedence in decode, as in HF).
-  if (max_id >= (int64_t{1} << 24)) fail(path, "token id " + std::to_string(max_id) + " is too large (max 2^24 - 1)");
+  if (max_id >= (int64_t{1} << 24)) bpe_fail(path, "token id " + std::to_string(max_id) + " is too large (max 2^24 - 1)");
   const size_t n = static_cast<size_t>(max_id + 1);
   decoded.assign(n, std::string());
   raw_bytes.assign(n, std::string());
@@ -441,17 +441,17 @@ BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
   BpeTokenizer t;
   t.impl_->path = tokenizer_json_path;
   std::ifstream in(tokenizer_json_path, std::ios::binary);
-  if (!in) fail(tokenizer_json_path, "cannot open");
+  if (!in) bpe_fail(tokenizer_json_path, "cannot open");
   json j;
   try {
     j = json::parse(in);
   } catch (const json::exception& e) {
-    fail(tokenizer_json_path, std::string("malformed JSON: ") + e.what());
+    bpe_fail(tokenizer_json_path, std::string("malformed JSON: ") + e.what());
   }
   try {
     t.impl_->load(j);
   } catch (const json::exception& e) {  // a field of an unexpected JSON type
-    fail(tokenizer_json_path, std::string("unexpected content: ") + e.what());
+    bpe_fail(tokenizer_json_path, std::string("unexpected content: ") + e.what());
   }
   return t;
 }

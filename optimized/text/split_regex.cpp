@@ -23,7 +23,7 @@ constexpr const char* kNumbersAfter14 =
 constexpr const char* kWhiteSpace =
     R"(\t-\r\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 
-[[noreturn]] void fail(const std::string& path, const std::string& problem) {
+[[noreturn]] void regex_fail(const std::string& path, const std::string& problem) {
   throw std::runtime_error(path + ": " + problem);
 }
 
@@ -99,7 +99,7 @@ SplitRegex::SplitRegex(const std::string& pattern, const std::string& path)
   if (!code_->code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail(path, "pre_tokenizer regex does not compile (" + std::string(reinterpret_cast<const char*>(msg)) + ")");
+    regex_fail(path, "pre_tokenizer regex does not compile (" + std::string(reinterpret_cast<const char*>(msg)) + ")");
   }
   pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE);  // where JIT is unavailable the interpreter runs
 }
@@ -115,7 +115,7 @@ void SplitRegex::split(std::string_view s, std::vector<std::string_view>& pieces
     const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos,
                                PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) fail(path_, "pre_tokenizer regex failed (PCRE2 error " + std::to_string(rc) + ")");
+    if (rc < 0) regex_fail(path_, "pre_tokenizer regex failed (PCRE2 error " + std::to_string(rc) + ")");
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.data);
     if (ov[0] == ov[1]) {  // empty: step over one character
       pos = ov[1] + 1;

@@ -12,7 +12,7 @@
 namespace statecut {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
+bool path_ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
@@ -32,7 +32,7 @@ TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t v
   if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
   TokenStream s;
   s.source = path;
-  if (ends_with(path, ".safetensors") || ends_with(path, ".bin")) {
+  if (path_ends_with(path, ".safetensors") || path_ends_with(path, ".bin")) {
     io::Tokens t = io::read_tokens(path, vocab_size);
     s.ids = std::move(t.ids);  // rows concatenated
     if (t.batch > 1) s.row_length = t.length;

@@ -25,17 +25,17 @@
 namespace statecut {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("data parallel: " + msg); }
+[[noreturn]] void dp_fail(const std::string& msg) { throw std::runtime_error("data parallel: " + msg); }
 
 int env_int(const char* name, int dflt, bool required) {
   const char* v = std::getenv(name);
   if (!v || !*v) {
-    if (required) fail(std::string(name) + " is not set (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+    if (required) dp_fail(std::string(name) + " is not set (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
     return dflt;
   }
   char* end = nullptr;
   const long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < 0 || x > 1 << 20) fail(std::string(name) + "='" + v + "' is not a non-negative integer");
+  if (*end != '\0' || x < 0 || x > 1 << 20) dp_fail(std::string(name) + "='" + v + "' is not a non-negative integer");
   return static_cast<int>(x);
 }
 
@@ -62,9 +62,9 @@ class C10dGroup final : public DataParallel {
 
 c10::intrusive_ptr<c10d::Store> rendezvous(int rank, int world) {
   const char* addr = std::getenv("MASTER_ADDR");
-  if (!addr || !*addr) fail("MASTER_ADDR is not set (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+  if (!addr || !*addr) dp_fail("MASTER_ADDR is not set (torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
   const int port = env_int("MASTER_PORT", 0, true);
-  if (port <= 0 || port > 65535) fail("MASTER_PORT=" + std::to_string(port) + " is not a port");
+  if (port <= 0 || port > 65535) dp_fail("MASTER_PORT=" + std::to_string(port) + " is not a port");
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = rank == 0;
@@ -75,7 +75,7 @@ c10::intrusive_ptr<c10d::Store> rendezvous(int rank, int world) {
     return c10::make_intrusive<c10d::TCPStore>(std::string(addr), o);
   } catch (const std::exception& e) {
     const std::string m = e.what();
-    fail(std::string("rendezvous at ") + addr + ":" + std::to_string(port) + " failed: " + m.substr(0, m.find('\n')));
+    dp_fail(std::string("rendezvous at ") + addr + ":" + std::to_string(port) + " failed: " + m.substr(0, m.find('\n')));
   }
 }
 #endif
@@ -90,7 +90,7 @@ std::unique_ptr<DataParallel> data_parallel_from_env(const torch::Device& device
   const int world = env_int("WORLD_SIZE", 1, false);
   if (world <= 1) return nullptr;
   const int rank = env_int("RANK", 0, true);
-  if (rank >= world) fail("RANK=" + std::to_string(rank) + " is not below WORLD_SIZE=" + std::to_string(world));
+  if (rank >= world) dp_fail("RANK=" + std::to_string(rank) + " is not below WORLD_SIZE=" + std::to_string(world));
 #if defined(STATECUT_HAVE_NCCL)
   if (device.is_cuda()) {
     c10::cuda::set_device(device.index());
@@ -115,7 +115,7 @@ std::unique_ptr<DataParallel> data_parallel_from_env(const torch::Device& device
   return std::make_unique<C10dGroup<c10d::ProcessGroupGloo>>(pg, rank, world, "gloo");
 #else
   (void)device;
-  fail("WORLD_SIZE=" + std::to_string(world) +
+  dp_fail("WORLD_SIZE=" + std::to_string(world) +
        " but this build has no c10d backend for it (Gloo needs gloo's headers: Debian libgloo-dev; NCCL a CUDA "
        "LibTorch built with it)");
 #endif

@@ -10,7 +10,7 @@
 namespace statecut {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& t) {
+bool name_ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 bool contains(const std::string& s, const char* t) { return s.find(t) != std::string::npos; }
@@ -66,17 +66,17 @@ torch::Tensor initial_parameter(const nlohmann::json& config, const std::string&
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   const int64_t layers = static_cast<int64_t>(number(c, "num_hidden_layers", 1));
 
-  if (ends_with(name, "A_log")) {
+  if (name_ends_with(name, "A_log")) {
     if (mamba) return torch::log(torch::arange(1, shape.at(0) + 1, f64));
     return fill(shape, d, log_uniform_0_16, 0, 0);
   }
-  if (ends_with(name, "dt_bias")) {
+  if (name_ends_with(name, "dt_bias")) {
     if (qwen) return torch::ones(shape, f64);
     const double lo = mamba ? number(c, "time_step_min", 0.001) : 0.001;
     const double hi = mamba ? number(c, "time_step_max", 0.1) : 0.1;
     return fill(shape, d, dt_bias_draw, lo, hi);
   }
-  if (mamba && ends_with(name, "mixer.D")) return torch::ones(shape, f64);
+  if (mamba && name_ends_with(name, "mixer.D")) return torch::ones(shape, f64);
   if (contains(name, "conv1d.")) {
     const double K = shape.size() == 3 ? static_cast<double>(shape[2])
                                        : number(c, "conv_size", number(c, "conv_kernel", number(c, "linear_conv_kernel_dim", 4)));
@@ -89,7 +89,7 @@ torch::Tensor initial_parameter(const nlohmann::json& config, const std::string&
   }
   if (shape.size() == 1) return torch::zeros(shape, f64);  // biases
   double sd = number(c, "initializer_range", mamba ? 0.1 : 0.02);
-  if (fla && (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")))
+  if (fla && (name_ends_with(name, "o_proj.weight") || name_ends_with(name, "down_proj.weight")))
     sd /= std::sqrt(2.0 * static_cast<double>(std::max<int64_t>(1, layers)));
   return fill(shape, d, normal_ab, 0.0, sd);
 }

@@ -9,7 +9,7 @@
 namespace statecut {
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error("finetune: " + msg); }
+[[noreturn]] void lora_fail(const std::string& msg) { throw std::runtime_error("finetune: " + msg); }
 
 RowBlock block(const std::string& weight, const char* role, int layer, int64_t offset, int64_t stride, int64_t heads,
                int64_t rows_per_head) {
@@ -42,7 +42,7 @@ std::vector<RowBlock> lora_blocks(const std::string& model_type, const std::vect
     add_qk(out, L);
     if (model_type == "delta_net" || model_type == "gated_deltanet") {
       const auto at = L.q_weight.rfind("q_proj");
-      if (at == std::string::npos) fail("layer " + std::to_string(L.layer) + ": '" + L.q_weight + "' is not a q_proj");
+      if (at == std::string::npos) lora_fail("layer " + std::to_string(L.layer) + ": '" + L.q_weight + "' is not a q_proj");
       const std::string v = L.q_weight.substr(0, at) + "v_proj" + L.q_weight.substr(at + 6);
       out.push_back(block(v, "v", L.layer, 0, 0, 1, shape_of(v).at(0)));
     } else if (model_type == "qwen3_5_text" || model_type == "qwen3_5") {  // [q | k | v]
@@ -50,34 +50,34 @@ std::vector<RowBlock> lora_blocks(const std::string& model_type, const std::vect
       out.push_back(block(L.q_weight, "v", L.layer, begin, 0, 1, shape_of(L.q_weight).at(0) - begin));
     } else if (model_type == "qwen3_next") {  // per key head [q dk | k dk | v r·dv | z r·dv]
       const int64_t group = head_row_stride(L.q_row_stride, L.head_k_dim);
-      if ((group - 2 * dk) % 2 != 0) fail("layer " + std::to_string(L.layer) + ": odd v|z group in " + L.q_weight);
+      if ((group - 2 * dk) % 2 != 0) lora_fail("layer " + std::to_string(L.layer) + ": odd v|z group in " + L.q_weight);
       out.push_back(block(L.q_weight, "v", L.layer, L.k_row_offset + dk, group, H, (group - 2 * dk) / 2));
     } else if (model_type == "mamba2") {  // [z I | x I | B | C | dt]: x is the value, I = the B block's offset / 2
       const int64_t inner = L.k_row_offset / 2;
       out.push_back(block(L.q_weight, "v", L.layer, inner, 0, 1, inner));
     } else {
-      fail("no LoRA target rule for model_type '" + model_type + "' (lora.h lists the families)");
+      lora_fail("no LoRA target rule for model_type '" + model_type + "' (lora.h lists the families)");
     }
   }
   for (const auto& b : out) {
     const auto shape = shape_of(b.weight);
     const int64_t last = b.offset + (b.heads - 1) * b.stride + b.rows_per_head;
     if (shape.size() != 2 || b.rows_per_head <= 0 || b.offset < 0 || last > shape[0])
-      fail("layer " + std::to_string(b.layer) + ": " + b.role + " rows up to " + std::to_string(last) +
+      lora_fail("layer " + std::to_string(b.layer) + ": " + b.role + " rows up to " + std::to_string(last) +
            " do not fit '" + b.weight + "'");
   }
   return out;
 }
 
 Lora::Lora(CausalLM& model, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed) : cfg_(cfg) {
-  if (cfg.rank <= 0) fail("--lora-rank must be positive");
+  if (cfg.rank <= 0) lora_fail("--lora-rank must be positive");
   std::map<std::string, torch::Tensor> params;
   for (auto& [n, t] : model.named_parameters()) params.emplace(n, t);
   std::mt19937_64 rng(seed);
   torch::NoGradGuard no_grad;
   for (auto& b : blocks) {
     auto it = params.find(b.weight);
-    if (it == params.end()) fail("the model has no parameter '" + b.weight + "'");
+    if (it == params.end()) lora_fail("the model has no parameter '" + b.weight + "'");
     LoraAdapter a;
     a.param = it->second;
     a.block = b;

@@ -17,7 +17,7 @@ namespace statecut {
 namespace fs = std::filesystem;
 namespace {
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+[[noreturn]] void train_io_fail(const std::string& msg) { throw std::runtime_error(msg); }
 
 }  // namespace
 
@@ -34,7 +34,7 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
     files.assign(shards.begin(), shards.end());
     fs::copy_file(index, fs::path(dir) / index.filename());  // tensor sizes and names do not change
   } else {
-    fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
+    train_io_fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
   }
   std::set<std::string> written;
   for (const auto& f : files) {
@@ -50,7 +50,7 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
       }
       const torch::Tensor t = it->second.detach().to(torch::kCPU, torch_dtype(view.dtype)).contiguous();
       if (t.sizes().vec() != view.shape)
-        fail((fs::path(src_dir) / f).string() + ": " + name + ": the trained tensor's shape differs from the stored one");
+        train_io_fail((fs::path(src_dir) / f).string() + ": " + name + ": the trained tensor's shape differs from the stored one");
       keep_alive.push_back(t);
       w.add_borrowed(name, view.dtype, view.shape, t.data_ptr(), static_cast<size_t>(t.nbytes()));
       written.insert(name);
@@ -59,7 +59,7 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
     w.write((fs::path(dir) / f).string());
   }
   for (const auto& [name, t] : changed)
-    if (!written.count(name)) fail(src_dir + ": the checkpoint holds no tensor '" + name + "'");
+    if (!written.count(name)) train_io_fail(src_dir + ": the checkpoint holds no tensor '" + name + "'");
   for (const char* extra : {"config.json", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
                             "special_tokens_map.json", "generation_config.json"}) {
     const fs::path p = fs::path(src_dir) / extra;

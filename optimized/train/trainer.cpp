@@ -30,9 +30,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
-[[noreturn]] void fail(const std::string& msg) { throw std::runtime_error(msg); }
+[[noreturn]] void trainer_fail(const std::string& msg) { throw std::runtime_error(msg); }
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double trainer_seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// splitmix64 of a combination: independent, platform-independent seeds per (seed, step, micro-batch).
 uint64_t mix(uint64_t a, uint64_t b) {
@@ -92,11 +92,11 @@ Trainable make_trainable(CausalLM& model, const FinetuneOptions& opt) {
     for (auto& [n, t] : named) shapes[n] = t.sizes().vec();
     auto shape_of = [&](const std::string& n) {
       auto it = shapes.find(n);
-      if (it == shapes.end()) fail("finetune: the model has no parameter '" + n + "'");
+      if (it == shapes.end()) trainer_fail("finetune: the model has no parameter '" + n + "'");
       return it->second;
     };
     auto blocks = lora_blocks(model.model_type(), model.prunable_layers(), shape_of);
-    if (blocks.empty()) fail("finetune: the model has no linear-attention layer to adapt");
+    if (blocks.empty()) trainer_fail("finetune: the model has no linear-attention layer to adapt");
     std::set<std::string> adapted;
     for (const auto& b : blocks) adapted.insert(b.weight);
     tr.lora = std::make_unique<Lora>(model, std::move(blocks), LoraConfig{opt.lora_rank, opt.lora_alpha},
@@ -176,19 +176,19 @@ void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, 
 
 SavedState load_state(const std::string& dir, Trainable& tr, AdamW& adam, const FinetuneOptions& opt, int world) {
   const std::string jpath = (fs::path(dir) / "state.json").string();
-  if (!fs::exists(jpath)) fail(dir + ": no saved state to resume from (a run with --save-every N writes it)");
+  if (!fs::exists(jpath)) trainer_fail(dir + ": no saved state to resume from (a run with --save-every N writes it)");
   const nlohmann::json j = io::read_json_file(jpath);
   const nlohmann::json want = recipe_json(opt, world);
   for (const auto& [k, v] : want.items())
     if (!j.at("recipe").contains(k) || j["recipe"][k] != v)
-      fail(jpath + ": the saved run used " + k + " = " + (j["recipe"].contains(k) ? j["recipe"][k].dump() : "?") +
+      trainer_fail(jpath + ": the saved run used " + k + " = " + (j["recipe"].contains(k) ? j["recipe"][k].dump() : "?") +
            ", this one " + v.dump() + " (resume needs the same recipe)");
   auto tensors = load_tensor_file((fs::path(dir) / "state.safetensors").string());
   torch::NoGradGuard no_grad;
   for (auto& [n, p] : tr.params) {
     auto it = tensors.find("param." + n);
     if (it == tensors.end() || it->second.sizes() != p.sizes())
-      fail(dir + "/state.safetensors: missing or misshapen 'param." + n + "'");
+      trainer_fail(dir + "/state.safetensors: missing or misshapen 'param." + n + "'");
     p.copy_(it->second);
   }
   Named moments;
@@ -219,7 +219,7 @@ Tokenizer tokenizer_beside_config(const FinetuneOptions& opt, int64_t vocab) {
   for (const auto& f : opt.text) {
     const std::string ext = fs::path(f).extension().string();
     if (ext != ".safetensors" && ext != ".bin")
-      fail(f + ": text needs a tokenizer, and " + opt.config + " has vocab_size " + std::to_string(vocab) +
+      trainer_fail(f + ": text needs a tokenizer, and " + opt.config + " has vocab_size " + std::to_string(vocab) +
            " with no tokenizer.model / tokenizer.json beside it (give token files, or --tokenizer bytes)");
   }
   return Tokenizer::bytes();
@@ -248,45 +248,45 @@ std::string finetune_state_dir(const std::string& out) {
 
 void validate_finetune_options(const FinetuneOptions& o) {
   auto need_dir = [](const std::string& d, const char* what) {
-    if (d.empty()) fail(std::string(what) + " is required");
-    if (!fs::exists(fs::path(d) / "config.json")) fail(d + ": not a checkpoint folder (no config.json)");
+    if (d.empty()) trainer_fail(std::string(what) + " is required");
+    if (!fs::exists(fs::path(d) / "config.json")) trainer_fail(d + ": not a checkpoint folder (no config.json)");
   };
   if (!o.config.empty()) {
-    if (!fs::is_regular_file(o.config)) fail(o.config + ": no such config file");
-    if (!o.no_kd || !o.full) fail("train: a fresh model trains every parameter without a teacher");
+    if (!fs::is_regular_file(o.config)) trainer_fail(o.config + ": no such config file");
+    if (!o.no_kd || !o.full) trainer_fail("train: a fresh model trains every parameter without a teacher");
   } else {
     need_dir(o.checkpoint, "--checkpoint");
   }
   if (!o.no_kd) {
-    if (o.teacher.empty()) fail("--teacher is required for distillation (or --no-kd)");
+    if (o.teacher.empty()) trainer_fail("--teacher is required for distillation (or --no-kd)");
     need_dir(o.teacher, "--teacher");
   }
-  if (o.text.empty()) fail("--text: at least one training file is required");
+  if (o.text.empty()) trainer_fail("--text: at least one training file is required");
   for (const auto& f : o.text)
-    if (!fs::is_regular_file(f)) fail(f + ": no such file");
+    if (!fs::is_regular_file(f)) trainer_fail(f + ": no such file");
   for (const auto& f : o.eval_text)
-    if (!fs::is_regular_file(f)) fail(f + ": no such file");
-  if (o.out.empty()) fail("--out is required");
-  if (fs::exists(o.out)) fail(o.out + ": already exists (the output folder must be new)");
+    if (!fs::is_regular_file(f)) trainer_fail(f + ": no such file");
+  if (o.out.empty()) trainer_fail("--out is required");
+  if (fs::exists(o.out)) trainer_fail(o.out + ": already exists (the output folder must be new)");
   const fs::path parent = fs::absolute(fs::path(o.out)).parent_path();
-  if (!fs::is_directory(parent)) fail(o.out + ": parent folder " + parent.string() + " does not exist");
-  if (o.steps < 1) fail("--steps must be >= 1");
-  if (o.seq_len < 2) fail("--seq-len must be >= 2");
-  if (o.batch < 1) fail("--batch must be >= 1");
-  if (o.accum < 1) fail("--accum must be >= 1");
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) fail("--lr must be positive");
-  if (o.warmup < 0) fail("--warmup must be >= 0");
-  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) fail("--min-lr-ratio must lie in [0, 1]");
-  if (!(o.weight_decay >= 0)) fail("--weight-decay must be >= 0");
-  if (!(o.max_grad_norm > 0)) fail("--max-grad-norm must be positive");
-  if (!o.full && o.lora_rank < 1) fail("--lora-rank must be >= 1");
-  if (!o.full && !(o.lora_alpha > 0)) fail("--lora-alpha must be positive");
-  if (!(o.kd_temp > 0)) fail("--kd-temp must be positive");
-  if (!(o.kd_weight >= 0)) fail("--kd-weight must be >= 0");
+  if (!fs::is_directory(parent)) trainer_fail(o.out + ": parent folder " + parent.string() + " does not exist");
+  if (o.steps < 1) trainer_fail("--steps must be >= 1");
+  if (o.seq_len < 2) trainer_fail("--seq-len must be >= 2");
+  if (o.batch < 1) trainer_fail("--batch must be >= 1");
+  if (o.accum < 1) trainer_fail("--accum must be >= 1");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) trainer_fail("--lr must be positive");
+  if (o.warmup < 0) trainer_fail("--warmup must be >= 0");
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) trainer_fail("--min-lr-ratio must lie in [0, 1]");
+  if (!(o.weight_decay >= 0)) trainer_fail("--weight-decay must be >= 0");
+  if (!(o.max_grad_norm > 0)) trainer_fail("--max-grad-norm must be positive");
+  if (!o.full && o.lora_rank < 1) trainer_fail("--lora-rank must be >= 1");
+  if (!o.full && !(o.lora_alpha > 0)) trainer_fail("--lora-alpha must be positive");
+  if (!(o.kd_temp > 0)) trainer_fail("--kd-temp must be positive");
+  if (!(o.kd_weight >= 0)) trainer_fail("--kd-weight must be >= 0");
   if (o.eval_every < 0 || o.save_every < 0 || o.eval_tokens < 0 || o.stop_after < 0)
-    fail("--eval-every, --save-every and --eval-tokens must be >= 0");
-  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) fail("--device must be cpu or cuda, got '" + o.device + "'");
-  if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) fail("finetune: training dtype must be f32 or f64");
+    trainer_fail("--eval-every, --save-every and --eval-tokens must be >= 0");
+  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) trainer_fail("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) trainer_fail("finetune: training dtype must be f32 or f64");
 }
 
 FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb, DataParallel* dp) {
@@ -294,10 +294,10 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   const auto t0 = Clock::now();
   const int rank = dp ? dp->rank() : 0, world = dp ? dp->world_size() : 1;
   torch::Device device(opt.device);
-  if (device.is_cuda() && !torch::cuda::is_available()) fail("--device cuda: no CUDA device available");
+  if (device.is_cuda() && !torch::cuda::is_available()) trainer_fail("--device cuda: no CUDA device available");
   const std::string state_dir = finetune_state_dir(opt.out);
   if (!opt.resume && fs::exists(state_dir))
-    fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");
+    trainer_fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");
 
   const bool scratch = !opt.config.empty();
   nlohmann::json config;
@@ -314,13 +314,13 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   if (!opt.no_kd) {
     teacher = load_causal_lm(opt.teacher, opt.dtype, device);
     if (teacher->vocab_size() != student->vocab_size())
-      fail(opt.teacher + ": teacher vocab " + std::to_string(teacher->vocab_size()) + " differs from the student's " +
+      trainer_fail(opt.teacher + ": teacher vocab " + std::to_string(teacher->vocab_size()) + " differs from the student's " +
            std::to_string(student->vocab_size()));
     for (auto& [n, t] : teacher->named_parameters()) t.requires_grad_(false);
   }
   const TokenStream data = concat_streams(opt.text, tok, student->vocab_size());
   if (static_cast<int64_t>(data.ids.size()) < opt.seq_len)
-    fail(data.source + ": " + std::to_string(data.ids.size()) + " tokens, fewer than --seq-len " +
+    trainer_fail(data.source + ": " + std::to_string(data.ids.size()) + " tokens, fewer than --seq-len " +
          std::to_string(opt.seq_len));
   std::vector<TokenStream> eval_streams;
   for (const auto& f : opt.eval_text) eval_streams.push_back(read_tokens(f, tok, student->vocab_size()));
@@ -377,7 +377,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
     StepRecord rec;
     rec.step = s + 1, rec.lr = lr, rec.loss = loss, rec.ce = ce, rec.kd = opt.no_kd ? 0.0 : kd, rec.grad_norm = norm;
     rec.tokens = (s + 1) * tokens_per_step;
-    rec.seconds = seconds_before + seconds_since(t0);
+    rec.seconds = seconds_before + trainer_seconds_since(t0);
     const bool last = s + 1 == opt.steps;
     if (!eval_streams.empty() && rank == 0 && ((opt.eval_every > 0 && (s + 1) % opt.eval_every == 0) || last)) {
       if (tr.lora) tr.lora->materialise();

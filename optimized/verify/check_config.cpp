@@ -29,7 +29,7 @@ struct Expect {
   std::string fix;   ///< what the config should say instead, given the rows the weights have (may be empty)
 };
 
-std::string num(double v) {
+std::string config_num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.10g", v);
   return b;
@@ -55,15 +55,15 @@ std::vector<Expect> fla_expectations(const Context& ctx, const json& c, std::vec
       const auto value_dim = static_cast<int64_t>(static_cast<double>(hidden) * ev);
       const int64_t have = ctx.weights->has(p + "q_proj.weight") ? ctx.weights->shape(p + "q_proj.weight")[0] : 0;
       const std::string rule = "fla: key_dim = int(hidden_size·expand_k) = int(" + std::to_string(hidden) + "·" +
-                               num(ek) + ") = " + std::to_string(key_dim);
-      const std::string fix = "expand_k = " + num(static_cast<double>(have) / hidden);
+                               config_num(ek) + ") = " + std::to_string(key_dim);
+      const std::string fix = "expand_k = " + config_num(static_cast<double>(have) / hidden);
       for (const char* t : {"q_proj.weight", "k_proj.weight"}) e.push_back({p + t, key_dim, rule, fix});
       if (conv)
         for (const char* t : {"q_conv1d.weight", "k_conv1d.weight"}) e.push_back({p + t, key_dim, rule, fix});
       e.push_back({p + "v_proj.weight", value_dim,
-                   "fla: value_dim = int(hidden_size·expand_v) = int(" + std::to_string(hidden) + "·" + num(ev) +
+                   "fla: value_dim = int(hidden_size·expand_v) = int(" + std::to_string(hidden) + "·" + config_num(ev) +
                        ") = " + std::to_string(value_dim),
-                   "expand_v = " + num(static_cast<double>(v_rows(L.layer)) / hidden)});
+                   "expand_v = " + config_num(static_cast<double>(v_rows(L.layer)) / hidden)});
       if (key_dim % H || value_dim % H)
         notes.push_back(o + ": key_dim " + std::to_string(key_dim) + " / value_dim " + std::to_string(value_dim) +
                         " not divisible by num_heads " + std::to_string(H));
@@ -81,10 +81,10 @@ std::vector<Expect> fla_expectations(const Context& ctx, const json& c, std::vec
       if (conv)
         for (const char* t : {"q_conv1d.weight", "k_conv1d.weight"}) e.push_back({p + t, key_dim, krule, kfix});
       const int64_t dv_have = v_rows(L.layer) / std::max<int64_t>(Hv, 1);
-      const std::string vrule = "fla: head_v_dim = int(head_dim·expand_v) = int(" + std::to_string(hd) + "·" + num(ev) +
+      const std::string vrule = "fla: head_v_dim = int(head_dim·expand_v) = int(" + std::to_string(hd) + "·" + config_num(ev) +
                                 ") = " + std::to_string(head_v) + ", value_dim = num_v_heads·head_v_dim = " +
                                 std::to_string(Hv * head_v);
-      const std::string vfix = "expand_v = " + num(static_cast<double>(dv_have) / static_cast<double>(hd)) +
+      const std::string vfix = "expand_v = " + config_num(static_cast<double>(dv_have) / static_cast<double>(hd)) +
                                " (= dv " + std::to_string(dv_have) + " / head_dim " + std::to_string(hd) +
                                ", so that dv is kept)";
       e.push_back({p + "v_proj.weight", Hv * head_v, vrule, vfix});

@@ -23,7 +23,7 @@ struct RowOrigin {
   std::string block;                     ///< "q" / "k" / "q conv" / "k conv"
 };
 
-struct Block {
+struct PrunedBlock {
   std::string tensor, kind;
   int64_t offset, stride;
   const PrunableLayer* L;
@@ -41,7 +41,7 @@ std::string bias_of(const std::string& w) {
 std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, const std::vector<PrunableLayer>& layers,
                                                        const std::map<int, std::vector<std::vector<int64_t>>>& keep,
                                                        int new_dk) {
-  std::map<std::string, std::vector<Block>> blocks;
+  std::map<std::string, std::vector<PrunedBlock>> blocks;
   for (const auto& L : layers) {
     const auto it = keep.find(L.layer);
     const auto* kp = (it == keep.end() || it->second.empty()) ? nullptr : &it->second;  // null: a rotation
@@ -61,7 +61,7 @@ std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, 
   std::map<std::string, std::vector<RowOrigin>> out;
   for (const auto& [name, bl] : blocks) {
     const int64_t rows = src.shape(name)[0];
-    std::vector<const Block*> owner(rows, nullptr);
+    std::vector<const PrunedBlock*> owner(rows, nullptr);
     std::vector<int> head(rows, -1);
     std::vector<int64_t> chan(rows, -1);
     for (const auto& b : bl)
@@ -75,7 +75,7 @@ std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, 
       if (!owner[r]) {
         m.push_back({r, -1, -1, -1, ""});
       } else if (chan[r] == 0) {
-        const Block& b = *owner[r];
+        const PrunedBlock& b = *owner[r];
         const int h = head[r];
         if (!b.keep) {  // rotation: k' rows that are no source row
           for (int i = 0; i < new_dk; ++i) m.push_back({-1, b.L->layer, h, i, b.kind});

@@ -53,14 +53,14 @@ std::string fmt(double v) {
 }
 
 namespace {
-json num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json json_num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 }  // namespace
 
 json to_json(const Report& r) {
   json checks = json::array();
   for (const auto& c : r.checks) {
     json j = {{"name", c.name},         {"status", c.status == Status::Fail ? "fail" : status_name(c.status)},
-              {"figure", num(c.figure)}, {"threshold", num(c.threshold)},
+              {"figure", json_num(c.figure)}, {"threshold", json_num(c.threshold)},
               {"relation", c.relation},  {"reason", c.reason},
               {"where", c.where},        {"message", c.message},
               {"seconds", c.seconds}};

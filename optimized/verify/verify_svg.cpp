@@ -20,7 +20,7 @@ double x_of(double log10_margin) {
   return kLeft + t * kPlotW;
 }
 
-std::string num(const char* f, double v) {
+std::string svg_num(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
   return b;
@@ -106,9 +106,9 @@ std::string report_svg(const Report& r, const std::string& title) {
         const int shade = static_cast<int>(255 - 200 * std::clamp(v, 0.0, 1.0));
         o << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cell - 2 << "\" height=\"" << cell - 2
           << "\" fill=\"rgb(" << shade << "," << shade << ",255)\"><title>layer " << layer << " head " << head
-          << ": u " << num("%.4f", v) << "</title></rect>\n<text x=\"" << x + cell / 2 - 1 << "\" y=\""
+          << ": u " << svg_num("%.4f", v) << "</title></rect>\n<text x=\"" << x + cell / 2 - 1 << "\" y=\""
           << y + cell / 2 + 4 << "\" text-anchor=\"middle\" font-size=\"10\" fill=\"" << (v > 0.6 ? "white" : "black")
-          << "\">" << num("%.2f", v) << "</text>\n";
+          << "\">" << svg_num("%.2f", v) << "</text>\n";
       }
     }
     for (int h = 0; h < heads; ++h)

@@ -80,10 +80,10 @@ void edit_config(const std::string& ck, const std::function<void(nlohmann::json&
   std::ofstream(ck + "/config.json") << c.dump(2);
 }
 
-/// Inputs for the three commands in `d` and their command lines on `ck`; outputs go to d/pruned and d/logits.safetensors.
+/// Inputs for the three checkpoint_commands in `d` and their command lines on `ck`; outputs go to d/pruned and d/logits.safetensors.
 /// prune uses drrqr with a short calibration, so it loads the whole model as logits and eval do (the data-free
 /// methods are checked below with l1).
-std::vector<std::pair<std::string, std::string>> commands(const TempDir& d, const std::string& ck,
+std::vector<std::pair<std::string, std::string>> checkpoint_commands(const TempDir& d, const std::string& ck,
                                                           const std::string& prune_method = "drrqr") {
   std::ofstream text(d / "text.txt");
   for (int i = 0; i < 40; ++i) text << "Bad checkpoints must fail with one clear line. ";
@@ -106,11 +106,11 @@ std::vector<std::pair<std::string, std::string>> commands(const TempDir& d, cons
 }
 
 /// Runs logits, eval and prune on `ck`; each must fail cleanly with a line containing every needle.
-void expect_clean_failure(const std::string& ck, const std::vector<std::string>& needles,
+void expect_checkpoint_failure(const std::string& ck, const std::vector<std::string>& needles,
                           const std::string& prune_method = "drrqr") {
   TempDir d("cli_io_run");
   const std::string out_dir = d / "pruned", out_file = d / "logits.safetensors";
-  for (const auto& [cmd, args] : commands(d, ck, prune_method)) {
+  for (const auto& [cmd, args] : checkpoint_commands(d, ck, prune_method)) {
     SCOPED_TRACE(args);
     const std::string line = expect_one_line_error(run_statecut(args), "statecut " + cmd + ": error: ");
     for (const auto& n : needles) EXPECT_NE(line.find(n), std::string::npos) << "expected '" << n << "' in: " << line;
@@ -128,11 +128,11 @@ class BadInput_CliCheckpoint : public ::testing::Test {
   TempDir dir{"cli_badck"};
 };
 
-// The positive control: the unbroken copy passes all three commands, so each failure below is the file's doing.
+// The positive control: the unbroken copy passes all three checkpoint_commands, so each failure below is the file's doing.
 TEST_F(BadInput_CliCheckpoint, goodCheckpointPassesEveryCommand) {
   const std::string ck = copy_good(dir);
   TempDir d("cli_io_good");
-  for (const auto& [cmd, args] : commands(d, ck)) {
+  for (const auto& [cmd, args] : checkpoint_commands(d, ck)) {
     const CliRun r = run_statecut(args);
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
   }
@@ -143,7 +143,7 @@ TEST_F(BadInput_CliCheckpoint, goodCheckpointPassesEveryCommand) {
 TEST_F(BadInput_CliCheckpoint, truncatedWeightsFile) {
   const std::string ck = copy_good(dir);
   fs::resize_file(ck + "/model.safetensors", fs::file_size(ck + "/model.safetensors") / 2);
-  expect_clean_failure(ck, {ck + "/model.safetensors", "run past the data buffer"});
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors", "run past the data buffer"});
 }
 
 TEST_F(BadInput_CliCheckpoint, headerLengthPastEndOfFile) {
@@ -152,7 +152,7 @@ TEST_F(BadInput_CliCheckpoint, headerLengthPastEndOfFile) {
   const uint64_t n = uint64_t{1} << 24;  // 16 MiB header in a sub-MiB file
   f.write(reinterpret_cast<const char*>(&n), 8);
   f.close();
-  expect_clean_failure(ck, {ck + "/model.safetensors", "runs past the end of the file"});
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors", "runs past the end of the file"});
 }
 
 TEST_F(BadInput_CliCheckpoint, lyingOffsetsInHeader) {
@@ -162,21 +162,21 @@ TEST_F(BadInput_CliCheckpoint, lyingOffsetsInHeader) {
   ASSERT_NE(pos, std::string::npos);
   b[pos + 16] = '8';  // [0,N] → [8,N]: the first tensor's span no longer matches its shape
   std::ofstream(ck + "/model.safetensors", std::ios::binary) << b;
-  expect_clean_failure(ck, {ck + "/model.safetensors", "does not match the byte span"});
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors", "does not match the byte span"});
 }
 
 TEST_F(BadInput_CliCheckpoint, malformedConfig) {
   const std::string ck = copy_good(dir);
   std::ofstream(ck + "/config.json") << "{\"model_type\": \"delta_net\", \"hidden_size\": 64,";
   // (io says "malformed JSON", prune's own config reader "invalid JSON": either names the file and the problem)
-  expect_clean_failure(ck, {ck + "/config.json", "JSON"});
+  expect_checkpoint_failure(ck, {ck + "/config.json", "JSON"});
 }
 
 TEST_F(BadInput_CliCheckpoint, unknownModelType) {
   const std::string ck = copy_good(dir);
   edit_config(ck, [](nlohmann::json& c) { c["model_type"] = "retnet"; });
   // (logits/eval: "unknown model_type 'retnet'"; prune: "model_type 'retnet' cannot be pruned (supported: ...)")
-  expect_clean_failure(ck, {"config.json", "model_type 'retnet'"});
+  expect_checkpoint_failure(ck, {"config.json", "model_type 'retnet'"});
 }
 
 // One config reader with the loader's strictness (issue 19.5): a head count that is not an integer — 16.5 (no
@@ -189,7 +189,7 @@ TEST_F(BadInput_CliCheckpoint, nonIntegerHeadCountNamesTheFileAndKey) {
     const std::string ck = copy_good(d);
     edit_config(ck, [&](nlohmann::json& c) { c["num_heads"] = bad; });
     const std::vector<std::string> needles = {ck + "/config.json", "'num_heads'", "expected an integer"};
-    expect_clean_failure(ck, needles);  // logits, eval, prune --method drrqr
+    expect_checkpoint_failure(ck, needles);  // logits, eval, prune --method drrqr
     const std::string line = test::expect_one_line_error(
         run_statecut("prune --checkpoint " + ck + " --method l1 --ratio 0.5 --out " + (d / "pruned")),
         "statecut prune: error: ");
@@ -201,7 +201,7 @@ TEST_F(BadInput_CliCheckpoint, nonIntegerHeadCountNamesTheFileAndKey) {
 TEST_F(BadInput_CliCheckpoint, configShapesDisagreeWithWeights) {
   const std::string ck = copy_good(dir);
   edit_config(ck, [](nlohmann::json& c) { c["vocab_size"] = c["vocab_size"].get<int>() + 1; });
-  expect_clean_failure(ck, {"model.safetensors", "shape"});
+  expect_checkpoint_failure(ck, {"model.safetensors", "shape"});
 }
 
 TEST_F(BadInput_CliCheckpoint, missingTensor) {
@@ -210,7 +210,7 @@ TEST_F(BadInput_CliCheckpoint, missingTensor) {
     views.erase("model.norm.weight");
     bytes.erase("model.norm.weight");
   });
-  expect_clean_failure(ck, {"missing tensor 'model.norm.weight'"});
+  expect_checkpoint_failure(ck, {"missing tensor 'model.norm.weight'"});
 }
 
 TEST_F(BadInput_CliCheckpoint, nanWeight) {
@@ -226,13 +226,13 @@ TEST_F(BadInput_CliCheckpoint, nanWeight) {
       std::memcpy(b.data() + 2, &nan, 2);
     }
   });
-  expect_clean_failure(ck, {"model.norm.weight", "NaN"});
+  expect_checkpoint_failure(ck, {"model.norm.weight", "NaN"});
 }
 
 TEST_F(BadInput_CliCheckpoint, noWeightsFile) {
   const std::string ck = copy_good(dir);
   fs::remove(ck + "/model.safetensors");
-  expect_clean_failure(ck, {ck, "model.safetensors"});
+  expect_checkpoint_failure(ck, {ck, "model.safetensors"});
 }
 
 TEST_F(BadInput_CliCheckpoint, indexNamesAMissingShard) {
@@ -245,7 +245,7 @@ TEST_F(BadInput_CliCheckpoint, indexNamesAMissingShard) {
   }
   idx["weight_map"]["model.norm.weight"] = "model-00002-of-00002.safetensors";
   std::ofstream(ck + "/model.safetensors.index.json") << idx.dump();
-  expect_clean_failure(ck, {"model-00002-of-00002.safetensors"});
+  expect_checkpoint_failure(ck, {"model-00002-of-00002.safetensors"});
 }
 
 // Known gap (reported, optimized/prune/prune.cpp belongs to the pipeline): the data-free methods (l1, rand) read only the
@@ -259,7 +259,7 @@ TEST_F(BadInput_CliCheckpoint, dataFreePruneRejectsNanWeights) {
     ASSERT_EQ(views.at("model.norm.weight").dtype, DType::F32);
     std::memcpy(bytes.at("model.norm.weight").data() + 4, &nan, 4);
   });
-  expect_clean_failure(ck, {"model.norm.weight", "NaN"}, "l1");
+  expect_checkpoint_failure(ck, {"model.norm.weight", "NaN"}, "l1");
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace {
 using statecut::test::CliRun;
 using statecut::test::run_statecut;
 
-std::vector<std::string> lines_of(const std::string& s) {
+std::vector<std::string> convention_lines_of(const std::string& s) {
   std::vector<std::string> out;
   std::size_t a = 0;
   while (a < s.size()) {
@@ -29,7 +29,7 @@ std::vector<std::string> lines_of(const std::string& s) {
 
 void expect_usage(const CliRun& r, const std::string& needle) {
   EXPECT_EQ(r.code, 2) << r.err;
-  ASSERT_EQ(lines_of(r.err).size(), 1u) << "want one line, got:\n" << r.err;
+  ASSERT_EQ(convention_lines_of(r.err).size(), 1u) << "want one line, got:\n" << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << "'" << needle << "' not in: " << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
@@ -119,6 +119,6 @@ TEST(Cli_Convention, infoSaysWhatTheBuildCanDo) {
 TEST(Cli_Convention, aFailureIsExitOneWithOneLine) {
   const CliRun r = run_statecut("eval --checkpoint /nonexistent/ckpt --text /nonexistent/t.txt");
   EXPECT_EQ(r.code, 1) << r.err;
-  ASSERT_EQ(lines_of(r.err).size(), 1u) << r.err;
+  ASSERT_EQ(convention_lines_of(r.err).size(), 1u) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/ckpt"), std::string::npos) << r.err;
 }

@@ -25,7 +25,7 @@ std::string quick_args(const TempDir& d, int steps) {
          train_text(d) + " --steps " + std::to_string(steps) + " --seq-len 32 --batch 2 --lora-rank 4 --lora-alpha 8 --quiet";
 }
 
-void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::path& out) {
+void expect_finetune_failure(const CliRun& r, const std::string& needle, const fs::path& out) {
   EXPECT_EQ(r.code, 1) << r.err;
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << "want one line, got:\n" << r.err;
@@ -144,7 +144,7 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
     std::string args = "finetune --quiet" + c.args;
     if (c.args.find("--steps") == std::string::npos) args += " --steps 1";
     if (c.args.find("--seq-len") == std::string::npos) args += " --seq-len 16";
-    expect_clean_failure(run_statecut(args + " --out " + out), c.needle, out);
+    expect_finetune_failure(run_statecut(args + " --out " + out), c.needle, out);
   }
   fs::create_directories(out);  // an existing output folder is refused, and left as it was
   const CliRun r = run_statecut("finetune --quiet" + student + teacher + " --text " + text + " --out " + out);

@@ -23,11 +23,11 @@ namespace {
 using statecut::test::run_statecut;
 using statecut::test::TempDir;
 
-const std::string kModel = (fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+const std::string kGenerateModel = (fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
 const std::string kPrompt = "def read_config(path):\n    \"\"\"Read the";
 
 nlohmann::json generate_json(const std::string& extra) {
-  const auto r = run_statecut("generate --checkpoint " + kModel + " --prompt '" + kPrompt + "' --json " + extra);
+  const auto r = run_statecut("generate --checkpoint " + kGenerateModel + " --prompt '" + kPrompt + "' --json " + extra);
   EXPECT_EQ(r.code, 0) << r.err;
   if (r.code != 0) return {};
   return nlohmann::json::parse(r.out);
@@ -52,7 +52,7 @@ TEST(Cli_Generate, greedyContinuationIsArgmaxOfFullForward) {
   w.add("input_ids", statecut::io::DType::I64, {1, static_cast<int64_t>(all.size())}, all.data(),
         all.size() * sizeof(int64_t));
   w.write(tmp / "ids.safetensors");
-  const auto r = run_statecut("logits --checkpoint " + kModel + " --tokens " + (tmp / "ids.safetensors") + " --out " +
+  const auto r = run_statecut("logits --checkpoint " + kGenerateModel + " --tokens " + (tmp / "ids.safetensors") + " --out " +
                               (tmp / "logits.safetensors"));
   ASSERT_EQ(r.code, 0) << r.err;
   auto f = statecut::io::SafetensorsFile::open(tmp / "logits.safetensors");
@@ -84,7 +84,7 @@ TEST(Cli_Generate, seededSamplingIsReproducible) {
 }
 
 TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
-  const auto r = run_statecut("generate --checkpoint " + kModel + " --prompt '" + kPrompt + "' --max-new-tokens 20");
+  const auto r = run_statecut("generate --checkpoint " + kGenerateModel + " --prompt '" + kPrompt + "' --max-new-tokens 20");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = generate_json("--max-new-tokens 20");
   EXPECT_EQ(r.out, j.at("text").get<std::string>() + "\n");
@@ -100,7 +100,7 @@ TEST(Cli_Generate, sentencePieceCheckpointPrintsDecodedText) {
   TempDir d("genspm");
   const fs::path dir = d.path / "model";
   fs::create_directories(dir);
-  for (const auto& e : fs::directory_iterator(kModel)) fs::copy_file(e.path(), dir / e.path().filename());
+  for (const auto& e : fs::directory_iterator(kGenerateModel)) fs::copy_file(e.path(), dir / e.path().filename());
   const fs::path spm = fs::path(STATECUT_SOURCE_DIR) / "assets" / "spm_pydocs256" / "tokenizer.model";
   fs::copy_file(spm, dir / "tokenizer.model");
   const std::string base = "generate --checkpoint " + dir.string() + " --prompt '" + kPrompt + "' --max-new-tokens 24 ";
@@ -137,7 +137,7 @@ void expect_one_line_failure(const std::string& args, const std::string& needle)
 }
 
 TEST(BadInput_Generate, noPromptOrTwoPromptsIsAUsageError) {
-  const std::string m = "generate --checkpoint " + kModel + " ";
+  const std::string m = "generate --checkpoint " + kGenerateModel + " ";
   for (const std::string args : {m, m + "--prompt x --prompt-file /nonexistent/p.txt"}) {
     const auto r = run_statecut(args);
     EXPECT_EQ(r.code, 2) << r.err;
@@ -147,7 +147,7 @@ TEST(BadInput_Generate, noPromptOrTwoPromptsIsAUsageError) {
 }
 
 TEST(BadInput_Generate, badInputIsOneLineAndExitOne) {
-  const std::string m = "--checkpoint " + kModel + " ";
+  const std::string m = "--checkpoint " + kGenerateModel + " ";
   expect_one_line_failure(m + "--prompt-file /nonexistent/p.txt", "/nonexistent/p.txt");
   expect_one_line_failure(m + "--prompt ''", "the prompt is empty");
   expect_one_line_failure(m + "--prompt x --temperature -1", "--temperature");

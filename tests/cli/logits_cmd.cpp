@@ -33,7 +33,7 @@ using statecut::test::run_statecut;
 using statecut::test::TempDir;
 
 // Writes input_ids of golden run `run` (as I64, or converted to I32) to `out`; run "" reads a golden without runs.
-void write_tokens(const std::string& golden, const std::string& run, const fs::path& out, bool as_i32) {
+void write_golden_tokens(const std::string& golden, const std::string& run, const fs::path& out, bool as_i32) {
   auto g = SafetensorsFile::open(golden);
   const auto& ids = g.tensor(run.empty() ? "input_ids" : run + ".input_ids");
   SafetensorsWriter w;
@@ -60,7 +60,7 @@ struct LogitsRun {
 LogitsRun cli_logits(const std::string& dir, const std::string& run, const std::string& extra, const TempDir& tmp,
                      bool as_i32 = false) {
   const fs::path tokens = tmp.path / "tokens.safetensors", out = tmp.path / "logits.safetensors";
-  write_tokens(dir + "/golden.safetensors", run, tokens, as_i32);
+  write_golden_tokens(dir + "/golden.safetensors", run, tokens, as_i32);
   fs::remove(out);
   LogitsRun r;
   r.run = run_statecut("logits --checkpoint " + dir + " --tokens " + tokens.string() + " --out " + out.string() + " " +
@@ -219,7 +219,7 @@ TEST(BadInput_Logits, rejectsEveryBrokenInputWithOneLine) {
   if (dir.empty()) GTEST_SKIP() << "fixture fla_gated_deltanet_gva not found";
   TempDir tmp("bad");
   const fs::path tokens = tmp.path / "tokens.safetensors";
-  write_tokens(dir + "/golden.safetensors", "run0", tokens, false);
+  write_golden_tokens(dir + "/golden.safetensors", "run0", tokens, false);
   const std::string tok = " --tokens " + tokens.string();
 
   expect_rejected("--checkpoint " + (tmp.path / "missing").string() + tok, "missing", tmp);

@@ -23,7 +23,7 @@ void write_tensor_file(const std::string& path, const std::vector<std::string>& 
 
 /// Expects io::Error whose message is one line and contains `needle`.
 template <typename F>
-void expect_error(F&& f, const std::string& needle) {
+void expect_dir_error(F&& f, const std::string& needle) {
   try {
     f();
     ADD_FAILURE() << "no error; expected '" << needle << "'";
@@ -53,7 +53,7 @@ TEST(Unit_Checkpoint, shardedDirectoryGivesOneLookup) {
   EXPECT_EQ(to_float(ck.tensor("c")), (std::vector<float>{0, 0.5f, 0}));
   EXPECT_EQ(to_float(ck.tensor("b")), (std::vector<float>{1, 1.5f, -1}));
   EXPECT_NE(ck.file_of("c").find("w2.safetensors"), std::string::npos);
-  expect_error([&] { ck.tensor("d"); }, "missing tensor 'd'");
+  expect_dir_error([&] { ck.tensor("d"); }, "missing tensor 'd'");
 }
 
 TEST(Unit_Checkpoint, singleFileFixtureOpens) {
@@ -68,7 +68,7 @@ TEST(Unit_Checkpoint, singleFileFixtureOpens) {
 TEST(BadInput_Checkpoint, indexAndShardsMustAgree) {
   {
     ShardedDir s(R"({"a":"w1.safetensors","c":"w2.safetensors"})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "w1.safetensors: b: not listed in");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "w1.safetensors: b: not listed in");
   }
   {
     // A shard the index does not name is not part of the checkpoint.
@@ -77,29 +77,29 @@ TEST(BadInput_Checkpoint, indexAndShardsMustAgree) {
   }
   {
     ShardedDir s(R"({"a":"w1.safetensors","b":"w2.safetensors","c":"w2.safetensors"})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "b: listed in shard 'w2.safetensors' but found in");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "b: listed in shard 'w2.safetensors' but found in");
   }
   {
     ShardedDir s(R"({"a":"w1.safetensors","b":"w1.safetensors","c":"w2.safetensors","z":"w2.safetensors"})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "z: listed in shard 'w2.safetensors' which does not hold it");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "z: listed in shard 'w2.safetensors' which does not hold it");
   }
   {
     ShardedDir s(R"({"a":"w1.safetensors","b":"w1.safetensors","c":"w3.safetensors"})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "w3.safetensors: cannot open");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "w3.safetensors: cannot open");
   }
   {
     ShardedDir s(R"({"a":"w1.safetensors","b":"w1.safetensors","c":"../w2.safetensors"})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "is not a file name in the checkpoint directory");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "is not a file name in the checkpoint directory");
   }
   {
     ShardedDir s;
     write_tensor_file(s.dir / "w2.safetensors", {"c", "a"});  // a in both shards
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "a: tensor also present in");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "a: tensor also present in");
   }
   {
     ShardedDir s;
     write_text(s.dir / "model.safetensors.index.json", R"({"weight_map":[]})");
-    expect_error([&] { Checkpoint::open(s.dir.path.string()); }, "no \"weight_map\" object");
+    expect_dir_error([&] { Checkpoint::open(s.dir.path.string()); }, "no \"weight_map\" object");
   }
 }
 
@@ -107,16 +107,16 @@ TEST(BadInput_Checkpoint, configMissingMalformedOrNotAnObject) {
   ShardedDir s;
   const std::string d = s.dir.path.string();
   write_text(s.dir / "config.json", R"({"model_type": "delta_net",})");
-  expect_error([&] { Checkpoint::open(d); }, "config.json: malformed JSON (");
+  expect_dir_error([&] { Checkpoint::open(d); }, "config.json: malformed JSON (");
   write_text(s.dir / "config.json", "[1,2]");
-  expect_error([&] { Checkpoint::open(d); }, "config.json: expected a JSON object");
+  expect_dir_error([&] { Checkpoint::open(d); }, "config.json: expected a JSON object");
   std::filesystem::remove(s.dir / "config.json");
-  expect_error([&] { Checkpoint::open(d); }, "config.json: missing");
+  expect_dir_error([&] { Checkpoint::open(d); }, "config.json: missing");
   write_text(s.dir / "config.json", "{}");
   std::filesystem::remove(s.dir / "model.safetensors.index.json");
-  expect_error([&] { Checkpoint::open(d); }, "no model.safetensors or model.safetensors.index.json");
-  expect_error([&] { Checkpoint::open(s.dir / "nope"); }, "no such checkpoint folder; statecut reads local folders only");
-  expect_error([&] { Checkpoint::open(s.dir / "config.json"); }, "not a folder");
+  expect_dir_error([&] { Checkpoint::open(d); }, "no model.safetensors or model.safetensors.index.json");
+  expect_dir_error([&] { Checkpoint::open(s.dir / "nope"); }, "no such checkpoint folder; statecut reads local folders only");
+  expect_dir_error([&] { Checkpoint::open(s.dir / "config.json"); }, "not a folder");
 }
 
 TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
@@ -136,13 +136,13 @@ TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   const uint32_t u32[2] = {70000, 3};
   test::write_bytes(dir / "t.u32.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
   EXPECT_EQ(read_tokens(dir / "t.u32.bin").ids, (std::vector<int64_t>{70000, 3}));
-  expect_error([&] { read_tokens(dir / "t.bin", 0, 4); }, "size 6 is not a multiple of the token width 4");
+  expect_dir_error([&] { read_tokens(dir / "t.bin", 0, 4); }, "size 6 is not a multiple of the token width 4");
   // Width from the vocabulary when the name does not say: uint32 above 65536 ids.
   EXPECT_EQ(read_tokens(dir / "t.u32.bin", 0).ids, (std::vector<int64_t>{70000, 3}));
   test::write_bytes(dir / "v.bin", std::vector<unsigned char>((const unsigned char*)u32, (const unsigned char*)u32 + 8));
   EXPECT_EQ(read_tokens(dir / "v.bin", 151936).ids, (std::vector<int64_t>{70000, 3}));
   EXPECT_EQ(read_tokens(dir / "v.bin", 65536).ids, (std::vector<int64_t>{4464, 1, 3, 0})) << "uint16 up to 65536 ids";
-  expect_error([&] { read_tokens(dir / "t.safetensors", 31999); }, "token 3 = 31999 outside the vocabulary [0, 31999)");
+  expect_dir_error([&] { read_tokens(dir / "t.safetensors", 31999); }, "token 3 = 31999 outside the vocabulary [0, 31999)");
 }
 
 TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {
@@ -151,26 +151,26 @@ TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {
   SafetensorsWriter w;
   w.add("input_ids", DType::F32, {2}, f, sizeof f);
   w.write(dir / "f.safetensors");
-  expect_error([&] { read_tokens(dir / "f.safetensors"); }, "input_ids: dtype F32 is not an integer type");
+  expect_dir_error([&] { read_tokens(dir / "f.safetensors"); }, "input_ids: dtype F32 is not an integer type");
   const int32_t neg[2] = {3, -1};
   SafetensorsWriter w2;
   w2.add("input_ids", DType::I32, {1, 2}, neg, sizeof neg);
   w2.write(dir / "n.safetensors");
-  expect_error([&] { read_tokens(dir / "n.safetensors"); }, "input_ids: token 1 is out of range");
+  expect_dir_error([&] { read_tokens(dir / "n.safetensors"); }, "input_ids: token 1 is out of range");
   SafetensorsWriter w3;  // a file's only tensor is read as the ids, whatever its name
   w3.add("ids", DType::I32, {1, 2}, neg, sizeof neg);
   w3.write(dir / "one.safetensors");
-  expect_error([&] { read_tokens(dir / "one.safetensors"); }, "ids: token 1 is out of range");
+  expect_dir_error([&] { read_tokens(dir / "one.safetensors"); }, "ids: token 1 is out of range");
   SafetensorsWriter w4;
   w4.add("ids", DType::I32, {1, 2}, neg, sizeof neg);
   w4.add("mask", DType::I32, {1, 2}, neg, sizeof neg);
   w4.write(dir / "m.safetensors");
-  expect_error([&] { read_tokens(dir / "m.safetensors"); }, "missing tensor 'input_ids'");
+  expect_dir_error([&] { read_tokens(dir / "m.safetensors"); }, "missing tensor 'input_ids'");
   test::write_bytes(dir / "odd.bin", {1, 2, 3});
-  expect_error([&] { read_tokens(dir / "odd.bin"); }, "size 3 is not a multiple of the token width 2");
+  expect_dir_error([&] { read_tokens(dir / "odd.bin"); }, "size 3 is not a multiple of the token width 2");
   test::write_bytes(dir / "empty.bin", {});
-  expect_error([&] { read_tokens(dir / "empty.bin"); }, "no tokens");
-  expect_error([&] { read_tokens(dir / "x.txt"); }, "unknown token file type");
+  expect_dir_error([&] { read_tokens(dir / "empty.bin"); }, "no tokens");
+  expect_dir_error([&] { read_tokens(dir / "x.txt"); }, "unknown token file type");
 }
 
 }  // namespace

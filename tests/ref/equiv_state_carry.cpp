@@ -13,7 +13,7 @@
 namespace statecut::ref {
 namespace {
 
-constexpr Index kDk = 89, kDv = 33;
+constexpr Index kCarryDk = 89, kCarryDv = 33;
 
 /// All per-step inputs of one sequence; slice(t0, n) keeps rows [t0, t0 + n).
 struct Seq {
@@ -27,9 +27,9 @@ struct Seq {
 
 Seq make_seq(Index T, test::Rng& rng) {
   Seq s;
-  s.q = rng.normal(T, kDk);
-  s.k = rng.unit_rows(T, kDk);
-  s.v = rng.normal(T, kDv);
+  s.q = rng.normal(T, kCarryDk);
+  s.k = rng.unit_rows(T, kCarryDk);
+  s.v = rng.normal(T, kCarryDv);
   s.beta = rng.uniform(T, 0, 1);
   s.g = rng.log_gates(T);
   s.alpha = rng.uniform(T, -1, 1);
@@ -46,7 +46,7 @@ struct Form {
 };
 
 std::vector<Form> forms() {
-  const double sc = 1.0 / std::sqrt(double(kDk));
+  const double sc = 1.0 / std::sqrt(double(kCarryDk));
   return {
       {"linear_recurrent", [=](const Seq& s, const Mat* S0) { return linear_attention_recurrent(s.q, s.k, s.v, sc, S0); }},
       {"linear_chunked", [=](const Seq& s, const Mat* S0) { return linear_attention_chunked(s.q, s.k, s.v, sc, S0); }},
@@ -76,15 +76,15 @@ TEST(Equiv_StateCarry, splitRunEqualsWholeRun) {
       for (Index T2 : {1, 65}) {
         SCOPED_TRACE(std::string(f.name) + " T1=" + std::to_string(T1) + " T2=" + std::to_string(T2));
         const Seq s = make_seq(T1 + T2, rng);
-        const Mat S0 = rng.normal(kDk, kDv);
+        const Mat S0 = rng.normal(kCarryDk, kCarryDv);
         const HeadResult whole = f.run(s, &S0);
         const HeadResult first = f.run(s.slice(0, T1), &S0);
         const HeadResult second = f.run(s.slice(T1, T2), &first.state);
-        Mat o(T1 + T2, kDv);
+        Mat o(T1 + T2, kCarryDv);
         o << first.o, second.o;
         // The split changes only where chunk boundaries fall, i.e. the order of roundings: n eps with
         // n = T + dk + chunk as in Equiv_Chunked, factor 2 as margin.
-        const double bound = 2 * test::kEps * double(T1 + T2 + kDk + 64);
+        const double bound = 2 * test::kEps * double(T1 + T2 + kCarryDk + 64);
         EXPECT_LE(test::rel_err(o, whole.o), bound);
         EXPECT_LE(test::rel_err(second.state, whole.state), bound);
       }

@@ -15,26 +15,26 @@ using namespace statecut;
 
 namespace {
 
-const fs::path kFixtures = pipeline_test::fixture_root();
+const fs::path kStreamFixtures = pipeline_test::fixture_root();
 
 using pipeline_test::master_seed;
 
 /// A fixture model in `dtype` on the CPU, n seeded random byte windows of len tokens, and the seed (printed).
-struct Case {
+struct StreamCase {
   std::unique_ptr<CausalLM> m;
   torch::Tensor ids;
   uint64_t seed;
 };
-Case fixture_case(const std::string& name, torch::Dtype dtype, int64_t n, int64_t len) {
-  Case c;
+StreamCase fixture_case(const std::string& name, torch::Dtype dtype, int64_t n, int64_t len) {
+  StreamCase c;
   c.seed = master_seed();
-  c.m = load_causal_lm((kFixtures / name).string(), dtype, torch::kCPU);
+  c.m = load_causal_lm((kStreamFixtures / name).string(), dtype, torch::kCPU);
   torch::manual_seed(c.seed);
   c.ids = torch::randint(0, 256, {n, len}, torch::kInt64);
   return c;
 }
 
-double rel(const torch::Tensor& a, const torch::Tensor& b) {
+double stream_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
 }
 
@@ -62,7 +62,7 @@ Full full_forward(CausalLM& m, const torch::Tensor& ids) {
 // A macro, not a function: GTEST_SKIP() only ends the test when it runs in the test body itself.
 #define REQUIRE_FIXTURE(name) \
   do { \
-    if (!fs::exists(kFixtures / (name) / "config.json")) GTEST_SKIP() << "no ../shared/fixtures/" << (name); \
+    if (!fs::exists(kStreamFixtures / (name) / "config.json")) GTEST_SKIP() << "no ../shared/fixtures/" << (name); \
   } while (0)
 
 }  // namespace
@@ -87,15 +87,15 @@ TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
       // another batch shape: with an optimised BLAS the fp32 features then differ by ~1e-7 relative, which bounds
       // every comparison below (kTol = 1e-6, ~16 fp32 ulps). A lost or doubled TSQR block is off by O(1).
       constexpr double kTol = 1e-6;
-      EXPECT_LT(rel(R.t().matmul(R), M.t().matmul(M)), kTol) << "layer " << l << " head " << h;
+      EXPECT_LT(stream_rel(R.t().matmul(R), M.t().matmul(M)), kTol) << "layer " << l << " head " << h;
       EXPECT_TRUE(torch::allclose(torch::triu(R), R)) << "R is upper triangular";
       const torch::Tensor kh = f.k[l][h] * torch::rsqrt((f.k[l][h] * f.k[l][h]).sum(-1, true) + 1e-6);
-      EXPECT_LT(rel(lc.pca_outer_k[h], kh.t().matmul(kh)), kTol);
-      EXPECT_LT(rel(lc.pca_sum_k[h], kh.sum(0)), kTol);
+      EXPECT_LT(stream_rel(lc.pca_outer_k[h], kh.t().matmul(kh)), kTol);
+      EXPECT_LT(stream_rel(lc.pca_sum_k[h], kh.sum(0)), kTol);
     }
     EXPECT_EQ(lc.pca_n, 5.0 * 63);
     const torch::Tensor rms = torch::sqrt((f.attn_in[l] * f.attn_in[l]).mean(0));
-    EXPECT_LT(rel(lc.rms(), rms), 1e-6);  // same fp32 batch-shape bound as above
+    EXPECT_LT(stream_rel(lc.rms(), rms), 1e-6);  // same fp32 batch-shape bound as above
   }
 }
 
@@ -127,7 +127,7 @@ TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
 
 TEST(Unit_Calibration, gradientMatchesCentralFiniteDifference) {
   REQUIRE_FIXTURE("fla_delta_net");
-  Case c = fixture_case("fla_delta_net", torch::kFloat64, 3, 33);  // named members: the lambda below captures them
+  StreamCase c = fixture_case("fla_delta_net", torch::kFloat64, 3, 33);  // named members: the lambda below captures them
   auto& m = c.m;
   const torch::Tensor& ids = c.ids;
   const uint64_t seed = c.seed;

@@ -51,18 +51,18 @@ std::pair<int64_t, double> worst_position(const torch::Tensor& y, const torch::T
   return {t, per[t].item<double>()};
 }
 
-const std::vector<std::string> kFixtures = {"fla_delta_net",          "fla_delta_net_bf16",       "fla_delta_net_pruned50",
+const std::vector<std::string> kDecodeFixtures = {"fla_delta_net",          "fla_delta_net_bf16",       "fla_delta_net_pruned50",
                                            "fla_gated_deltanet",     "fla_gated_deltanet_gva",   "fla_gated_deltanet_pruned50",
                                            "hf_mamba2",              "hf_qwen3_5",               "hf_qwen3_next"};
 
-struct Case {
+struct DecodeCase {
   std::string fixture;
   torch::Dtype dtype;
   bool cuda;
 };
 
 std::string dtype_name(torch::Dtype d);
-void PrintTo(const Case& c, std::ostream* os) {  // gtest prints the case, not its bytes
+void PrintTo(const DecodeCase& c, std::ostream* os) {  // gtest prints the case, not its bytes
   *os << c.fixture << " " << dtype_name(c.dtype) << (c.cuda ? " cuda" : " cpu");
 }
 
@@ -70,12 +70,12 @@ std::string dtype_name(torch::Dtype d) {
   return d == torch::kFloat64 ? "f64" : d == torch::kBFloat16 ? "bf16" : "f32";
 }
 
-std::string case_name(const testing::TestParamInfo<Case>& info) {
+std::string decode_case_name(const testing::TestParamInfo<DecodeCase>& info) {
   return info.param.fixture + "_" + dtype_name(info.param.dtype) + (info.param.cuda ? "_cuda" : "_cpu");
 }
 
 /// Threshold on the final hidden state (model dtype) and on the fp32 logits.
-std::pair<double, double> tolerance(const Case& c) {
+std::pair<double, double> tolerance(const DecodeCase& c) {
   if (c.dtype == torch::kFloat64) return {1e-13, 1e-6};
   const double t = c.cuda ? 1e-4 : 4e-6;
   return {t, t};
@@ -95,7 +95,7 @@ bool cuda_usable() {
 #endif
 }
 
-class Equiv_Decode : public testing::TestWithParam<Case> {
+class Equiv_Decode : public testing::TestWithParam<DecodeCase> {
  protected:
   void SetUp() override {
     const auto& c = GetParam();
@@ -140,13 +140,13 @@ class Equiv_Decode : public testing::TestWithParam<Case> {
       auto ref = ref64_->forward(ids).logits;
       const double e_dec = rel_err(got, ref), e_fwd = rel_err(full, ref);
       std::printf("[errors] %s %s: decode vs f64 %.3e, one forward vs f64 %.3e (decode vs forward %.3e, worst t=%lld)\n",
-                  case_name({c, 0}).c_str(), label.c_str(), e_dec, e_fwd, e, static_cast<long long>(t));
+                  decode_case_name({c, 0}).c_str(), label.c_str(), e_dec, e_fwd, e, static_cast<long long>(t));
       EXPECT_LE(e_dec, 2.0 * e_fwd) << label;
       return;
     }
     const auto [tol_h, tol] = tolerance(c);
     std::printf("[errors] %s %s: hidden %.3e (threshold %.0e), logits %.3e (threshold %.0e), worst position t=%lld %.3e\n",
-                case_name({c, 0}).c_str(), label.c_str(), eh, tol_h, e, tol, static_cast<long long>(t), et);
+                decode_case_name({c, 0}).c_str(), label.c_str(), eh, tol_h, e, tol, static_cast<long long>(t), et);
     EXPECT_LT(eh, tol_h) << label << " final hidden state (worst position " << t << ")";
     EXPECT_LT(e, tol) << label << " logits";
   }
@@ -187,9 +187,9 @@ TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
   }
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> cs;
-  for (const auto& f : kFixtures) {
+std::vector<DecodeCase> decode_cases() {
+  std::vector<DecodeCase> cs;
+  for (const auto& f : kDecodeFixtures) {
     cs.push_back({f, torch::kFloat32, false});
     cs.push_back({f, torch::kFloat64, false});
     cs.push_back({f, torch::kFloat32, true});
@@ -198,7 +198,7 @@ std::vector<Case> all_cases() {
   return cs;
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, Equiv_Decode, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Families, Equiv_Decode, testing::ValuesIn(decode_cases()), decode_case_name);
 
 // Bad input: a cache is tied to its batch size; a different B is refused with one line, not silently mixed.
 TEST(BadInput_Decode, batchSizeChangeIsRefused) {

@@ -26,7 +26,7 @@ namespace {
 using ref::Mat;
 using ref::Vec;
 
-uint64_t master_seed() { return test::env_seed(20260213ULL); }
+uint64_t layer_master_seed() { return test::env_seed(20260213ULL); }
 
 Mat M(const torch::Tensor& x) {  // 2-D tensor → Eigen (row-major copy)
   auto c = x.to(torch::kFloat64).contiguous();
@@ -41,7 +41,7 @@ Vec V(const torch::Tensor& x) {
   for (int64_t i = 0; i < c.size(0); ++i) v(i) = c[i].item<double>();
   return v;
 }
-double rel(const Mat& a, const Mat& b) { return (a - b).norm() / b.norm(); }
+double layer_rel(const Mat& a, const Mat& b) { return (a - b).norm() / b.norm(); }
 
 struct LayerCase {
   bool gated;
@@ -52,7 +52,7 @@ class Equiv_FlaLayer : public testing::TestWithParam<LayerCase> {};
 
 TEST_P(Equiv_FlaLayer, f64ForwardMatchesReferenceModel) {
   const bool gated = GetParam().gated;
-  torch::manual_seed(master_seed());
+  torch::manual_seed(layer_master_seed());
   const int64_t vocab = 13, H = 16, Hk = 2, Hv = gated ? 4 : 2, dk = 5, dv = 3, W = 4, I = 256, B = 2, T = 65;
   const double eps = 1e-6;
   nlohmann::json cfg = {{"model_type", gated ? "gated_deltanet" : "delta_net"},
@@ -127,24 +127,24 @@ TEST_P(Equiv_FlaLayer, f64ForwardMatchesReferenceModel) {
           const Mat alog = x * M(w[a + "a_proj.weight"]).transpose();
           const Vec g = ref::gdn_log_decay(alog.col(h), w[a + "A_log"][h].item<double>(), w[a + "dt_bias"][h].item<double>());
           r = ref::gated_delta_recurrent(qh, kh, vh, beta, g, 1.0 / std::sqrt(double(dk)));
-          worst = std::max(worst, rel(M(res.boundary[0].g[b].select(1, h).unsqueeze(1)), Mat(g)));
+          worst = std::max(worst, layer_rel(M(res.boundary[0].g[b].select(1, h).unsqueeze(1)), Mat(g)));
         } else {
           r = ref::delta_rule_recurrent(qh, kh, vh, beta, 1.0 / std::sqrt(double(dk)));
         }
-        worst = std::max(worst, rel(M(res.boundary[0].final_state[b][h]), r.state));
-        worst = std::max(worst, rel(M(res.boundary[0].beta[b].select(1, h).unsqueeze(1)), Mat(beta)));
+        worst = std::max(worst, layer_rel(M(res.boundary[0].final_state[b][h]), r.state));
+        worst = std::max(worst, layer_rel(M(res.boundary[0].beta[b].select(1, h).unsqueeze(1)), Mat(beta)));
         o_all.middleCols(h * dv, dv) = ref::gated_rmsnorm_rows(r.o, z.middleCols(h * dv, dv), V(w[a + "o_norm.weight"]), eps);
       }
-      worst = std::max(worst, rel(M(res.boundary[0].q[b].reshape({T, -1})), q));
-      worst = std::max(worst, rel(M(res.boundary[0].k[b].reshape({T, -1})), k));
-      worst = std::max(worst, rel(M(res.boundary[0].v[b].reshape({T, -1})), v));
+      worst = std::max(worst, layer_rel(M(res.boundary[0].q[b].reshape({T, -1})), q));
+      worst = std::max(worst, layer_rel(M(res.boundary[0].k[b].reshape({T, -1})), k));
+      worst = std::max(worst, layer_rel(M(res.boundary[0].v[b].reshape({T, -1})), v));
       const Mat h1 = emb + o_all * M(w[a + "o_proj.weight"]).transpose();
       const Mat x2 = ref::rmsnorm_rows(h1, V(w["model.layers.0.mlp_norm.weight"]), eps);
       const Mat gate = x2 * M(w["model.layers.0.mlp.gate_proj.weight"]).transpose();
       const Mat up = x2 * M(w["model.layers.0.mlp.up_proj.weight"]).transpose();
       const Mat h2 = h1 + (ref::silu(gate).array() * up.array()).matrix() * M(w["model.layers.0.mlp.down_proj.weight"]).transpose();
       const Mat logits = ref::rmsnorm_rows(h2, V(w["model.norm.weight"]), eps) * M(w["lm_head.weight"]).transpose();
-      const double el = rel(M(res.logits[b]), logits);
+      const double el = layer_rel(M(res.logits[b]), logits);
       std::printf("  %s b%lld logits rel err %.2e\n", mode == RecurrenceMode::Chunk ? "chunk" : "recurrent",
                   static_cast<long long>(b), el);
       worst_logits = std::max(worst_logits, el);

@@ -29,9 +29,9 @@
 namespace statecut {
 namespace {
 
-uint64_t master_seed() { return test::env_seed(20260213ULL); }
+uint64_t recurrence_master_seed() { return test::env_seed(20260213ULL); }
 
-double rel(const torch::Tensor& y, const ref::Mat& r) {
+double recurrence_rel(const torch::Tensor& y, const ref::Mat& r) {
   const ref::Mat d = to_mat(y) - r;
   return r.norm() > 0 ? d.norm() / r.norm() : d.norm();
 }
@@ -52,7 +52,7 @@ struct Inputs {
 };
 
 Inputs make_inputs(const Shape& s, torch::Dtype dt, uint64_t salt) {
-  torch::manual_seed(master_seed() + salt);
+  torch::manual_seed(recurrence_master_seed() + salt);
   auto o = torch::TensorOptions().dtype(torch::kFloat64);
   Inputs in;
   auto unit = [](torch::Tensor x) { return x / x.norm(2, -1, true); };
@@ -137,8 +137,8 @@ std::pair<double, double> compare(Rule rule, const Shape& s, torch::Dtype dt, Re
           break;
         }
       }
-      eo = std::max(eo, rel(o[b].select(1, h), r.o));
-      es = std::max(es, rel(S[b][h], r.state));
+      eo = std::max(eo, recurrence_rel(o[b].select(1, h), r.o));
+      es = std::max(es, recurrence_rel(S[b][h], r.state));
     }
   }
   return {eo, es};
@@ -182,7 +182,7 @@ class Equiv_RecurrenceFp32Decay : public testing::TestWithParam<DecayCase> {};
 
 TEST_P(Equiv_RecurrenceFp32Decay, chunkedFp32WithinTwiceRecurrentFp32Error) {
   const auto& [s, gate] = GetParam();
-  master_seed();  // prints STATECUT_SEED
+  recurrence_master_seed();  // prints STATECUT_SEED
   // fp32 unit roundoff: the absolute floor below is a few of these.
   constexpr double kU32 = 5.9604644775390625e-8;
   for (auto rule : {Rule::GatedDelta, Rule::GatedLinear}) {

@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
-const fs::path kTasks = kRoot / "tests" / "data" / "tasks";
+const fs::path kTasksRoot = fs::path(STATECUT_SOURCE_DIR);
+const fs::path kTasks = kTasksRoot / "tests" / "data" / "tasks";
 
 /// The same logits at every position: log p(v) is a fixed vector whatever the input, so a choice's log-likelihood
 /// is a sum the test writes down. Records the inputs it saw.
@@ -67,7 +67,7 @@ std::string read_error(const std::string& jsonl) {
 }  // namespace
 
 TEST(Golden_ChoiceTask, logLikelihoodIsTheSumOfLogSoftmaxOfOneFullForward) {
-  auto model = load_causal_lm((kRoot / "assets" / "byte_delta_net_4L").string(), torch::kFloat32, torch::kCPU);
+  auto model = load_causal_lm((kTasksRoot / "assets" / "byte_delta_net_4L").string(), torch::kFloat32, torch::kCPU);
   const ChoiceTask task = read_choice_task((kTasks / "pydocs_choice.jsonl").string());
   ASSERT_EQ(task.records.size(), 12u);
   ChoiceTaskOptions opt;

@@ -29,16 +29,16 @@ namespace {
 using golden::Golden;
 using golden::rel_err;
 
-struct Case {
+struct FlaCase {
   std::string fixture;
   RecurrenceMode mode;
 };
 
-std::string case_name(const testing::TestParamInfo<Case>& info) {
+std::string fla_case_name(const testing::TestParamInfo<FlaCase>& info) {
   return info.param.fixture + (info.param.mode == RecurrenceMode::Recurrent ? "_recurrent" : "_chunk");
 }
 
-class Golden_FlaModel : public testing::TestWithParam<Case> {};
+class Golden_FlaModel : public testing::TestWithParam<FlaCase> {};
 
 TEST_P(Golden_FlaModel, matchesFlaLogitsHiddenStatesAndKernelBoundary) {
   const auto& c = GetParam();
@@ -100,17 +100,17 @@ TEST_P(Golden_FlaModel, matchesFlaLogitsHiddenStatesAndKernelBoundary) {
   EXPECT_GE(runs, 1) << dir << ": golden holds no run";
 }
 
-const char* kFixtures[] = {"fla_delta_net",          "fla_delta_net_pruned50",      "fla_delta_net_bf16",
+const char* kFlaFixtures[] = {"fla_delta_net",          "fla_delta_net_pruned50",      "fla_delta_net_bf16",
                            "fla_gated_deltanet",     "fla_gated_deltanet_pruned50", "fla_gated_deltanet_gva"};
 
-std::vector<Case> all_cases() {
-  std::vector<Case> out;
-  for (const char* f : kFixtures)
+std::vector<FlaCase> fla_cases() {
+  std::vector<FlaCase> out;
+  for (const char* f : kFlaFixtures)
     for (auto m : {RecurrenceMode::Recurrent, RecurrenceMode::Chunk}) out.push_back({f, m});
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden_FlaModel, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden_FlaModel, testing::ValuesIn(fla_cases()), fla_case_name);
 
 // The real trained byte-level DeltaNet (shared/models/byte_delta_net_4L): fla's logits on two held-out windows of
 // 300 bytes in fp32; they match at 3.6e-7 (fla's delta-rule chunk kernel refuses fp32, so these are true fp32) →

@@ -27,7 +27,7 @@ struct Bf16Case {
   size_t n_hidden;  // what transformers returns: Mamba-2 num_layers + 1, Qwen embedding + 3 blocks + final norm
 };
 
-std::string case_name(const ::testing::TestParamInfo<Bf16Case>& i) {
+std::string bf16_case_name(const ::testing::TestParamInfo<Bf16Case>& i) {
   return std::string(i.param.fixture) + "_" + i.param.run + "_" + golden_hf::mode_name(i.param.mode);
 }
 
@@ -49,6 +49,6 @@ std::vector<Bf16Case> cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfBf16, ::testing::ValuesIn(cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfBf16, ::testing::ValuesIn(cases()), bf16_case_name);
 
 }  // namespace

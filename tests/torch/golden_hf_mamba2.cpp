@@ -21,43 +21,43 @@ using namespace statecut::golden_hf;
 // transformers' torch path ran in true fp32 (shared/README.md). Ours is fp32 too, with other op and summation orders
 // (chunked SSD vs our WY/UT chunks or a step loop), so rounding (u = 6e-8) compounds over 2 blocks, 150 steps and a
 // 256-way lm_head: measured ≤ 1.3e-6; 1e-5 keeps ~8× margin and still catches any wrong op (those give ≥ 1e-2).
-constexpr double kFp32Tol = 1e-5;
+constexpr double kMamba2Fp32Tol = 1e-5;
 
-struct GoldenCase {
+struct Mamba2Case {
   const char* run;
   RecurrenceMode mode;
 };
 
-std::string case_name(const ::testing::TestParamInfo<GoldenCase>& i) {
+std::string mamba2_case_name(const ::testing::TestParamInfo<Mamba2Case>& i) {
   return std::string(i.param.run) + (i.param.mode == RecurrenceMode::Chunk ? "_chunk" : "_recurrent");
 }
 
 // transformers returns the stream after each block, then norm_f of the last one: num_layers + 1 entries.
 constexpr size_t kHidden = 3;
 
-class Golden_HfMamba2 : public ::testing::TestWithParam<GoldenCase> {};
+class Golden_HfMamba2 : public ::testing::TestWithParam<Mamba2Case> {};
 
 TEST_P(Golden_HfMamba2, logitsAndHiddenStatesMatchTransformers) {
   const auto dir = fixture_dir("hf_mamba2");
   auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
   ASSERT_EQ(model->model_type(), "mamba2");
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
-  expect_matches_golden(*model, golden, GetParam().run, GetParam().mode, kFp32Tol, "f32", kHidden);
+  expect_matches_golden(*model, golden, GetParam().run, GetParam().mode, kMamba2Fp32Tol, "f32", kHidden);
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfMamba2,
-                         ::testing::Values(GoldenCase{"run0", RecurrenceMode::Recurrent},
-                                           GoldenCase{"run0", RecurrenceMode::Chunk},
-                                           GoldenCase{"run1", RecurrenceMode::Recurrent},
-                                           GoldenCase{"run1", RecurrenceMode::Chunk}),
-                         case_name);
+                         ::testing::Values(Mamba2Case{"run0", RecurrenceMode::Recurrent},
+                                           Mamba2Case{"run0", RecurrenceMode::Chunk},
+                                           Mamba2Case{"run1", RecurrenceMode::Recurrent},
+                                           Mamba2Case{"run1", RecurrenceMode::Chunk}),
+                         mamba2_case_name);
 
 TEST(Golden_HfMamba2F64, doubleForwardMatchesAndChunkEqualsRecurrent) {
   const auto dir = fixture_dir("hf_mamba2");
   auto model = load_causal_lm(dir, torch::kFloat64, torch::kCPU);
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
   // The f64 forward carries no rounding of its own, so its distance to the fp32 golden is the golden's own error.
-  expect_matches_golden(*model, golden, "run1", RecurrenceMode::Chunk, kFp32Tol, "f64", kHidden);
+  expect_matches_golden(*model, golden, "run1", RecurrenceMode::Chunk, kMamba2Fp32Tol, "f64", kHidden);
   ForwardOptions opt;
   const auto ids = golden.raw("run1.input_ids");
   opt.mode = RecurrenceMode::Chunk;
@@ -92,7 +92,7 @@ TEST(Golden_HfMamba2Boundary, boundaryEqualsPrunableRowsThroughConv) {
   }
 }
 
-ref::Mat to_mat(const torch::Tensor& t2d) {
+ref::Mat mamba2_to_mat(const torch::Tensor& t2d) {
   auto c = t2d.to(torch::kFloat64).contiguous();
   using RowMat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   return Eigen::Map<const RowMat>(c.data_ptr<double>(), c.size(0), c.size(1));
@@ -117,14 +117,14 @@ TEST(Equiv_HfMamba2Ssd, ssmMatchesDoubleReference) {
       std::vector<ref::Mat> C, B, X;
       std::vector<ref::Vec> DT;
       for (int64_t g = 0; g < G; ++g) {
-        C.push_back(to_mat(Cm[b].select(1, g)));
-        B.push_back(to_mat(Bm[b].select(1, g)));
+        C.push_back(mamba2_to_mat(Cm[b].select(1, g)));
+        B.push_back(mamba2_to_mat(Bm[b].select(1, g)));
       }
       for (int64_t h = 0; h < H; ++h) {
-        X.push_back(to_mat(x[b].select(1, h)));
-        DT.push_back(to_mat(dt[b].select(1, h).unsqueeze(1)).col(0));
+        X.push_back(mamba2_to_mat(x[b].select(1, h)));
+        DT.push_back(mamba2_to_mat(dt[b].select(1, h).unsqueeze(1)).col(0));
       }
-      const auto out = ref::mamba2_multihead(C, B, X, DT, to_mat(A.unsqueeze(1)).col(0), to_mat(D.unsqueeze(1)).col(0),
+      const auto out = ref::mamba2_multihead(C, B, X, DT, mamba2_to_mat(A.unsqueeze(1)).col(0), mamba2_to_mat(D.unsqueeze(1)).col(0),
                                              /*chunked=*/false);
       for (const auto& hr : out) {
         yref.push_back(hr.o);

@@ -23,20 +23,20 @@ using namespace statecut::golden_hf;
 // from the golden, growing by GDN layer — the golden's own error. 5e-4 keeps ~5× margin; a wrong op (w instead of
 // 1 + w in a norm, a swapped gate, a wrong rotary half) moves the logits by >= 1e-2. Mamba-2's golden, computed by
 // transformers' pure-torch path, matches to 5e-7 (golden_hf_mamba2.cpp).
-constexpr double kFp32Tol = 5e-4;
+constexpr double kQwenFp32Tol = 5e-4;
 
-struct GoldenCase {
+struct QwenCase {
   const char* fixture;
   const char* run;
   RecurrenceMode mode;
 };
 
-std::string case_name(const ::testing::TestParamInfo<GoldenCase>& i) {
+std::string qwen_case_name(const ::testing::TestParamInfo<QwenCase>& i) {
   return std::string(i.param.fixture) + "_" + i.param.run +
          (i.param.mode == RecurrenceMode::Chunk ? "_chunk" : "_recurrent");
 }
 
-class Golden_HfQwenHybrid : public ::testing::TestWithParam<GoldenCase> {};
+class Golden_HfQwenHybrid : public ::testing::TestWithParam<QwenCase> {};
 
 TEST_P(Golden_HfQwenHybrid, logitsAndHiddenStatesMatchTransformers) {
   const auto& c = GetParam();
@@ -44,19 +44,19 @@ TEST_P(Golden_HfQwenHybrid, logitsAndHiddenStatesMatchTransformers) {
   auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
   const auto golden = WeightSource::open_file(dir + "/golden.safetensors");
   // transformers returns the embedding output, the stream after layers 0..2, and the final-normed last layer.
-  expect_matches_golden(*model, golden, c.run, c.mode, kFp32Tol, c.fixture, /*n_hidden=*/5);
+  expect_matches_golden(*model, golden, c.run, c.mode, kQwenFp32Tol, c.fixture, /*n_hidden=*/5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, Golden_HfQwenHybrid,
-                         ::testing::Values(GoldenCase{"hf_qwen3_5", "run0", RecurrenceMode::Recurrent},
-                                           GoldenCase{"hf_qwen3_5", "run0", RecurrenceMode::Chunk},
-                                           GoldenCase{"hf_qwen3_5", "run1", RecurrenceMode::Recurrent},
-                                           GoldenCase{"hf_qwen3_5", "run1", RecurrenceMode::Chunk},
-                                           GoldenCase{"hf_qwen3_next", "run0", RecurrenceMode::Recurrent},
-                                           GoldenCase{"hf_qwen3_next", "run0", RecurrenceMode::Chunk},
-                                           GoldenCase{"hf_qwen3_next", "run1", RecurrenceMode::Recurrent},
-                                           GoldenCase{"hf_qwen3_next", "run1", RecurrenceMode::Chunk}),
-                         case_name);
+                         ::testing::Values(QwenCase{"hf_qwen3_5", "run0", RecurrenceMode::Recurrent},
+                                           QwenCase{"hf_qwen3_5", "run0", RecurrenceMode::Chunk},
+                                           QwenCase{"hf_qwen3_5", "run1", RecurrenceMode::Recurrent},
+                                           QwenCase{"hf_qwen3_5", "run1", RecurrenceMode::Chunk},
+                                           QwenCase{"hf_qwen3_next", "run0", RecurrenceMode::Recurrent},
+                                           QwenCase{"hf_qwen3_next", "run0", RecurrenceMode::Chunk},
+                                           QwenCase{"hf_qwen3_next", "run1", RecurrenceMode::Recurrent},
+                                           QwenCase{"hf_qwen3_next", "run1", RecurrenceMode::Chunk}),
+                         qwen_case_name);
 
 TEST(Golden_HfQwen3_5F64, doubleForwardMatchesTheFp32Golden) {
   const auto dir = fixture_dir("hf_qwen3_5");
@@ -68,7 +68,7 @@ TEST(Golden_HfQwen3_5F64, doubleForwardMatchesTheFp32Golden) {
   // The f64 forward has no rounding of its own: its distance to the golden is the golden's own fp32 error.
   const double e = rel_err(r.logits, golden.raw("run1.logits"));
   std::printf("hf_qwen3_5 f64 run1 logits rel err %.3e\n", e);
-  EXPECT_LT(e, kFp32Tol);
+  EXPECT_LT(e, kQwenFp32Tol);
 }
 
 // The rows/channels prunable_layers() names, pushed through projection + conv + SiLU, must give the boundary q and k

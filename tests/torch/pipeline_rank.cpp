@@ -17,17 +17,16 @@ using namespace statecut;
 
 namespace {
 
-const fs::path kFixtures = pipeline_test::fixture_root();
+const fs::path kRankFixtures = pipeline_test::fixture_root();
 
-using pipeline_test::master_seed;
 
-ref::Mat to_mat(const torch::Tensor& t) {
+ref::Mat rank_to_mat(const torch::Tensor& t) {
   const torch::Tensor c = t.to(torch::kFloat64).contiguous();
   return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(c.data_ptr<double>(),
                                                                                                  c.size(0), c.size(1));
 }
 
-double rel(const ref::Mat& a, const ref::Mat& b) { return (a - b).norm() / b.norm(); }
+double rank_rel(const ref::Mat& a, const ref::Mat& b) { return (a - b).norm() / b.norm(); }
 
 /// A fixture model and its recurrent forward with the boundary tensors, on T seeded random byte ids.
 struct FixtureRun {
@@ -36,10 +35,10 @@ struct FixtureRun {
   ForwardResult result;
 };
 
-FixtureRun run_fixture(const std::string& name, int64_t T) {
+FixtureRun run_rank_fixture(const std::string& name, int64_t T) {
   FixtureRun f;
-  const uint64_t seed = master_seed();
-  f.model = load_causal_lm((kFixtures / name).string(), torch::kFloat32, torch::kCPU);
+  const uint64_t seed = pipeline_test::master_seed();
+  f.model = load_causal_lm((kRankFixtures / name).string(), torch::kFloat32, torch::kCPU);
   torch::manual_seed(seed);
   f.ids = torch::randint(0, 256, {1, T}, torch::kInt64);
   ForwardOptions fo;
@@ -61,7 +60,7 @@ void expect_states_equal_model(const FixtureRun& f, bool gated) {
       state_rank_curve(b.k[0].select(1, h / (Hv / Hk)), b.v[0].select(1, h), b.beta[0].select(1, h),
                        gated ? b.g[0].select(1, h) : torch::Tensor(), &S);
       // fp32 recurrence on both sides, same order of operations up to T·eps_f32.
-      EXPECT_LT(rel(to_mat(S), to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
+      EXPECT_LT(rank_rel(rank_to_mat(S), rank_to_mat(b.final_state[0][h])), 1e-5) << "layer " << L.layer << " head " << h;
     }
   }
 }
@@ -69,7 +68,7 @@ void expect_states_equal_model(const FixtureRun& f, bool gated) {
 }  // namespace
 
 TEST(Equiv_RankState, curveEqualsReferenceUtilizationAfterEveryPrefix) {
-  const uint64_t seed = master_seed();
+  const uint64_t seed = pipeline_test::master_seed();
   torch::manual_seed(seed);
   const int64_t T = 65, dk = 89, dv = 63;  // dk > dv: u divides by min(dk, dv) = 63
   const torch::Tensor k = torch::randn({T, dk}), v = torch::randn({T, dv}), beta = torch::rand({T});
@@ -79,26 +78,26 @@ TEST(Equiv_RankState, curveEqualsReferenceUtilizationAfterEveryPrefix) {
     const auto u = state_rank_curve(k, v, beta, gated ? g : torch::Tensor(), &S);
     ASSERT_EQ(static_cast<int64_t>(u.size()), T);
     EXPECT_EQ(u[0], 0.f) << "u(0) is the zero state";
-    const ref::Mat K = ref::l2norm_rows(to_mat(k));
+    const ref::Mat K = ref::l2norm_rows(rank_to_mat(k));
     for (const int64_t t : {1, 2, 17, 63, 64}) {
-      const ref::Mat Kt = K.topRows(t), Vt = to_mat(v).topRows(t), Q = ref::Mat::Zero(t, dk);
-      const ref::Vec bt = to_mat(beta.unsqueeze(1)).topRows(t).col(0);
-      const ref::Vec gt = to_mat(g.unsqueeze(1)).topRows(t).col(0);
+      const ref::Mat Kt = K.topRows(t), Vt = rank_to_mat(v).topRows(t), Q = ref::Mat::Zero(t, dk);
+      const ref::Vec bt = rank_to_mat(beta.unsqueeze(1)).topRows(t).col(0);
+      const ref::Vec gt = rank_to_mat(g.unsqueeze(1)).topRows(t).col(0);
       const ref::Mat St = gated ? ref::gated_delta_recurrent(Q, Kt, Vt, bt, gt, 1.0).state
                                 : ref::delta_rule_recurrent(Q, Kt, Vt, bt, 1.0).state;
       // fp32 recurrence and power iteration vs f64 reference: the state carries ~t·eps_f32 relative error.
       EXPECT_NEAR(u[t], ref::rank_utilization(St), 1e-4 * ref::rank_utilization(St)) << "t=" << t << " gated=" << gated;
     }
-    const ref::Mat ST = gated ? ref::gated_delta_recurrent(ref::Mat::Zero(T, dk), K, to_mat(v), to_mat(beta.unsqueeze(1)).col(0),
-                                                           to_mat(g.unsqueeze(1)).col(0), 1.0).state
-                              : ref::delta_rule_recurrent(ref::Mat::Zero(T, dk), K, to_mat(v), to_mat(beta.unsqueeze(1)).col(0), 1.0).state;
-    EXPECT_LT(rel(to_mat(S), ST), 1e-5) << "final state, gated=" << gated;  // T·eps_f32 with T = 65
+    const ref::Mat ST = gated ? ref::gated_delta_recurrent(ref::Mat::Zero(T, dk), K, rank_to_mat(v), rank_to_mat(beta.unsqueeze(1)).col(0),
+                                                           rank_to_mat(g.unsqueeze(1)).col(0), 1.0).state
+                              : ref::delta_rule_recurrent(ref::Mat::Zero(T, dk), K, rank_to_mat(v), rank_to_mat(beta.unsqueeze(1)).col(0), 1.0).state;
+    EXPECT_LT(rank_rel(rank_to_mat(S), ST), 1e-5) << "final state, gated=" << gated;  // T·eps_f32 with T = 65
   }
 }
 
 TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
-  if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures";
-  const FixtureRun f = run_fixture("fla_delta_net", 127);
+  if (!fs::exists(kRankFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures";
+  const FixtureRun f = run_rank_fixture("fla_delta_net", 127);
   expect_states_equal_model(f, /*gated=*/false);
   RankOptions ro;
   const RankReport rep = analyze_rank(*f.model, f.ids, ro);
@@ -113,8 +112,8 @@ TEST(Equiv_RankState, ungatedStateOfDeltaNetIsTheModelsFinalState) {
 }
 
 TEST(Equiv_RankState, gatedStateOfGatedDeltaNetIsTheModelsFinalState) {
-  if (!fs::exists(kFixtures / "fla_gated_deltanet_gva")) GTEST_SKIP() << "no fixtures";
-  const FixtureRun f = run_fixture("fla_gated_deltanet_gva", 65);
+  if (!fs::exists(kRankFixtures / "fla_gated_deltanet_gva")) GTEST_SKIP() << "no fixtures";
+  const FixtureRun f = run_rank_fixture("fla_gated_deltanet_gva", 65);
   const auto& b0 = f.result.boundary[f.model->prunable_layers().front().layer];
   ASSERT_GT(b0.v.size(2), b0.k.size(2)) << "fixture has grouped values";
   expect_states_equal_model(f, /*gated=*/true);

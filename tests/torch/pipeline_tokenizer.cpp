@@ -21,8 +21,8 @@ using pipeline_test::TempDir;
 
 namespace {
 
-const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
-const fs::path kSpm = kRoot / "assets" / "spm_pydocs256";
+const fs::path kPipelineRoot = fs::path(STATECUT_SOURCE_DIR);
+const fs::path kPipelineSpm = kPipelineRoot / "assets" / "spm_pydocs256";
 
 class SentencePiece : public ::testing::Test {
  protected:
@@ -41,35 +41,35 @@ using Golden_SentencePiece = SentencePiece;
 using BadInput_SentencePiece = SentencePiece;
 
 TEST_F(Golden_SentencePiece, idsEqualSpmEncodeLinesJoinedByTheNewlinePiece) {
-  const Tokenizer tok = Tokenizer::for_checkpoint(kSpm.string());
+  const Tokenizer tok = Tokenizer::for_checkpoint(kPipelineSpm.string());
   ASSERT_FALSE(tok.byte_level());
   EXPECT_EQ(tok.vocab_size(), 256);
   const std::vector<int64_t> nl = tok.encode("\n");
   ASSERT_EQ(nl.size(), 1u) << "\"\\n\" is one user-defined piece";
   std::vector<int64_t> want;
-  std::istringstream gold(slurp(kSpm / "sample.ids"));
+  std::istringstream gold(slurp(kPipelineSpm / "sample.ids"));
   for (std::string line; std::getline(gold, line);) {
     std::istringstream ls(line);
     for (int64_t id; ls >> id;) want.push_back(id);
     want.push_back(nl[0]);
   }
-  const std::vector<int64_t> got = tok.encode(slurp(kSpm / "sample.txt"));
+  const std::vector<int64_t> got = tok.encode(slurp(kPipelineSpm / "sample.txt"));
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(got, want);
   EXPECT_LT(got.size(), 1471u / 1.5) << "a real subword model, not one piece per byte";
 }
 
 TEST_F(Golden_SentencePiece, pieceBytesSumToTheUtf8LengthOfTheText) {
-  const Tokenizer tok = Tokenizer::for_checkpoint(kSpm.string());
+  const Tokenizer tok = Tokenizer::for_checkpoint(kPipelineSpm.string());
   // The sample holds U+2013 (3 bytes, one piece); the 90 KB prefix is the model's whole training text.
-  const std::string prefix = slurp(kRoot / "assets" / "corpora" / "pydocs_train.txt").substr(0, 90000);
-  for (const std::string& text : {slurp(kSpm / "sample.txt"), prefix, std::string("\xE2\x80\x93 x\n")}) {
+  const std::string prefix = slurp(kPipelineRoot / "assets" / "corpora" / "pydocs_train.txt").substr(0, 90000);
+  for (const std::string& text : {slurp(kPipelineSpm / "sample.txt"), prefix, std::string("\xE2\x80\x93 x\n")}) {
     int64_t sum = 0;
     for (int64_t id : tok.encode(text)) sum += tok.bytes_of(id);
     EXPECT_EQ(sum, static_cast<int64_t>(text.size())) << text.substr(0, 40);
   }
   // read_tokens (what eval and calibration read) carries the same byte count.
-  const auto s = statecut::read_tokens((kSpm / "sample.txt").string(), tok, 256);
+  const auto s = statecut::read_tokens((kPipelineSpm / "sample.txt").string(), tok, 256);
   EXPECT_EQ(s.bytes, 1471);
   EXPECT_EQ(tok.bytes_of(0), 0) << "<unk> stands for no bytes";
 }
@@ -88,7 +88,7 @@ std::string error_of(F f) {
 TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
   TempDir d("spm");
   const std::string model = (d.path / "tokenizer.model").string();
-  const std::string good = slurp(kSpm / "tokenizer.model");
+  const std::string good = slurp(kPipelineSpm / "tokenizer.model");
   for (const std::string& bytes : {std::string("not a protobuf\n"), good.substr(0, good.size() / 2), std::string()}) {
     std::ofstream(model, std::ios::binary) << bytes;
     const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
@@ -100,13 +100,13 @@ TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
 
 TEST_F(BadInput_SentencePiece, missingHelperIsOneLineNamingTheModel) {
   ::setenv("STATECUT_SPM", "/nonexistent/statecut-spm", 1);
-  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(kSpm.string()); });
-  EXPECT_EQ(msg.rfind((kSpm / "tokenizer.model").string() + ": cannot run /nonexistent/statecut-spm", 0), 0u) << msg;
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(kPipelineSpm.string()); });
+  EXPECT_EQ(msg.rfind((kPipelineSpm / "tokenizer.model").string() + ": cannot run /nonexistent/statecut-spm", 0), 0u) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
 TEST(Unit_Tokenizer, folderWithoutTokenizerModelIsByteLevel) {
-  const Tokenizer tok = Tokenizer::for_checkpoint((kRoot / "assets" / "byte_delta_net_4L").string());
+  const Tokenizer tok = Tokenizer::for_checkpoint((kPipelineRoot / "assets" / "byte_delta_net_4L").string());
   EXPECT_TRUE(tok.byte_level());
   EXPECT_EQ(tok.encode("\xE2\x80\x93" "a"), (std::vector<int64_t>{0xE2, 0x80, 0x93, 'a'}));
   EXPECT_EQ(tok.bytes_of(0x93), 1);
@@ -163,7 +163,7 @@ TEST(Unit_Tokenizer, tokenizerJsonCheckpointUsesItsBpe) {
 #else
   TempDir d("bpe");
   std::ofstream(d.path / "config.json") << R"({"model_type": "qwen3_5_text", "vocab_size": 151936})";
-  fs::copy_file(kRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", d.path / "tokenizer.json");
+  fs::copy_file(kPipelineRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", d.path / "tokenizer.json");
   const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
   EXPECT_FALSE(tok.byte_level());
   EXPECT_EQ(tok.describe(), "bpe:" + (d.path / "tokenizer.json").string());

@@ -17,7 +17,7 @@ using namespace statecut;
 
 namespace {
 
-const fs::path kFixtures = pipeline_test::fixture_root();
+const fs::path kSurgeryFixtures = pipeline_test::fixture_root();
 
 using pipeline_test::slurp;
 using pipeline_test::TempDir;
@@ -25,11 +25,11 @@ using pipeline_test::TempDir;
 // A macro, not a function: GTEST_SKIP() only ends the test when it runs in the test body itself.
 #define REQUIRE_FIXTURES() \
   do { \
-    if (!fs::exists(kFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no fixtures (../shared/fixtures or tests/data/fixtures)"; \
+    if (!fs::exists(kSurgeryFixtures / "fla_delta_net_pruned50" / "keep.json")) GTEST_SKIP() << "no fixtures (../shared/fixtures or tests/data/fixtures)"; \
   } while (0)
 
 void expect_reproduces_fixture(const std::string& family) {
-  const fs::path src = kFixtures / family, want = kFixtures / (family + "_pruned50");
+  const fs::path src = kSurgeryFixtures / family, want = kSurgeryFixtures / (family + "_pruned50");
   TempDir out(family);
   write_pruned_checkpoint(src.string(), read_keep_file((want / "keep.json").string()), out.path.string());
   const std::string got_w = slurp(out.path / "model.safetensors"), want_w = slurp(want / "model.safetensors");
@@ -52,7 +52,7 @@ TEST(Golden_SurgeryFixture, gatedDeltaNetPruned50IsReproducedByteForByte) {
 
 TEST(Golden_SurgeryFixture, configsRoundTripAsTransformersWritesThem) {
   REQUIRE_FIXTURES();
-  for (const auto& e : fs::directory_iterator(kFixtures)) {
+  for (const auto& e : fs::directory_iterator(kSurgeryFixtures)) {
     const fs::path cfg = e.path() / "config.json";
     if (!fs::exists(cfg)) continue;
     const std::string text = slurp(cfg);
@@ -63,7 +63,7 @@ TEST(Golden_SurgeryFixture, configsRoundTripAsTransformersWritesThem) {
 TEST(Golden_SurgeryFixture, keepEverythingIsTheIdentity) {
   REQUIRE_FIXTURES();
   for (const std::string family : {"fla_delta_net", "fla_gated_deltanet", "fla_gated_deltanet_gva", "hf_mamba2", "hf_qwen3_5"}) {
-    const fs::path src = kFixtures / family;
+    const fs::path src = kSurgeryFixtures / family;
     const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
     std::vector<LayerSelection> sel;
     for (const auto& L : layers) {
@@ -87,7 +87,7 @@ TEST(Golden_SurgeryFixture, selectionRotationEqualsSubsetSurgery) {
   // T with rows e_{keep[j]} (a selection matrix) through the pca path = slicing those channels.
   REQUIRE_FIXTURES();
   for (const std::string family : {"fla_gated_deltanet", "hf_mamba2", "hf_qwen3_5"}) {
-    const fs::path src = kFixtures / family;
+    const fs::path src = kSurgeryFixtures / family;
     const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
     std::vector<LayerSelection> subset, rot;
     for (const auto& L : layers) {
@@ -113,14 +113,14 @@ TEST(Golden_SurgeryFixture, selectionRotationEqualsSubsetSurgery) {
 
 TEST(Unit_SurgeryLayout, mamba2AndQwenBlocksSitWhereTheLibrariesPutThem) {
   REQUIRE_FIXTURES();
-  const auto m = prunable_layers_from_config(nlohmann::json::parse(slurp(kFixtures / "hf_mamba2" / "config.json")));
+  const auto m = prunable_layers_from_config(nlohmann::json::parse(slurp(kSurgeryFixtures / "hf_mamba2" / "config.json")));
   ASSERT_EQ(m.size(), 2u);
   // hidden 64, expand 2 → I = 128, G·N = 32: in_proj [z 128 | x 128 | B 32 | C 32 | dt 4] = 324 rows.
   EXPECT_EQ(m[0].k_row_offset, 256);
   EXPECT_EQ(m[0].q_row_offset, 288);
   EXPECT_EQ(m[0].k_conv_offset, 128);
   EXPECT_EQ(m[0].q_conv_offset, 160);
-  const auto q = prunable_layers_from_config(nlohmann::json::parse(slurp(kFixtures / "hf_qwen3_5" / "config.json")));
+  const auto q = prunable_layers_from_config(nlohmann::json::parse(slurp(kSurgeryFixtures / "hf_qwen3_5" / "config.json")));
   ASSERT_EQ(q.size(), 3u);  // layer 3 is full attention
   EXPECT_EQ(q[2].layer, 2);
   EXPECT_EQ(q[0].q_row_offset, 0);
@@ -138,7 +138,7 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
   };
   for (const Case& c : {Case{"hf_mamba2", "n_groups"}, Case{"hf_qwen3_5", "layer_types"},
                         Case{"hf_qwen3_next", "layer_types"}}) {
-    const nlohmann::json full = nlohmann::json::parse(slurp(kFixtures / c.fixture / "config.json"));
+    const nlohmann::json full = nlohmann::json::parse(slurp(kSurgeryFixtures / c.fixture / "config.json"));
     nlohmann::json dropped = full;
     dropped.erase(c.key);
     const auto want = prunable_layers_from_config(full), got = prunable_layers_from_config(dropped);
@@ -149,22 +149,22 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
       EXPECT_EQ(got[i].k_row_offset, want[i].k_row_offset) << c.fixture;
       EXPECT_EQ(got[i].q_row_offset, want[i].q_row_offset) << c.fixture;
     }
-    const auto model = build_causal_lm(dropped, WeightSource::open_dir((kFixtures / c.fixture).string()),
+    const auto model = build_causal_lm(dropped, WeightSource::open_dir((kSurgeryFixtures / c.fixture).string()),
                                        torch::kFloat32, torch::kCPU, std::string(c.fixture) + " without " + c.key);
     ASSERT_EQ(model->prunable_layers().size(), want.size()) << c.fixture;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(model->prunable_layers()[i].q_weight, want[i].q_weight);
   }
   // fla's num_heads defaults (16 for delta_net, 6 for gated_deltanet) apply to prune exactly as to loading.
-  nlohmann::json dn = nlohmann::json::parse(slurp(kFixtures / "fla_delta_net" / "config.json"));
+  nlohmann::json dn = nlohmann::json::parse(slurp(kSurgeryFixtures / "fla_delta_net" / "config.json"));
   dn.erase("num_heads");
   EXPECT_EQ(prunable_layers_from_config(dn).front().num_key_heads, 16);
   // ... and to the pruned config: expand_k = 16 heads x 8 kept channels / hidden_size.
   EXPECT_DOUBLE_EQ(pruned_config(dn, 8)["expand_k"].get<double>(), 16.0 * 8 / dn["hidden_size"].get<double>());
   // A null layer_types reads as absent, as the loader reads it.
-  nlohmann::json qn = nlohmann::json::parse(slurp(kFixtures / "hf_qwen3_5" / "config.json"));
+  nlohmann::json qn = nlohmann::json::parse(slurp(kSurgeryFixtures / "hf_qwen3_5" / "config.json"));
   qn["layer_types"] = nullptr;
   EXPECT_EQ(prunable_layers_from_config(qn).size(), 3u);
-  nlohmann::json gdn = nlohmann::json::parse(slurp(kFixtures / "fla_gated_deltanet" / "config.json"));
+  nlohmann::json gdn = nlohmann::json::parse(slurp(kSurgeryFixtures / "fla_gated_deltanet" / "config.json"));
   gdn.erase("num_heads");
   EXPECT_EQ(prunable_layers_from_config(gdn).front().num_key_heads, 6);
 }
@@ -182,8 +182,8 @@ TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
 
 TEST(BadInput_Surgery, keepSetsOutsideTheHeadAreRejected) {
   REQUIRE_FIXTURES();
-  const fs::path src = kFixtures / "fla_delta_net";
-  auto sel = read_keep_file((kFixtures / "fla_delta_net_pruned50" / "keep.json").string());
+  const fs::path src = kSurgeryFixtures / "fla_delta_net";
+  auto sel = read_keep_file((kSurgeryFixtures / "fla_delta_net_pruned50" / "keep.json").string());
   sel[0].keep[1][3] = 32;  // dk = 32
   TempDir out("bad");
   try {

@@ -99,7 +99,7 @@ torch::Tensor logits_of(const fs::path& dir, const torch::Tensor& ids) {
   return m->forward(ids).logits;
 }
 
-double rel(const torch::Tensor& a, const torch::Tensor& b) {
+double layout_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a.to(torch::kFloat64) - b.to(torch::kFloat64)).norm() / b.to(torch::kFloat64).norm()).item<double>();
 }
 
@@ -161,7 +161,7 @@ TEST(Golden_SurgeryQwenPacked, packedPruneEqualsSeparatePruneAfterRepacking) {
   write_separate(repack_to_separate(next), config_of(next), sep.path);
   torch::manual_seed(test::env_seed(20261130));
   const torch::Tensor ids = torch::randint(0, 256, {2, 70}, torch::kInt64);
-  const double e_full = rel(logits_of(next, ids), logits_of(sep.path, ids));
+  const double e_full = layout_rel(logits_of(next, ids), logits_of(sep.path, ids));
   EXPECT_LT(e_full, kLayoutTol) << "the repacked model is not the same model";
 
   const auto sel = scrambled_half(prunable_layers_from_config(config_of(next)));
@@ -177,9 +177,9 @@ TEST(Golden_SurgeryQwenPacked, packedPruneEqualsSeparatePruneAfterRepacking) {
   for (const auto& [name, t] : a) EXPECT_TRUE(torch::equal(t, b.raw(name))) << name;
 
   const torch::Tensor la = logits_of(pn.path, ids), lb = logits_of(ps.path, ids);
-  const double e_pruned = rel(la, lb);
+  const double e_pruned = layout_rel(la, lb);
   std::printf("[errors] qwen3_next vs qwen3_5 layout logits: full %.2e, pruned to dk 16 %.2e (pruned vs full %.2e)\n",
-              e_full, e_pruned, rel(la, logits_of(next, ids)));
+              e_full, e_pruned, layout_rel(la, logits_of(next, ids)));
   EXPECT_LT(e_pruned, kLayoutTol);
   EXPECT_TRUE(torch::isfinite(la).all().item<bool>());
 }
@@ -237,7 +237,7 @@ TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
   for (const auto& name : a.names()) EXPECT_TRUE(torch::equal(a.raw(name), b.raw(nested_name(name)))) << name;
   torch::manual_seed(test::env_seed(20261130));
   const torch::Tensor ids = torch::randint(0, 256, {2, 70}, torch::kInt64);
-  const double e = rel(logits_of(pn.path, ids), logits_of(pf.path, ids));
+  const double e = layout_rel(logits_of(pn.path, ids), logits_of(pf.path, ids));
   std::printf("[errors] nested vs flat qwen3_5 pruned logits %.2e\n", e);
   EXPECT_EQ(e, 0.0) << "same tensors, same code path: the logits must be identical";
 }

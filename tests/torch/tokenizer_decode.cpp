@@ -22,9 +22,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kRoot = fs::path(STATECUT_SOURCE_DIR);
-const fs::path kBpe = kRoot / "tests" / "data" / "tokenizer_bpe";
-const fs::path kSpm = kRoot / "assets" / "spm_pydocs256";
+const fs::path kDecodeRoot = fs::path(STATECUT_SOURCE_DIR);
+const fs::path kBpe = kDecodeRoot / "tests" / "data" / "tokenizer_bpe";
+const fs::path kDecodeSpm = kDecodeRoot / "assets" / "spm_pydocs256";
 
 /// statecut-spm as the build places it (beside statecut); empty when this build has no libsentencepiece.
 std::string spm_helper() {
@@ -37,7 +37,7 @@ struct SpmFolder {
   pipeline_test::TempDir dir{"spmdec"};
   SpmFolder() {
     std::ofstream(dir.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 256})";
-    fs::copy_file(kSpm / "tokenizer.model", dir.path / "tokenizer.model");
+    fs::copy_file(kDecodeSpm / "tokenizer.model", dir.path / "tokenizer.model");
   }
 };
 
@@ -100,7 +100,7 @@ TEST(Golden_TokenizerDecode, tokenizerJsonDecodesAsHfTokenizers) {
   if (n < 0) GTEST_SKIP() << "built without PCRE2: no tokenizer.json support";
   EXPECT_GE(n, 60);
   // The full Qwen3 tokenizer and its 156 cases, when ../shared is there.
-  const fs::path shared = kRoot.parent_path() / "shared" / "fixtures" / "tokenizer_qwen3";
+  const fs::path shared = kDecodeRoot.parent_path() / "shared" / "fixtures" / "tokenizer_qwen3";
   if (fs::exists(shared / "golden.jsonl")) EXPECT_GE(check_bpe_golden(shared), 150);
   std::printf("%d repo cases%s\n", n, fs::exists(shared / "golden.jsonl") ? " + the shared Qwen3 cases" : "");
 }
@@ -112,7 +112,7 @@ TEST(Golden_TokenizerDecode, sentencePieceRoundTripsTheShippedSample) {
   SpmFolder f;
   const Tokenizer tok = Tokenizer::for_checkpoint(f.dir.path.string());
   ASSERT_FALSE(tok.byte_level());
-  const std::string text = pipeline_test::slurp(kSpm / "sample.txt");
+  const std::string text = pipeline_test::slurp(kDecodeSpm / "sample.txt");
   const auto ids = tok.encode(text);
   ASSERT_GT(ids.size(), 100u);
   EXPECT_EQ(tok.decode(ids), text);

@@ -44,7 +44,7 @@ torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary
 
 namespace {
 
-[[noreturn]] void bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
+[[noreturn]] void mamba2_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
 /// transformers writes float('inf') into config.json as {"__float__": "Infinity"}; plain numbers and the strings
 /// "inf"/"Infinity" are accepted too.
@@ -57,7 +57,7 @@ double json_float(const nlohmann::json& v, const std::string& origin, const std:
     if (str == "Infinity" || str == "inf" || str == "+inf") return std::numeric_limits<double>::infinity();
     if (str == "-Infinity" || str == "-inf") return -std::numeric_limits<double>::infinity();
   }
-  bad_config(origin, "'" + key + "': expected a number");
+  mamba2_bad_config(origin, "'" + key + "': expected a number");
 }
 
 struct Mamba2Config {
@@ -66,7 +66,7 @@ struct Mamba2Config {
   bool use_bias = false, conv_bias = true, residual_fp32 = true, tie = false;
 };
 
-Mamba2Config parse_config(const nlohmann::json& c, const std::string& origin) {
+Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& origin) {
   Mamba2Config m;
   m.vocab = cfg_int(c, "vocab_size", origin);
   m.hidden = cfg_int(c, "hidden_size", origin);
@@ -85,20 +85,20 @@ Mamba2Config parse_config(const nlohmann::json& c, const std::string& origin) {
   m.inner = static_cast<int64_t>(expand * static_cast<double>(m.hidden));  // int(expand * hidden), like HF
   if (c.contains("time_step_limit") && !c.at("time_step_limit").is_null()) {
     const auto& lim = c.at("time_step_limit");
-    if (!lim.is_array() || lim.size() != 2) bad_config(origin, "'time_step_limit': expected [min, max]");
+    if (!lim.is_array() || lim.size() != 2) mamba2_bad_config(origin, "'time_step_limit': expected [min, max]");
     m.dt_min = json_float(lim[0], origin, "time_step_limit");
     m.dt_max = json_float(lim[1], origin, "time_step_limit");
   }
   const std::string act = cfg_string(c, "hidden_act", "silu", origin);
-  if (act != "silu" && act != "swish") bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
+  if (act != "silu" && act != "swish") mamba2_bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
   if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.head_dim <= 0 || m.state <= 0 ||
       m.groups <= 0 || m.conv <= 0)
-    bad_config(origin, "vocab_size, hidden_size, num_hidden_layers, num_heads, head_dim, state_size, n_groups and "
+    mamba2_bad_config(origin, "vocab_size, hidden_size, num_hidden_layers, num_heads, head_dim, state_size, n_groups and "
                        "conv_kernel must be positive");
   if (m.heads * m.head_dim != m.inner)
-    bad_config(origin, "num_heads × head_dim = " + std::to_string(m.heads * m.head_dim) +
+    mamba2_bad_config(origin, "num_heads × head_dim = " + std::to_string(m.heads * m.head_dim) +
                            " differs from expand × hidden_size = " + std::to_string(m.inner));
-  if (m.heads % m.groups != 0) bad_config(origin, "num_heads must be a multiple of n_groups");
+  if (m.heads % m.groups != 0) mamba2_bad_config(origin, "num_heads must be a multiple of n_groups");
   return m;
 }
 
@@ -127,7 +127,7 @@ class HfMamba2 final : public CausalLM {
   HfMamba2(const nlohmann::json& c, const WeightSource& w, torch::Dtype dtype, torch::Device device)
       : dtype_(dtype), device_(device) {
     const std::string origin = c.value(kConfigPathKey, std::string("config.json"));
-    cfg_ = parse_config(c, origin);
+    cfg_ = mamba2_parse_config(c, origin);
     const auto& m = cfg_;
     const auto cd = compute_dtype(dtype);
     const int64_t gn = m.groups * m.state, conv_dim = m.inner + 2 * gn, proj = m.inner + conv_dim + m.heads;

@@ -16,7 +16,7 @@
 namespace statecut {
 namespace {
 
-[[noreturn]] void bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
+[[noreturn]] void qwen_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
 struct QwenConfig {
   int64_t vocab = 0, hidden = 0, layers = 0, intermediate = 0;
@@ -27,7 +27,7 @@ struct QwenConfig {
   std::vector<bool> full;  // per layer: full attention?
 };
 
-QwenConfig parse_config(const nlohmann::json& c, const std::string& origin, QwenLinearLayout layout) {
+QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin, QwenLinearLayout layout) {
   QwenConfig m;
   m.vocab = cfg_int(c, "vocab_size", origin);
   m.hidden = cfg_int(c, "hidden_size", origin);
@@ -42,7 +42,7 @@ QwenConfig parse_config(const nlohmann::json& c, const std::string& origin, Qwen
   m.kv_heads = cfg_int(c, "num_key_value_heads", m.heads, origin);
   if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.intermediate <= 0 || m.hk <= 0 || m.hv <= 0 ||
       m.dk <= 0 || m.dv <= 0 || m.conv <= 0 || m.heads <= 0 || m.kv_heads <= 0)
-    bad_config(origin, "sizes, head counts and head dims must be positive");
+    qwen_bad_config(origin, "sizes, head counts and head dims must be positive");
   m.head_dim = c.contains("head_dim") && !c.at("head_dim").is_null() ? cfg_int(c, "head_dim", origin)
                                                                      : m.hidden / m.heads;
   m.eps = cfg_double(c, "rms_norm_eps", 1e-6, origin);
@@ -50,9 +50,9 @@ QwenConfig parse_config(const nlohmann::json& c, const std::string& origin, Qwen
   m.output_gate = cfg_bool(c, "attn_output_gate", true, origin);
   m.tie = cfg_bool(c, "tie_word_embeddings", false, origin);
   const std::string act = cfg_string(c, "hidden_act", "silu", origin);
-  if (act != "silu") bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
-  if (m.hv % m.hk != 0) bad_config(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
-  if (m.heads % m.kv_heads != 0) bad_config(origin, "num_attention_heads must be a multiple of num_key_value_heads");
+  if (act != "silu") qwen_bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
+  if (m.hv % m.hk != 0) qwen_bad_config(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
+  if (m.heads % m.kv_heads != 0) qwen_bad_config(origin, "num_attention_heads must be a multiple of num_key_value_heads");
 
   m.full = qwen_full_attention_layers(c, m.layers, origin);
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
@@ -64,7 +64,7 @@ QwenConfig parse_config(const nlohmann::json& c, const std::string& origin, Qwen
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
       if (!dense && experts > 0 && step > 0 && (i + 1) % step == 0)
-        bad_config(origin, "layer " + std::to_string(i) + " is a sparse-MoE layer (num_experts " +
+        qwen_bad_config(origin, "layer " + std::to_string(i) + " is a sparse-MoE layer (num_experts " +
                                std::to_string(experts) + "), which is not supported");
     }
   }
@@ -92,7 +92,7 @@ class QwenHybrid final : public CausalLM {
   QwenHybrid(const nlohmann::json& c, const WeightSource& w, torch::Dtype dtype, torch::Device device,
              QwenLinearLayout layout, std::string model_type, std::string prefix, const std::string& origin)
       : layout_(layout), type_(std::move(model_type)), prefix_(std::move(prefix)), device_(device) {
-    cfg_ = parse_config(c, origin, layout);
+    cfg_ = qwen_parse_config(c, origin, layout);
     rotary_ = RotaryEmbedding::from_config(c, cfg_.head_dim, origin);
     const auto& m = cfg_;
     const auto cd = compute_dtype(dtype);
@@ -278,17 +278,17 @@ std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t nu
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
     const auto& lt = c.at("layer_types");
     if (static_cast<int64_t>(lt.size()) != num_layers)
-      bad_config(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
+      qwen_bad_config(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
                              std::to_string(num_layers) + " layers");
     for (const auto& t : lt) {
       const std::string s = t.is_string() ? t.get<std::string>() : "";
       if (s != "linear_attention" && s != "full_attention")
-        bad_config(origin, "'layer_types': unknown layer type '" + s + "'");
+        qwen_bad_config(origin, "'layer_types': unknown layer type '" + s + "'");
       full.push_back(s == "full_attention");
     }
   } else {  // older configs: every full_attention_interval-th layer is softmax attention
     const int64_t every = cfg_int(c, "full_attention_interval", 4, origin);
-    if (every <= 0) bad_config(origin, "'full_attention_interval' must be positive");
+    if (every <= 0) qwen_bad_config(origin, "'full_attention_interval' must be positive");
     for (int64_t i = 0; i < num_layers; ++i) full.push_back((i + 1) % every == 0);
   }
   return full;
