@@ -8,8 +8,10 @@
 #      fail their tests;
 #      both 1.3B shapes pruned to 50% (rand), `statecut bench` full vs 50% (prefill 1x2048 and 8x2048, decode
 #      1/64/256 after a 512-token prompt, 128 steps, CUDA graphs); the decode profile again.
+#   Q  the same build; a random Qwen3.5-style hybrid (statecut-random-checkpoint --family qwen3_5: hidden 2048, 24
+#      layers, every 4th full attention, 2.3B parameters) and its 50% rand prune through `statecut bench` as in F.
 # Results under $OUT: 00_summary.log (verdicts, tables), bench_*.json, failing logs.
-# Run from the repository root: bash bench/h200_wave5.sh P|F
+# Run from the repository root: bash bench/h200_wave5.sh P|F|Q
 set -uo pipefail
 PHASE=${1:-P}
 TAG=w5
@@ -96,6 +98,9 @@ elif [ "$PHASE" = F ]; then
     checkpoint $n $f && pruned $n && bench $n
   done
   profile_decode dn13 1; profile_decode dn13 64
+elif [ "$PHASE" = Q ]; then
+  configure_and_build
+  checkpoint q35 --family qwen3_5 && pruned q35 && bench q35
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -1,4 +1,5 @@
-// statecut-random-checkpoint: writes an fla `delta_net` or `gated_deltanet` checkpoint (config.json +
+// statecut-random-checkpoint: writes an fla `delta_net` or `gated_deltanet` checkpoint, or a transformers
+// Qwen3.5-style hybrid (`--family qwen3_5`: qwen3_5_text, every 4th layer full attention) (config.json +
 // model.safetensors, bf16) with random weights, by our own safetensors writer. Default shapes are the 1.3B models
 // of fla-hub: delta_net-1.3B-100B (hidden 2048, 16 heads, dk = dv = 128, 24 layers, MLP 5632, vocab 32000 → 339
 // tensors, 1,365,677,056 parameters, 2.73 GB) and, with --family gated_deltanet, gated_deltanet-1.3B (hidden
@@ -11,6 +12,7 @@
 // calibration + selection + surgery, whose cost does not depend on the values.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,9 +34,13 @@ namespace {
 
 struct Sizes {
   bool gated = false;  // gated_deltanet instead of delta_net
+  bool qwen = false;   // the transformers Qwen3.5 hybrid (qwen3_5_text)
   int64_t hidden = 2048, heads = 16, layers = 24, intermediate = 5632, vocab = 32000, conv = 4;
   int64_t head_dim = 0, expand_v = 1;  // gated_deltanet: dk = head_dim, dv = head_dim * expand_v
-  int64_t dk() const { return gated ? head_dim : hidden / heads; }
+  // qwen3_5: linear-attention heads (Hk key heads of dk, Hv value heads of dv = dk · expand_v) and, every 4th layer,
+  // full attention with `attn_heads` query heads (and as many output-gate rows), 2 KV heads of head 256
+  int64_t value_heads = 32, attn_heads = 16, kv_heads = 2, attn_head_dim = 256;
+  int64_t dk() const { return gated || qwen ? head_dim : hidden / heads; }
   int64_t dv() const { return dk() * expand_v; }
 };
 
@@ -73,6 +79,73 @@ std::vector<Spec> delta_net_tensors(const Sizes& s) {
     t.push_back({p + "mlp.down_proj.weight", {H, s.intermediate}});
   }
   return t;
+}
+
+/// The Qwen3.5 text model's names (transformers' Qwen3_5ForCausalLM, as the hf_qwen3_5 fixture): layer i is full
+/// attention when i % 4 == 3, linear attention (Gated DeltaNet with packed q|k|v, separate z, b, a) otherwise.
+std::vector<Spec> qwen3_5_tensors(const Sizes& s) {
+  const int64_t H = s.hidden, K = s.heads * s.dk(), V = s.value_heads * s.dv();
+  std::vector<Spec> t = {{"model.embed_tokens.weight", {s.vocab, H}},
+                         {"model.norm.weight", {H}, true},
+                         {"lm_head.weight", {s.vocab, H}}};
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "input_layernorm.weight", {H}, true});
+    if (i % 4 == 3) {
+      const int64_t Q = s.attn_heads * s.attn_head_dim, KV = s.kv_heads * s.attn_head_dim;
+      t.push_back({p + "self_attn.q_proj.weight", {2 * Q, H}});  // queries and the output gate
+      t.push_back({p + "self_attn.k_proj.weight", {KV, H}});
+      t.push_back({p + "self_attn.v_proj.weight", {KV, H}});
+      t.push_back({p + "self_attn.o_proj.weight", {H, Q}});
+      t.push_back({p + "self_attn.q_norm.weight", {s.attn_head_dim}, true});
+      t.push_back({p + "self_attn.k_norm.weight", {s.attn_head_dim}, true});
+    } else {
+      const std::string a = p + "linear_attn.";
+      t.push_back({a + "in_proj_qkv.weight", {2 * K + V, H}});
+      t.push_back({a + "in_proj_z.weight", {V, H}});
+      t.push_back({a + "in_proj_b.weight", {s.value_heads, H}});
+      t.push_back({a + "in_proj_a.weight", {s.value_heads, H}});
+      t.push_back({a + "conv1d.weight", {2 * K + V, 1, s.conv}});
+      t.push_back({a + "A_log", {s.value_heads}});
+      t.push_back({a + "dt_bias", {s.value_heads}});
+      t.push_back({a + "norm.weight", {s.dv()}, true});
+      t.push_back({a + "out_proj.weight", {H, V}});
+    }
+    t.push_back({p + "post_attention_layernorm.weight", {H}, true});
+    t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, H}});
+    t.push_back({p + "mlp.up_proj.weight", {s.intermediate, H}});
+    t.push_back({p + "mlp.down_proj.weight", {H, s.intermediate}});
+  }
+  return t;
+}
+
+nlohmann::json qwen3_5_config(const Sizes& s) {
+  std::vector<std::string> types;
+  for (int64_t i = 0; i < s.layers; ++i) types.push_back(i % 4 == 3 ? "full_attention" : "linear_attention");
+  return {{"architectures", {"Qwen3_5ForCausalLM"}},
+          {"model_type", "qwen3_5_text"},
+          {"attention_bias", false},
+          {"dtype", "bfloat16"},
+          {"head_dim", s.attn_head_dim},
+          {"hidden_act", "silu"},
+          {"hidden_size", s.hidden},
+          {"intermediate_size", s.intermediate},
+          {"layer_types", types},
+          {"linear_conv_kernel_dim", s.conv},
+          {"linear_key_head_dim", s.dk()},
+          {"linear_num_key_heads", s.heads},
+          {"linear_num_value_heads", s.value_heads},
+          {"linear_value_head_dim", s.dv()},
+          {"max_position_embeddings", 32768},
+          {"num_attention_heads", s.attn_heads},
+          {"num_hidden_layers", s.layers},
+          {"num_key_value_heads", s.kv_heads},
+          {"partial_rotary_factor", 0.25},
+          {"rms_norm_eps", 1e-06},
+          {"rope_parameters", {{"partial_rotary_factor", 0.25}, {"rope_theta", 10000000.0}, {"rope_type", "default"}}},
+          {"tie_word_embeddings", false},
+          {"use_cache", true},
+          {"vocab_size", s.vocab}};
 }
 
 /// fla's DeltaNetConfig as fla-hub/delta_net-1.3B-100B writes it, or (gated) its GatedDeltaNetConfig as
@@ -143,7 +216,10 @@ int main(int argc, char** argv) {
   uint64_t seed = env_seed ? std::strtoull(env_seed, nullptr, 10) : 20260204ULL;
   std::string family = "delta_net";
   app.add_option("--out", out, "output folder (created; must not hold a checkpoint yet)")->required();
-  app.add_option("--family", family, "delta_net or gated_deltanet")->capture_default_str();
+  app.add_option("--family", family, "delta_net, gated_deltanet or qwen3_5 (a Qwen3.5-style hybrid: hidden 2048, 24 "
+                                     "layers of which every 4th full attention, 16 key heads of 128, 32 value heads "
+                                     "of 128, MLP 6144, vocabulary 151936)")
+      ->capture_default_str();
   app.add_option("--hidden", s.hidden, "hidden size")->capture_default_str();
   auto* heads = app.add_option("--heads", s.heads, "heads (delta_net: head dim = hidden / heads; gated_deltanet: 6)");
   auto* layers = app.add_option("--layers", s.layers, "layers (delta_net 24, gated_deltanet 21)");
@@ -154,10 +230,15 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "pool seed (default STATECUT_SEED or 20260204)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (family != "delta_net" && family != "gated_deltanet")
-      throw std::runtime_error("--family: expected delta_net or gated_deltanet, got '" + family + "'");
+    if (family != "delta_net" && family != "gated_deltanet" && family != "qwen3_5")
+      throw std::runtime_error("--family: expected delta_net, gated_deltanet or qwen3_5, got '" + family + "'");
     s.gated = family == "gated_deltanet";
-    if (s.gated) {  // fla-hub/gated_deltanet-1.3B unless given
+    s.qwen = family == "qwen3_5";
+    if (s.qwen) {
+      if (s.head_dim == 0) s.head_dim = 128;
+      if (app.count("--intermediate") == 0) s.intermediate = 6144;
+      if (app.count("--vocab") == 0) s.vocab = 151936;
+    } else if (s.gated) {  // fla-hub/gated_deltanet-1.3B unless given
       if (heads->count() == 0) s.heads = 6;
       if (layers->count() == 0) s.layers = 21;
       if (s.head_dim == 0) s.head_dim = 256;
@@ -166,12 +247,12 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--head-dim and --expand-v are gated_deltanet options (delta_net: dk = dv = hidden / heads)");
     }
     if (s.hidden < 1 || s.heads < 1 || s.layers < 1 || s.intermediate < 1 || s.vocab < 1 || s.expand_v < 1 ||
-        (s.gated ? s.head_dim < 1 : s.hidden % s.heads != 0))
+        (s.gated || s.qwen ? s.head_dim < 1 : s.hidden % s.heads != 0))
       throw std::runtime_error("sizes must be positive and (delta_net) hidden divisible by heads");
     if (fs::exists(fs::path(out) / "model.safetensors"))
       throw std::runtime_error(out + ": already holds model.safetensors");
     fs::create_directories(out);
-    const auto specs = delta_net_tensors(s);
+    const auto specs = s.qwen ? qwen3_5_tensors(s) : delta_net_tensors(s);
     int64_t largest = 0, total = 0;
     for (const auto& t : specs) largest = std::max(largest, numel(t.shape)), total += numel(t.shape);
     const int64_t spread = 4096;
@@ -180,7 +261,7 @@ int main(int argc, char** argv) {
     const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
     std::uniform_real_distribution<float> u(-a, a);
     for (auto& b : pool) b = to_bf16(u(rng));
-    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max(s.hidden, s.dv())), to_bf16(1.0f));
+    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max({s.hidden, s.dv(), s.attn_head_dim})), to_bf16(1.0f));
     io::SafetensorsWriter w;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const auto& t = specs[i];
@@ -191,7 +272,7 @@ int main(int argc, char** argv) {
     w.set_metadata({{"format", "pt"}});
     w.write((fs::path(out) / "model.safetensors").string());
     std::ofstream cfg(fs::path(out) / "config.json");
-    cfg << fla_config(s).dump(2) << "\n";
+    cfg << (s.qwen ? qwen3_5_config(s) : fla_config(s)).dump(2) << "\n";
     if (!cfg) throw std::runtime_error(out + "/config.json: cannot write");
     std::printf("wrote %s: %zu tensors, %lld parameters (bf16), seed %llu\n", out.c_str(), specs.size(),
                 static_cast<long long>(total), static_cast<unsigned long long>(seed));
