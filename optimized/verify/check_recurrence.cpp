@@ -36,10 +36,8 @@ double model_mode_threshold(Context& ctx, std::string* reason) {
   if (d == torch::kBFloat16) {
     double e = 0;
     const bool have_e = ctx.ensure_f64();
-    if (have_e) {
-      const torch::Tensor lg = ctx.fwd.logits.to(torch::kCPU, torch::kFloat64);
-      for (int64_t b = 0; b < lg.size(0); ++b) e = std::max(e, rel_err(lg[b], ctx.logits64[b]));
-    }
+    if (have_e)
+      for (double x : ctx.f64_distances()) e = std::max(e, x);
     *reason = "two bf16 evaluations with different roundings lie ~sqrt(2) e apart, e = this model's bf16-vs-f64 "
               "distance (" + (have_e ? fmt(e) : std::string("unknown: ") + ctx.f64_error) +
               "); limit max(0.05, 2 e): a wrong recurrence moves the logits by O(1)";

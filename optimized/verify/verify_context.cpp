@@ -82,6 +82,14 @@ bool Context::ensure_f64() {
   return *f64_ok_;
 }
 
+const std::vector<double>& Context::f64_distances() {
+  if (f64_distances_.empty()) {
+    const torch::Tensor lg = fwd.logits.to(torch::kCPU, torch::kFloat64);
+    for (int64_t b = 0; b < lg.size(0); ++b) f64_distances_.push_back(rel_err(lg[b], logits64[b]));
+  }
+  return f64_distances_;
+}
+
 LayerData layer_data(Context& ctx, size_t li) {
   const PrunableLayer& L = ctx.layers.at(li);
   if (static_cast<size_t>(L.layer) >= ctx.fwd.boundary.size() || !ctx.fwd.boundary[L.layer].q.defined())

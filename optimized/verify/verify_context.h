@@ -61,11 +61,15 @@ struct Context {
   torch::Device device64{torch::kCPU};
   torch::Tensor logits64, hidden64;
   std::string f64_error;
+  /// Per window, the run-dtype logits' normwise distance from logits64 (`reference.model`'s figures, and the e that
+  /// scales `chunk-recurrent.model`'s bf16 limit); computed once. Needs ensure_forward() and ensure_f64().
+  const std::vector<double>& f64_distances();
 
   void say(const std::string& line) const;
 
  private:
   std::optional<bool> forward_ok_, f64_ok_;
+  std::vector<double> f64_distances_;
 };
 
 /// One prunable layer's recurrence inputs from the boundary of the native forward.
