@@ -1,8 +1,9 @@
-# The common start of the H200 scripts (bench/decode_h200_wave3.sh, bench/h200_wave4.sh), sourced with the script's
+# The common start of the H200 scripts (bench/decode_h200_wave3.sh, h200_wave4.sh, h200_wave5.sh), sourced with the script's
 # tag and phase set: TAG=w4 PHASE=K. Sets OUT (what comes back: 00_summary.log $S, results), BUILD, WORK (checkpoints),
 # LOGS (full logs that stay), SC (the CLI in BUILD), rc = 0 (the script's exit), and say (a summary line), keep (copy a failing log into OUT), elapsed (seconds since
-# t0), run_tests (GPU test executables of BUILD by name: a summary line each, failures set rc); writes the machine, the date and the phase at the top of the summary. Each may be overridden from the
-# environment.
+# t0), run_tests (GPU test executables of BUILD by name: a summary line each, failures set rc), bench (`statecut bench`
+# of WORK/NAME against WORK/NAME_p50 on the issue-14 shapes, its table into the summary); writes the machine, the date
+# and the phase at the top of the summary. Each may be overridden from the environment.
 OUT=${OUT:-/tmp/statecut-$TAG}
 BUILD=${BUILD:-build-gpu-device}
 WORK=${WORK:-/tmp/statecut-$TAG-work}
@@ -24,4 +25,12 @@ run_tests() {  # test executable names; decode_equivalence runs its CUDA cases o
     say "$t: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/$t.log" | tr '\n' ' ')"
     grep -E "^\[  FAILED  \]|Failure" -A3 "$LOGS/$t.log" | head -20 >>"$S"
   done
+}
+bench() {  # NAME: WORK/NAME vs its 50% prune WORK/NAME_p50, prefill 1x2048 and 8x2048, decode 1/64/256 (graphs)
+  local n=$1
+  timeout 200 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill 1x2048,8x2048 \
+    --decode 1,64,256 --prompt 512 --new-tokens 128 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" ||
+    { rc=1; keep "$LOGS/bench_$n.err"; say "bench $n FAILED"; return 0; }
+  say "--- bench $n full vs 50% (graphs) at $(elapsed) s"
+  python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
 }

@@ -30,15 +30,6 @@ checkpoints() {  # name, random-checkpoint args
     >"$LOGS/prune_$n.log" 2>&1 || { keep "$LOGS/prune_$n.log"; say "prune $n FAILED"; return 1; }
 }
 
-bench() {  # name
-  local n=$1
-  timeout 200 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill 1x2048,8x2048 \
-    --decode 1,64,256 --prompt 512 --new-tokens 128 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" ||
-    { rc=1; keep "$LOGS/bench_$n.err"; say "bench $n FAILED"; return 0; }
-  say "--- bench $n full vs 50% (fused, graphs) at $(elapsed) s"
-  python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
-}
-
 mutant() {  # a deliberate bug in the conv kernel (the window does not slide) must fail fused_ops_cuda
   cp kernels/fused_layer_ops.cu "$LOGS/fused_layer_ops.cu.orig"
   sed -i 's/win\[j\]\[v\] = win\[j + 1\]\[v\];/win[j][v] = win[j][v];/' kernels/fused_layer_ops.cu

@@ -71,15 +71,6 @@ mutant() {  # deliberate bugs must fail their tests: beta not rounded to bf16; t
   cmake --build "$BUILD" -j"$(nproc)" --target statecut metamorphic_gated_delta_cuda fused_ops_cuda >>"$LOGS/build_mut.log" 2>&1
 }
 
-bench() {  # name
-  local n=$1
-  timeout 200 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill 1x2048,8x2048 \
-    --decode 1,64,256 --prompt 512 --new-tokens 128 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" ||
-    { rc=1; keep "$LOGS/bench_$n.err"; say "bench $n FAILED"; return 0; }
-  say "--- bench $n full vs 50% (graphs) at $(elapsed) s"
-  python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
-}
-
 if [ "$PHASE" = P ]; then
   configure_and_build
   checkpoint dn13 && { profile_decode dn13 1; profile_decode dn13 64; }
