@@ -97,7 +97,11 @@ for f in filter(None, files):
         continue
     os.makedirs(os.path.dirname(d), exist_ok=True)
     if not os.path.exists(d) or open(s, "rb").read() != open(d, "rb").read():
-        shutil.copy2(s, d)  # unchanged files keep their time stamps: the incremental rebuild stays small
+        # A changed file gets a fresh time stamp (shutil.copy, not copy2): a run killed mid-mutant leaves the mutated
+        # source and its newer object behind, and the original's older stamp would leave that object in place (the
+        # baseline then fails on a bug nobody put there: seen). Unchanged files are not touched, so the incremental
+        # rebuild stays small.
+        shutil.copy(s, d)
 keep = re.compile(r"^(STATECUT_\w+|CMAKE_BUILD_TYPE|CMAKE_\w*COMPILER_LAUNCHER|CMAKE_CXX_COMPILER|CMAKE_CUDA_\w+|"
                   r"CMAKE_PREFIX_PATH|Torch_DIR|\w+_DIR):(\w+)=(.*)$")
 opts = []
