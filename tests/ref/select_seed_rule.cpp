@@ -75,6 +75,14 @@ TEST(Unit_SeedRule, faithfulSubsampleIsSortedDistinctAndAllRowsWhenFew) {
   EXPECT_TRUE(faithful_subsample(0, 5, rng).empty()) << "no calibration rows: an empty sample, not an error";
 }
 
+TEST(Unit_SeedRule, faithfulSubsampleOfOneRowIsOneValidRow) {
+  SelectRng rng = SelectRng::for_head(master_seed(), 0, 1);
+  const std::vector<Index> one = faithful_subsample(10, 1, rng);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_GE(one[0], 0);
+  EXPECT_LT(one[0], 10);
+}
+
 TEST(Unit_SeedRule, faithfulSubsampleDrawsEveryRowEquallyOften) {
   // 3 of 10 rows, 2000 draws: each row is in a draw with p = 0.3, so its count is Binomial(2000, 0.3), mean 600,
   // sd 20.5; [477, 723] is ±6 sd (a fair sampler leaves it with probability < 1e-8 per row). A biased shuffle

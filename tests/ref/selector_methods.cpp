@@ -156,6 +156,30 @@ TEST(Unit_SelectorPca, keyOnlyQueryOnlyAndJointStatistics) {
   EXPECT_NEAR(s.covariance()(1, 1), 0.4 / (1 + 1e-6), 1e-15);
 }
 
+// What calibration streams: the moments of one side alone, no raw activations. They select (the raw matrices are
+// not needed, and not asked for); and the joint statistics average q's and k's sums and outer products term by term.
+TEST(Unit_SelectorPca, streamedStatisticsOfOneSideSelectWithoutActivations) {
+  Mat k(6, 2);
+  k << 1, 0, -1, 0, 1, 0, -1, 0, 0, 1, 0, -1;
+  LayerInputs in;
+  HeadInputs h;
+  h.pca_k.add(l2norm_rows_fla(k));
+  in.heads.push_back(h);
+  SelectOptions o;
+  o.method = SelectMethod::Pca;
+  o.keep = 1;
+  o.side = ScoreSide::KOnly;
+  EXPECT_NEAR((pca_rotations(in, o)[0] - (Mat(1, 2) << 1, 0).finished()).norm(), 0.0, 1e-12);
+
+  PcaStats a, b;
+  a.sum = (Vec(2) << 2, 0).finished(), a.outer = (Mat(2, 2) << 4, 0, 0, 2).finished(), a.n = 6;
+  b.sum = (Vec(2) << 0, 4).finished(), b.outer = (Mat(2, 2) << 0, 2, 2, 6).finished(), b.n = 6;
+  const PcaStats j = average_stats(a, b);
+  EXPECT_EQ(j.sum, (Vec(2) << 1, 2).finished());
+  EXPECT_EQ(j.outer, (Mat(2, 2) << 2, 1, 1, 4).finished());
+  EXPECT_EQ(j.n, 6);
+}
+
 TEST(Unit_SelectorPca, symmetryCheckIsRelativeToTheCovarianceScale) {
   // Unnormalised features of scale 1e3 give covariance entries ~1e6; forming it in another summation
   // order leaves its two triangles a few ulps apart (here 4 ulps of 1e5, ~6e-11 absolute). That is rounding,
