@@ -126,9 +126,11 @@ const nlohmann::json* config_field(const nlohmann::json& c, const std::string& k
   return &*it;
 }
 [[noreturn]] void bad(const std::string& origin, const std::string& key, const std::string& problem) {
-  throw io::Error(origin + ": '" + key + "': " + problem);
+  config_error(origin, "'" + key + "': " + problem);
 }
 }  // namespace
+
+void config_error(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin) {
   const auto* f = config_field(c, key);

@@ -40,6 +40,8 @@ torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, con
 /// line) when ids is not 2-D or an id lies outside [0, E.size(0)). The first step of every family's forward().
 torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings);
 
+/// A config.json that no family can load: throws io::Error "<origin>: <what>" (every family's config errors).
+[[noreturn]] void config_error(const std::string& origin, const std::string& what);
 /// config.json field readers; a wrong type or missing required key throws io::Error "<origin>: '<key>': <problem>".
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);

@@ -37,6 +37,16 @@ torch::Tensor recurrent_step(const torch::Tensor& q, const torch::Tensor& k, con
   return torch::matmul((qt * scale).unsqueeze(-2), state).squeeze(-2).unsqueeze(1);  // [B,1,H,dv]
 }
 
+#ifdef STATECUT_WITH_CUDA_KERNELS
+/// The kernels read and write fp32 key-major [B,Hv,dk,dv] (kKV) states, the cache's layout: an undefined state becomes
+/// zeros of that shape, any other dtype or layout an fp32 contiguous copy.
+void kernel_state(const torch::Tensor& k, const torch::Tensor& v, torch::Tensor& state) {
+  if (state.defined() && state.scalar_type() == torch::kFloat32 && state.is_contiguous()) return;
+  state = state.defined() ? state.to(torch::kFloat32).contiguous()
+                          : torch::zeros({v.size(0), v.size(2), k.size(3), v.size(3)}, v.options().dtype(torch::kFloat32));
+}
+#endif
+
 }  // namespace
 
 torch::Tensor gate_from_inputs(const GateInputs& gate) {
@@ -49,10 +59,8 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
 #ifdef STATECUT_WITH_CUDA_KERNELS
   if (delta_rule_uses_cuda_kernels(q, k, v)) {
     TORCH_CHECK(beta.defined(), "delta_rule_cached: beta is required");
-    const int64_t B = v.size(0), T = v.size(1), Hv = v.size(2), dv = v.size(3), dk = k.size(3);
-    if (!state.defined() || state.scalar_type() != torch::kFloat32 || !state.is_contiguous())
-      state = state.defined() ? state.to(torch::kFloat32).contiguous()
-                              : torch::zeros({B, Hv, dk, dv}, v.options().dtype(torch::kFloat32));
+    const int64_t T = v.size(1);
+    kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
     const c10::optional<at::Tensor> a(gate.a.to(torch::kFloat32)), b(beta.to(torch::kFloat32));
     const c10::optional<at::Tensor> A_log(gate.A_log), dt_bias(gate.dt_bias);
@@ -75,13 +83,10 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
                                 RecurrenceMode mode, torch::Tensor& state) {
   TORCH_CHECK(beta.defined(), "delta_rule_cached: beta is required");
   TORCH_CHECK(v.dim() == 4 && k.dim() == 4, "delta_rule_cached: q, k [B,T,Hk,dk] and v [B,T,Hv,dv] expected");
-  const int64_t B = v.size(0), T = v.size(1), Hv = v.size(2), dv = v.size(3), dk = k.size(3);
 #ifdef STATECUT_WITH_CUDA_KERNELS
   if (delta_rule_uses_cuda_kernels(q, k, v)) {
-    // The kernels read and write fp32 key-major [B,Hv,dk,dv] (kKV) states: the cache's layout.
-    if (!state.defined() || state.scalar_type() != torch::kFloat32 || !state.is_contiguous())
-      state = state.defined() ? state.to(torch::kFloat32).contiguous()
-                              : torch::zeros({B, Hv, dk, dv}, v.options().dtype(torch::kFloat32));
+    const int64_t T = v.size(1);
+    kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
     const c10::optional<at::Tensor> g_opt = g.defined() ? c10::optional<at::Tensor>(g.to(torch::kFloat32)) : none;
     const c10::optional<at::Tensor> b_opt(beta.to(torch::kFloat32));
@@ -96,7 +101,6 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
     return o;
   }
 #endif
-  (void)B, (void)T, (void)Hv, (void)dv, (void)dk;
   const auto cd = compute_dtype(v.scalar_type());
   auto qn = l2norm_qk ? l2_normalize(q) : q.to(cd);
   auto kn = l2norm_qk ? l2_normalize(k) : k.to(cd);
@@ -113,10 +117,7 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
   TORCH_CHECK(beta_logits.defined(), "delta_rule_cached_logits: beta logits are required");
 #ifdef STATECUT_WITH_CUDA_KERNELS
   if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v)) {
-    const int64_t B = v.size(0), Hv = v.size(2), dv = v.size(3), dk = k.size(3);
-    if (!state.defined() || state.scalar_type() != torch::kFloat32 || !state.is_contiguous())
-      state = state.defined() ? state.to(torch::kFloat32).contiguous()
-                              : torch::zeros({B, Hv, dk, dv}, v.options().dtype(torch::kFloat32));
+    kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
     const auto opt = [](const torch::Tensor& t) { return c10::optional<at::Tensor>(t); };
     return cuda::gated_delta_rule_decode_(q, k, v, gate ? opt(gate->a) : none, opt(beta_logits), scale, state, none,

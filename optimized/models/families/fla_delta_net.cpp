@@ -314,8 +314,6 @@ class FlaCausalLM final : public CausalLM {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
 };
 
-[[noreturn]] void fla_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
-
 }  // namespace
 
 FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::string& origin) {
@@ -327,11 +325,11 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.norm_eps = cfg_double(c, "norm_eps", 1e-6, origin);
   m.tie_word_embeddings = cfg_bool(c, "tie_word_embeddings", false, origin);
   if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_layers <= 0)
-    fla_bad_config(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
+    config_error(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
   if (c.contains("attn") && !c["attn"].is_null())
-    fla_bad_config(origin, "'attn': hybrid softmax-attention layers are not supported");
+    config_error(origin, "'attn': hybrid softmax-attention layers are not supported");
   const auto act = cfg_string(c, "hidden_act", "swish", origin);
-  if (act != "swish" && act != "silu") fla_bad_config(origin, "'hidden_act': only swish is supported, got '" + act + "'");
+  if (act != "swish" && act != "silu") config_error(origin, "'hidden_act': only swish is supported, got '" + act + "'");
   if (c.contains("intermediate_size") && !c["intermediate_size"].is_null()) {
     m.intermediate_size = cfg_int(c, "intermediate_size", origin);
   } else {  // fla GatedMLP: int(hidden · ratio · 2/3) rounded up to a multiple of 256
@@ -344,7 +342,7 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.layer.use_short_conv = cfg_bool(c, "use_short_conv", true, origin);
   m.layer.conv_bias = cfg_bool(c, "conv_bias", false, origin);
   m.layer.allow_neg_eigval = cfg_bool(c, "allow_neg_eigval", false, origin);
-  if (m.layer.conv_size <= 0) fla_bad_config(origin, "'conv_size' must be positive");
+  if (m.layer.conv_size <= 0) config_error(origin, "'conv_size' must be positive");
   return m;
 }
 
@@ -385,7 +383,7 @@ std::pair<int64_t, int64_t> delta_net_heads_and_dk(const nlohmann::json& c, cons
   const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
   const auto key_dim = static_cast<int64_t>(static_cast<double>(hidden) * cfg_double(c, "expand_k", 1.0, origin));
   if (H <= 0 || key_dim <= 0 || key_dim % H != 0)
-    fla_bad_config(origin, "key_dim " + std::to_string(key_dim) + " not a positive multiple of num_heads");
+    config_error(origin, "key_dim " + std::to_string(key_dim) + " not a positive multiple of num_heads");
   return {H, key_dim / H};
 }
 
@@ -400,7 +398,7 @@ std::unique_ptr<CausalLM> build_delta_net(const nlohmann::json& c, const WeightS
   const auto key_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_k);    // python int()
   const auto value_dim = static_cast<int64_t>(static_cast<double>(m.hidden_size) * expand_v);
   if (L.num_heads <= 0 || key_dim <= 0 || value_dim <= 0 || key_dim % L.num_heads || value_dim % L.num_heads)
-    fla_bad_config(origin, "hidden_size·expand_k and hidden_size·expand_v must be positive multiples of num_heads");
+    config_error(origin, "hidden_size·expand_k and hidden_size·expand_v must be positive multiples of num_heads");
   L.head_k_dim = key_dim / L.num_heads;
   L.head_v_dim = value_dim / L.num_heads;
   L.use_beta = cfg_bool(c, "use_beta", true, origin);
@@ -409,8 +407,8 @@ std::unique_ptr<CausalLM> build_delta_net(const nlohmann::json& c, const WeightS
   L.qk_norm = cfg_string(c, "qk_norm", "l2", origin);
   if (L.qk_activation != "silu" && L.qk_activation != "relu" && L.qk_activation != "elu" &&
       L.qk_activation != "identity")
-    fla_bad_config(origin, "'qk_activation': unknown '" + L.qk_activation + "'");
-  if (L.qk_norm != "l2" && L.qk_norm != "sum") fla_bad_config(origin, "'qk_norm': unknown '" + L.qk_norm + "'");
+    config_error(origin, "'qk_activation': unknown '" + L.qk_activation + "'");
+  if (L.qk_norm != "l2" && L.qk_norm != "sum") config_error(origin, "'qk_norm': unknown '" + L.qk_norm + "'");
   return make_fla_causal_lm(m, w, dtype, device);
 }
 
@@ -431,7 +429,7 @@ void register_fla_delta_net() {
     const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
     const double e = static_cast<double>(H * new_dk) / static_cast<double>(hidden);
     if (static_cast<int64_t>(hidden * e) != H * new_dk)
-      fla_bad_config(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
+      config_error(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
     c["expand_k"] = e;
     return c;
   };

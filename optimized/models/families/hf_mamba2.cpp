@@ -44,8 +44,6 @@ torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary
 
 namespace {
 
-[[noreturn]] void mamba2_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
-
 /// transformers writes float('inf') into config.json as {"__float__": "Infinity"}; plain numbers and the strings
 /// "inf"/"Infinity" are accepted too.
 double json_float(const nlohmann::json& v, const std::string& origin, const std::string& key) {
@@ -57,7 +55,7 @@ double json_float(const nlohmann::json& v, const std::string& origin, const std:
     if (str == "Infinity" || str == "inf" || str == "+inf") return std::numeric_limits<double>::infinity();
     if (str == "-Infinity" || str == "-inf") return -std::numeric_limits<double>::infinity();
   }
-  mamba2_bad_config(origin, "'" + key + "': expected a number");
+  config_error(origin, "'" + key + "': expected a number");
 }
 
 struct Mamba2Config {
@@ -85,20 +83,20 @@ Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& ori
   m.inner = static_cast<int64_t>(expand * static_cast<double>(m.hidden));  // int(expand * hidden), like HF
   if (c.contains("time_step_limit") && !c.at("time_step_limit").is_null()) {
     const auto& lim = c.at("time_step_limit");
-    if (!lim.is_array() || lim.size() != 2) mamba2_bad_config(origin, "'time_step_limit': expected [min, max]");
+    if (!lim.is_array() || lim.size() != 2) config_error(origin, "'time_step_limit': expected [min, max]");
     m.dt_min = json_float(lim[0], origin, "time_step_limit");
     m.dt_max = json_float(lim[1], origin, "time_step_limit");
   }
   const std::string act = cfg_string(c, "hidden_act", "silu", origin);
-  if (act != "silu" && act != "swish") mamba2_bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
+  if (act != "silu" && act != "swish") config_error(origin, "'hidden_act': only silu is supported, got '" + act + "'");
   if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.heads <= 0 || m.head_dim <= 0 || m.state <= 0 ||
       m.groups <= 0 || m.conv <= 0)
-    mamba2_bad_config(origin, "vocab_size, hidden_size, num_hidden_layers, num_heads, head_dim, state_size, n_groups and "
+    config_error(origin, "vocab_size, hidden_size, num_hidden_layers, num_heads, head_dim, state_size, n_groups and "
                        "conv_kernel must be positive");
   if (m.heads * m.head_dim != m.inner)
-    mamba2_bad_config(origin, "num_heads × head_dim = " + std::to_string(m.heads * m.head_dim) +
+    config_error(origin, "num_heads × head_dim = " + std::to_string(m.heads * m.head_dim) +
                            " differs from expand × hidden_size = " + std::to_string(m.inner));
-  if (m.heads % m.groups != 0) mamba2_bad_config(origin, "num_heads must be a multiple of n_groups");
+  if (m.heads % m.groups != 0) config_error(origin, "num_heads must be a multiple of n_groups");
   return m;
 }
 

@@ -16,8 +16,6 @@
 namespace statecut {
 namespace {
 
-[[noreturn]] void qwen_bad_config(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
-
 struct QwenConfig {
   int64_t vocab = 0, hidden = 0, layers = 0, intermediate = 0;
   int64_t hk = 0, hv = 0, dk = 0, dv = 0, conv = 4;  // linear attention
@@ -42,7 +40,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   m.kv_heads = cfg_int(c, "num_key_value_heads", m.heads, origin);
   if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.intermediate <= 0 || m.hk <= 0 || m.hv <= 0 ||
       m.dk <= 0 || m.dv <= 0 || m.conv <= 0 || m.heads <= 0 || m.kv_heads <= 0)
-    qwen_bad_config(origin, "sizes, head counts and head dims must be positive");
+    config_error(origin, "sizes, head counts and head dims must be positive");
   m.head_dim = c.contains("head_dim") && !c.at("head_dim").is_null() ? cfg_int(c, "head_dim", origin)
                                                                      : m.hidden / m.heads;
   m.eps = cfg_double(c, "rms_norm_eps", 1e-6, origin);
@@ -50,9 +48,9 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   m.output_gate = cfg_bool(c, "attn_output_gate", true, origin);
   m.tie = cfg_bool(c, "tie_word_embeddings", false, origin);
   const std::string act = cfg_string(c, "hidden_act", "silu", origin);
-  if (act != "silu") qwen_bad_config(origin, "'hidden_act': only silu is supported, got '" + act + "'");
-  if (m.hv % m.hk != 0) qwen_bad_config(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
-  if (m.heads % m.kv_heads != 0) qwen_bad_config(origin, "num_attention_heads must be a multiple of num_key_value_heads");
+  if (act != "silu") config_error(origin, "'hidden_act': only silu is supported, got '" + act + "'");
+  if (m.hv % m.hk != 0) config_error(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
+  if (m.heads % m.kv_heads != 0) config_error(origin, "num_attention_heads must be a multiple of num_key_value_heads");
 
   m.full = qwen_full_attention_layers(c, m.layers, origin);
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
@@ -64,7 +62,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
       if (!dense && experts > 0 && step > 0 && (i + 1) % step == 0)
-        qwen_bad_config(origin, "layer " + std::to_string(i) + " is a sparse-MoE layer (num_experts " +
+        config_error(origin, "layer " + std::to_string(i) + " is a sparse-MoE layer (num_experts " +
                                std::to_string(experts) + "), which is not supported");
     }
   }
@@ -278,17 +276,17 @@ std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t nu
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
     const auto& lt = c.at("layer_types");
     if (static_cast<int64_t>(lt.size()) != num_layers)
-      qwen_bad_config(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
+      config_error(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
                              std::to_string(num_layers) + " layers");
     for (const auto& t : lt) {
       const std::string s = t.is_string() ? t.get<std::string>() : "";
       if (s != "linear_attention" && s != "full_attention")
-        qwen_bad_config(origin, "'layer_types': unknown layer type '" + s + "'");
+        config_error(origin, "'layer_types': unknown layer type '" + s + "'");
       full.push_back(s == "full_attention");
     }
   } else {  // older configs: every full_attention_interval-th layer is softmax attention
     const int64_t every = cfg_int(c, "full_attention_interval", 4, origin);
-    if (every <= 0) qwen_bad_config(origin, "'full_attention_interval' must be positive");
+    if (every <= 0) config_error(origin, "'full_attention_interval' must be positive");
     for (int64_t i = 0; i < num_layers; ++i) full.push_back((i + 1) % every == 0);
   }
   return full;
@@ -311,7 +309,7 @@ std::vector<PrunableLayer> qwen_prunable_layers(const nlohmann::json& c, QwenLin
   if (packed) {
     const int64_t Hv = cfg_int(c, "linear_num_value_heads", origin), dv = cfg_int(c, "linear_value_head_dim", origin);
     if (Hk <= 0 || Hv % Hk != 0)
-      throw io::Error(origin + ": linear_num_value_heads must be a multiple of linear_num_key_heads");
+      config_error(origin, "linear_num_value_heads must be a multiple of linear_num_key_heads");
     group = 2 * dk + 2 * (Hv / Hk) * dv;
   }
   const std::vector<bool> full = qwen_full_attention_layers(c, n_layers, origin);
@@ -346,7 +344,7 @@ namespace {
 /// The text config of a nested "qwen3_5" config (the multimodal release), or fails naming the file.
 const nlohmann::json& nested_text_config(const nlohmann::json& c, const std::string& origin) {
   if (!c.contains("text_config") || !c.at("text_config").is_object())
-    throw io::Error(origin + ": model_type 'qwen3_5' needs a \"text_config\" object");
+    config_error(origin, "model_type 'qwen3_5' needs a \"text_config\" object");
   return c.at("text_config");
 }
 }  // namespace
