@@ -3,7 +3,13 @@
 # LOGS (full logs that stay), SC (the CLI in BUILD), rc = 0 (the script's exit), and say (a summary line), keep (copy a failing log into OUT), elapsed (seconds since
 # t0), run_tests (GPU test executables of BUILD by name: a summary line each, failures set rc), bench (`statecut bench`
 # of WORK/NAME against WORK/NAME_p50 on the issue-14 shapes, its table into the summary); writes the machine, the date
-# and the phase at the top of the summary. Each may be overridden from the environment.
+# and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
+# and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune).
+# Each may be overridden from the environment.
+# The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
+# binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
+# state cleanup: every in-process finetune test and the profile tool died of SIGSEGV). libstdc++ first avoids it.
+export LD_PRELOAD="$(g++ -print-file-name=libstdc++.so.6)${LD_PRELOAD:+:$LD_PRELOAD}"
 OUT=${OUT:-/tmp/statecut-$TAG}
 BUILD=${BUILD:-build-gpu-device}
 WORK=${WORK:-/tmp/statecut-$TAG-work}
@@ -33,4 +39,27 @@ bench() {  # NAME: WORK/NAME vs its 50% prune WORK/NAME_p50, prefill 1x2048 and 
     { rc=1; keep "$LOGS/bench_$n.err"; say "bench $n FAILED"; return 0; }
   say "--- bench $n full vs 50% (graphs) at $(elapsed) s"
   python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
+}
+configure_and_build() {
+  TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DSTATECUT_BENCH=OFF -DSTATECUT_PROFILE_TOOL=ON -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
+    { keep "$LOGS/configure.log"; say "configure FAILED"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint statecut-profile-step "$@" \
+    >"$LOGS/build.log" 2>&1 ||
+    { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -80 >>"$S"; exit 1; }
+  say "build $(elapsed) s"
+}
+
+checkpoint() {  # name, random-checkpoint args
+  local n=$1; shift
+  [ -f "$WORK/$n/model.safetensors" ] || "$BUILD/cli/statecut-random-checkpoint" --out "$WORK/$n" "$@" >/dev/null 2>&1 ||
+    { say "random $n FAILED"; return 1; }
+}
+
+pruned() {  # name: its 50% rand prune
+  local n=$1
+  [ -f "$WORK/${n}_p50/model.safetensors" ] && return 0
+  timeout 200 "$SC" prune --checkpoint "$WORK/$n" --method rand --ratio 0.5 --device cuda --out "$WORK/${n}_p50" \
+    >"$LOGS/prune_$n.log" 2>&1 || { keep "$LOGS/prune_$n.log"; say "prune $n FAILED"; return 1; }
 }

@@ -19,30 +19,6 @@ TAG=w5
 source "$(dirname "$0")/device_env.sh"
 TESTS="fused_ops_cuda decode_equivalence golden_models_cuda"
 
-configure_and_build() {
-  TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DSTATECUT_BENCH=OFF -DSTATECUT_PROFILE_TOOL=ON -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
-    { keep "$LOGS/configure.log"; say "configure FAILED"; exit 1; }
-  cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint statecut-profile-step "$@" \
-    >"$LOGS/build.log" 2>&1 ||
-    { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -80 >>"$S"; exit 1; }
-  say "build $(elapsed) s"
-}
-
-checkpoint() {  # name, random-checkpoint args
-  local n=$1; shift
-  [ -f "$WORK/$n/model.safetensors" ] || "$BUILD/cli/statecut-random-checkpoint" --out "$WORK/$n" "$@" >/dev/null 2>&1 ||
-    { say "random $n FAILED"; return 1; }
-}
-
-pruned() {  # name: its 50% rand prune
-  local n=$1
-  [ -f "$WORK/${n}_p50/model.safetensors" ] && return 0
-  timeout 200 "$SC" prune --checkpoint "$WORK/$n" --method rand --ratio 0.5 --device cuda --out "$WORK/${n}_p50" \
-    >"$LOGS/prune_$n.log" 2>&1 || { keep "$LOGS/prune_$n.log"; say "prune $n FAILED"; return 1; }
-}
-
 profile_decode() {  # name, batch
   local n=$1 b=$2
   timeout 120 "$BUILD/cli/statecut-profile-step" "$WORK/$n" "$LOGS/decode_${n}_$b.json" "$b" 16 32 >/dev/null 2>&1 ||

@@ -78,6 +78,7 @@ class TrainProgress {
 
 struct TrainArgs {
   FinetuneOptions opt;
+  std::string precision = "auto";  ///< auto: bf16 on CUDA (the recipe's mixed precision), f32 on the CPU
   bool json = false, quiet = false;
 };
 
@@ -105,6 +106,11 @@ inline void add_optimisation_options(CLI::App& app, TrainArgs& a) {
       ->group("");  // for tests and scripted pauses
   app.add_option("--seed", o.seed, "seed of the data windows and the initialisation")->capture_default_str();
   app.add_option("--device", o.device, "cpu | cuda (with WORLD_SIZE > 1: cuda:LOCAL_RANK)")->capture_default_str();
+  app.add_option("--precision", a.precision,
+                 "arithmetic of the passes: bf16 = mixed (bf16 forward/backward, f32 masters; the recipe's), f32, "
+                 "or auto = bf16 on cuda, f32 on cpu")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
   add_tokenizer_option(app, o.tokenizer);
   app.add_flag("--json", a.json, "print the record as one JSON object on stdout");
   app.add_flag("--quiet", a.quiet, "no progress on stderr");
@@ -123,6 +129,8 @@ inline int run_training(TrainArgs& a, const std::string& label, const std::strin
     const std::string msg = e.what_without_backtrace();
     throw UsageError("--device: " + msg.substr(0, msg.find('\n')));
   }
+  const bool cuda = o.device.rfind("cuda", 0) == 0;
+  o.precision = a.precision == "bf16" || (a.precision == "auto" && cuda) ? TrainPrecision::Bf16 : TrainPrecision::Full;
   TrainProgress bar(label, !a.quiet && (!dp || dp->rank() == 0));
   FinetuneCallbacks cb;
   cb.on_step = [&bar](const StepRecord& r, int64_t total) { bar.step(r, total); };

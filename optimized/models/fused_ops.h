@@ -13,6 +13,11 @@ namespace statecut {
 
 bool fused_ops_apply(std::initializer_list<torch::Tensor> ts);
 
+/// Whether autograd records an operation on `ts`: grad mode is on and a defined tensor requires a gradient. Every
+/// kernel without a backward (the fused ops, the CUDA delta-rule kernels) is taken only when this is false: the
+/// training forward stays on LibTorch operations, whatever its dtype and device.
+bool needs_autograd(std::initializer_list<torch::Tensor> ts);
+
 /// silu(gate) · up in the activation dtype (gated_mlp's middle; gate and up may be halves of one packed output).
 torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
 

@@ -20,15 +20,19 @@ bool fused_ops_apply(std::initializer_list<torch::Tensor> ts) {
     const char* e = std::getenv("STATECUT_FUSED");
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
-  if (!enabled) return false;
-  if (torch::GradMode::is_enabled())
-    for (const auto& t : ts)
-      if (t.defined() && t.requires_grad()) return false;
+  if (!enabled || needs_autograd(ts)) return false;
   return cuda::fused_layer_ops_apply(ts);
 #else
   (void)ts;
   return false;
 #endif
+}
+
+bool needs_autograd(std::initializer_list<torch::Tensor> ts) {
+  if (!torch::GradMode::is_enabled()) return false;
+  for (const auto& t : ts)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
 }
 
 torch::Dtype compute_dtype(torch::Dtype d) { return d == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }

@@ -47,7 +47,9 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
                                  const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
                                  RecurrenceMode mode, torch::Tensor* final_state);
 
-/// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure).
+/// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure):
+/// CUDA bf16/fp16 q, k, v of supported sizes that autograd does not record (the kernels have no backward; a training
+/// forward runs the LibTorch recurrences, as do beta or g that need a gradient).
 bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 /// Whether this build holds the CUDA kernels (kernels/) at all.
 bool cuda_kernels_built();

@@ -2,6 +2,7 @@
 // CUDA device when the build has them, the LibTorch recurrences otherwise (contract in recurrence.h).
 #include <string>
 
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
 
@@ -23,6 +24,7 @@ bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k
 #ifdef STATECUT_WITH_CUDA_KERNELS
   const auto dt = v.scalar_type();
   if (!v.is_cuda() || !q.is_cuda() || !k.is_cuda()) return false;
+  if (needs_autograd({q, k, v})) return false;  // no backward in the kernels: training stays on LibTorch
   if (dt != torch::kBFloat16 && dt != torch::kFloat16) return false;  // the kernels take bf16/fp16 q, k, v only
   if (q.scalar_type() != dt || k.scalar_type() != dt) return false;
   if (q.dim() != 4 || v.dim() != 4) return false;
@@ -39,7 +41,7 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
                                  RecurrenceMode mode, torch::Tensor* final_state) {
   TORCH_CHECK(beta.defined(), "delta_rule_forward: beta is required");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (delta_rule_uses_cuda_kernels(q, k, v)) {
+  if (delta_rule_uses_cuda_kernels(q, k, v) && !needs_autograd({beta, g})) {
     // Kernel layout = the families' layout: token-major [B,T,H,K] (seq_len = T), g/beta [B,T,Hv] fp32, state
     // [B,Hv,dk,dv] fp32 (kKV, state_v_first = false) = the boundary's key-major final_state.
     const c10::optional<at::Tensor> none;

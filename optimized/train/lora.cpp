@@ -69,43 +69,59 @@ std::vector<RowBlock> lora_blocks(const std::string& model_type, const std::vect
   return out;
 }
 
-Lora::Lora(CausalLM& model, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed) : cfg_(cfg) {
+Lora::Lora(CausalLM& model, CausalLM& master, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed)
+    : cfg_(cfg) {
   if (cfg.rank <= 0) lora_fail("--lora-rank must be positive");
-  std::map<std::string, torch::Tensor> params;
+  std::map<std::string, torch::Tensor> params, masters;
   for (auto& [n, t] : model.named_parameters()) params.emplace(n, t);
+  for (auto& [n, t] : master.named_parameters()) masters.emplace(n, t);
   std::mt19937_64 rng(seed);
   torch::NoGradGuard no_grad;
   for (auto& b : blocks) {
     auto it = params.find(b.weight);
-    if (it == params.end()) lora_fail("the model has no parameter '" + b.weight + "'");
+    auto mt = masters.find(b.weight);
+    if (it == params.end() || mt == masters.end()) lora_fail("the model has no parameter '" + b.weight + "'");
     LoraAdapter a;
     a.param = it->second;
+    a.master = mt->second;
     a.block = b;
     if (!b.contiguous()) a.index = b.index(a.param.device());
-    a.w0 = (a.index.defined() ? a.param.index_select(0, a.index) : a.param.narrow(0, b.offset, b.rows())).clone();
+    a.w0 = (a.index.defined() ? a.master.index_select(0, a.index) : a.master.narrow(0, b.offset, b.rows())).clone();
     const int64_t in = a.param.size(1);
     // PEFT: kaiming_uniform_(A, a=√5) = U(−1/√in, 1/√in); drawn in double from our own engine, then cast.
     std::vector<double> u(static_cast<size_t>(cfg.rank * in));
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));
     for (auto& x : u) x = (static_cast<double>(rng() >> 11) * 0x1.0p-53 * 2.0 - 1.0) * bound;
-    a.A = torch::from_blob(u.data(), {cfg.rank, in}, torch::kFloat64).to(a.param.options().requires_grad(false)).clone();
-    a.B = torch::zeros({b.rows(), cfg.rank}, a.param.options().requires_grad(false));
+    a.A = torch::from_blob(u.data(), {cfg.rank, in}, torch::kFloat64).to(a.master.options().requires_grad(false)).clone();
+    a.B = torch::zeros({b.rows(), cfg.rank}, a.master.options().requires_grad(false));
     a.param.requires_grad_(true);
     adapters_.push_back(std::move(a));
   }
 }
 
+namespace {
+
+/// W0 + s·B·A into the adapter's rows of `dst` (cast to its dtype).
+void write_rows(const LoraAdapter& a, double s, torch::Tensor& dst) {
+  auto w = a.w0 + torch::matmul(a.B, a.A) * s;
+  if (a.index.defined()) {
+    dst.index_copy_(0, a.index, w.to(dst.scalar_type()));
+  } else {
+    dst.narrow(0, a.block.offset, a.block.rows()).copy_(w);
+  }
+}
+
+}  // namespace
+
 void Lora::materialise() {
   torch::NoGradGuard no_grad;
-  const double s = cfg_.scale();
-  for (auto& a : adapters_) {
-    auto w = a.w0 + torch::matmul(a.B, a.A) * s;
-    if (a.index.defined()) {
-      a.param.index_copy_(0, a.index, w);
-    } else {
-      a.param.narrow(0, a.block.offset, a.block.rows()).copy_(w);
-    }
-  }
+  for (auto& a : adapters_) write_rows(a, cfg_.scale(), a.param);
+}
+
+void Lora::merge_into_masters() {
+  torch::NoGradGuard no_grad;
+  for (auto& a : adapters_)
+    if (!a.master.is_same(a.param)) write_rows(a, cfg_.scale(), a.master);
 }
 
 void Lora::backprop() {
@@ -114,13 +130,16 @@ void Lora::backprop() {
   for (auto& a : adapters_) {
     const torch::Tensor G = a.param.grad();
     if (!G.defined()) {
-      a.A.mutable_grad() = torch::zeros_like(a.A);
-      a.B.mutable_grad() = torch::zeros_like(a.B);
+      if (!a.A.grad().defined()) a.A.mutable_grad() = torch::zeros_like(a.A);
+      if (!a.B.grad().defined()) a.B.mutable_grad() = torch::zeros_like(a.B);
       continue;
     }
-    const auto g = a.index.defined() ? G.index_select(0, a.index) : G.narrow(0, a.block.offset, a.block.rows());
-    a.B.mutable_grad() = torch::matmul(g, a.A.t()) * s;
-    a.A.mutable_grad() = torch::matmul(a.B.t(), g) * s;
+    const auto g = (a.index.defined() ? G.index_select(0, a.index) : G.narrow(0, a.block.offset, a.block.rows()))
+                       .to(a.A.scalar_type());
+    auto gB = torch::matmul(g, a.A.t()) * s;
+    auto gA = torch::matmul(a.B.t(), g) * s;
+    a.B.mutable_grad() = a.B.grad().defined() ? a.B.grad() + gB : gB;
+    a.A.mutable_grad() = a.A.grad().defined() ? a.A.grad() + gA : gA;
   }
   for (auto& a : adapters_) a.param.mutable_grad() = torch::Tensor();
 }

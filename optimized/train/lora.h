@@ -51,23 +51,30 @@ struct LoraConfig {
 
 struct LoraAdapter {
   RowBlock block;
-  torch::Tensor param;  ///< the model's parameter (shared with the model)
-  torch::Tensor w0;     ///< [rows, in] the block's base rows (the training dtype)
+  torch::Tensor param;   ///< the computing model's parameter (shared with the model); its .grad() is G
+  torch::Tensor master;  ///< the master model's parameter (the same tensor when one model does both)
+  torch::Tensor w0;      ///< [rows, in] the block's base rows (the master dtype)
   torch::Tensor A, B;   ///< [r, in], [rows, r]; their gradients in A.grad() / B.grad() after backprop()
   torch::Tensor index;  ///< row indices when the block is strided (undefined: contiguous)
 };
 
 class Lora {
  public:
-  /// Adapters on `blocks` of `model` (parameters in the training dtype); A from a std::mt19937_64 seeded with `seed`
-  /// (the same on every platform), B = 0. Sets requires_grad on the adapted parameters only (the caller decides the
-  /// others). Throws when a block names no parameter.
-  Lora(CausalLM& model, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed);
+  /// Adapters on `blocks` of `model`; A from a std::mt19937_64 seeded with `seed` (the same on every platform), B = 0.
+  /// W0, A and B take the dtype of `master`'s parameters (mixed precision: an fp32 master model beside a bf16 `model`
+  /// that computes; the same model otherwise). Sets requires_grad on `model`'s adapted parameters only (the caller
+  /// decides the others). Throws when a block names no parameter of either model.
+  Lora(CausalLM& model, CausalLM& master, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed);
+  Lora(CausalLM& model, std::vector<RowBlock> blocks, const LoraConfig& cfg, uint64_t seed)
+      : Lora(model, model, std::move(blocks), cfg, seed) {}
 
-  /// W_eff = W0 + s·B·A into each adapted parameter's rows (no grad).
+  /// W_eff = W0 + s·B·A (in the master dtype) into each adapted parameter's rows of the computing model (no grad).
   void materialise();
-  /// From the adapted parameters' accumulated .grad(): A.grad(), B.grad() (replacing any), then clears the parameters'
-  /// gradients. A parameter without a gradient gives zero gradients.
+  /// The same W_eff into the master model's rows (what the output checkpoint is written from); materialise() has
+  /// done it already when one model does both.
+  void merge_into_masters();
+  /// From the adapted parameters' .grad() (cast to the master dtype): adds s·G·Aᵀ to B.grad() and s·Bᵀ·G to A.grad()
+  /// (setting them when undefined), then clears the parameters' gradients. A parameter without a gradient adds zeros.
   void backprop();
   /// Every adapter's A and B (what the optimizer updates and a resumable state saves), in a fixed order.
   std::vector<std::pair<std::string, torch::Tensor>> tensors();

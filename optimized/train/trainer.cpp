@@ -44,6 +44,16 @@ uint64_t mix(uint64_t a, uint64_t b) {
 
 const char* dtype_label(torch::Dtype d) { return d == torch::kFloat64 ? "f64" : "f32"; }
 
+/// The arithmetic of the passes: "bf16" (mixed, fp32 masters) or the masters' own dtype.
+const char* precision_label(const FinetuneOptions& o) {
+  return o.precision == TrainPrecision::Bf16 ? "bf16" : dtype_label(o.dtype);
+}
+
+/// The dtype the student's passes and the teacher's forward compute in.
+torch::Dtype compute_dtype_of(const FinetuneOptions& o) {
+  return o.precision == TrainPrecision::Bf16 ? torch::kBFloat16 : o.dtype;
+}
+
 /// What a resumed run must share with the run that saved the state (everything that changes the arithmetic).
 nlohmann::json recipe_json(const FinetuneOptions& o, int world) {
   return {{"checkpoint", o.config.empty() ? o.checkpoint : o.config}, {"teacher", o.no_kd ? "" : o.teacher}, {"text", o.text},
@@ -53,6 +63,7 @@ nlohmann::json recipe_json(const FinetuneOptions& o, int world) {
           {"lora_rank", o.full ? 0 : o.lora_rank}, {"lora_alpha", o.full ? 0.0 : o.lora_alpha},
           {"kd_temp", o.kd_temp},       {"kd_weight", o.no_kd ? 0.0 : o.kd_weight}, {"kd", !o.no_kd},
           {"full", o.full},             {"seed", o.seed},                      {"dtype", dtype_label(o.dtype)},
+          {"precision", precision_label(o)},
           {"betas", {0.9, 0.95}},       {"eps", 1e-15},                        {"world_size", world}};
 }
 
@@ -69,24 +80,57 @@ TokenStream concat_streams(const std::vector<std::string>& files, const Tokenize
 
 struct Trainable {
   std::unique_ptr<Lora> lora;
-  Named trained;  ///< model parameters the optimizer updates directly
+  Named trained;  ///< master parameters the optimizer updates directly
   Named params;   ///< everything the optimizer updates (adapters first)
+  /// (computing parameter, its master) for each trained parameter when they are different tensors (precision Bf16).
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> mirrors;
+  std::set<std::string> changed;  ///< names of the parameters the training changes (adapted or trained)
   std::vector<torch::Tensor> tensors() const {
     std::vector<torch::Tensor> t;
     for (const auto& [n, p] : params) t.push_back(p);
     return t;
   }
+  /// The computing parameters' gradients into the masters' (adapters: lora.h's chain rule), added to what is there,
+  /// then cleared. Once per step at precision Full (G accumulates in the fp32 parameters), after every micro-batch at
+  /// Bf16 (so the sum over micro-batches is taken in fp32).
+  void collect_gradients() {
+    if (lora) lora->backprop();
+    torch::NoGradGuard no_grad;
+    for (auto& [p, m] : mirrors) {
+      if (!p.grad().defined()) continue;
+      auto g = p.grad().to(m.scalar_type());
+      m.mutable_grad() = m.grad().defined() ? m.grad() + g : g;
+      p.mutable_grad() = torch::Tensor();
+    }
+  }
+  /// The masters rounded into the computing parameters (after each optimizer step, at the start and on resume).
+  void push_masters() {
+    torch::NoGradGuard no_grad;
+    for (auto& [p, m] : mirrors) p.copy_(m);
+  }
 };
 
-Trainable make_trainable(CausalLM& model, const FinetuneOptions& opt) {
+/// What the optimizer trains: `model` computes (its trained parameters collect gradients), `master` holds the values
+/// the optimizer updates (the same model at precision Full).
+Trainable make_trainable(CausalLM& model, CausalLM& master, const FinetuneOptions& opt) {
   Trainable tr;
   auto named = model.named_parameters();
+  std::map<std::string, torch::Tensor> masters;
+  for (auto& [n, t] : master.named_parameters()) {
+    t.requires_grad_(false);
+    masters.emplace(n, t);
+  }
   for (auto& [n, t] : named) t.requires_grad_(false);
+  auto train = [&](const std::string& n, torch::Tensor& t) {
+    t.requires_grad_(true);
+    auto it = masters.find(n);
+    if (it == masters.end()) trainer_fail("finetune: the master model has no parameter '" + n + "'");
+    if (!it->second.is_same(t)) tr.mirrors.emplace_back(t, it->second);
+    tr.trained.emplace_back(n, it->second.is_same(t) ? t : it->second);
+    tr.changed.insert(n);
+  };
   if (opt.full) {
-    for (auto& [n, t] : named) {
-      t.requires_grad_(true);
-      tr.trained.emplace_back(n, t);
-    }
+    for (auto& [n, t] : named) train(n, t);
   } else {
     std::map<std::string, std::vector<int64_t>> shapes;
     for (auto& [n, t] : named) shapes[n] = t.sizes().vec();
@@ -99,16 +143,17 @@ Trainable make_trainable(CausalLM& model, const FinetuneOptions& opt) {
     if (blocks.empty()) trainer_fail("finetune: the model has no linear-attention layer to adapt");
     std::set<std::string> adapted;
     for (const auto& b : blocks) adapted.insert(b.weight);
-    tr.lora = std::make_unique<Lora>(model, std::move(blocks), LoraConfig{opt.lora_rank, opt.lora_alpha},
+    tr.changed = adapted;
+    tr.lora = std::make_unique<Lora>(model, master, std::move(blocks), LoraConfig{opt.lora_rank, opt.lora_alpha},
                                      mix(opt.seed, 0x4C6F5241ULL));
     for (auto& [n, t] : named) {
       if (adapted.count(n) || !recipe_trains_fully(n)) continue;
-      t.requires_grad_(true);
-      tr.trained.emplace_back(n, t);
+      train(n, t);
     }
     tr.params = tr.lora->tensors();
   }
   tr.params.insert(tr.params.end(), tr.trained.begin(), tr.trained.end());
+  tr.push_masters();
   return tr;
 }
 
@@ -287,6 +332,8 @@ void validate_finetune_options(const FinetuneOptions& o) {
     trainer_fail("--eval-every, --save-every and --eval-tokens must be >= 0");
   if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) trainer_fail("--device must be cpu or cuda, got '" + o.device + "'");
   if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) trainer_fail("finetune: training dtype must be f32 or f64");
+  if (o.precision == TrainPrecision::Bf16 && o.dtype != torch::kFloat32)
+    trainer_fail("finetune: bf16 mixed precision keeps f32 masters (the training dtype must be f32)");
 }
 
 FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb, DataParallel* dp) {
@@ -300,19 +347,27 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
     trainer_fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");
 
   const bool scratch = !opt.config.empty();
+  const bool mixed = opt.precision == TrainPrecision::Bf16;
+  const torch::Dtype compute = compute_dtype_of(opt);
   nlohmann::json config;
-  std::unique_ptr<CausalLM> student;
+  // `master` holds what the optimizer updates and the output is written from; `student` computes (the same model at
+  // precision Full; a bf16 copy at Bf16, whose untrained parameters are the stored ones rounded to bf16 and whose
+  // trained ones make_trainable rounds from the masters).
+  std::unique_ptr<CausalLM> master, student_copy;
   if (scratch) {
     config = io::read_json_file(opt.config);
-    student = fresh_causal_lm(config, opt.config, opt.dtype, device, mix(opt.seed, 0x1A17ULL));
+    master = fresh_causal_lm(config, opt.config, opt.dtype, device, mix(opt.seed, 0x1A17ULL));
+    if (mixed) student_copy = fresh_causal_lm(config, opt.config, compute, device, mix(opt.seed, 0x1A17ULL));
   } else {
-    student = load_causal_lm(opt.checkpoint, opt.dtype, device);
+    master = load_causal_lm(opt.checkpoint, opt.dtype, device);
+    if (mixed) student_copy = load_causal_lm(opt.checkpoint, compute, device);
   }
+  CausalLM* student = mixed ? student_copy.get() : master.get();
   const Tokenizer tok = scratch ? tokenizer_beside_config(opt, student->vocab_size())
                                 : Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   std::unique_ptr<CausalLM> teacher;
   if (!opt.no_kd) {
-    teacher = load_causal_lm(opt.teacher, opt.dtype, device);
+    teacher = load_causal_lm(opt.teacher, compute, device);
     if (teacher->vocab_size() != student->vocab_size())
       trainer_fail(opt.teacher + ": teacher vocab " + std::to_string(teacher->vocab_size()) + " differs from the student's " +
            std::to_string(student->vocab_size()));
@@ -325,11 +380,12 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   std::vector<TokenStream> eval_streams;
   for (const auto& f : opt.eval_text) eval_streams.push_back(read_tokens(f, tok, student->vocab_size()));
 
-  Trainable tr = make_trainable(*student, opt);
+  Trainable tr = make_trainable(*student, *master, opt);
   AdamW adam(tr.params, AdamWConfig{opt.lr, 0.9, 0.95, 1e-15, opt.weight_decay});
   SavedState st;
   if (opt.resume) {
     st = load_state(state_dir, tr, adam, opt, world);
+    tr.push_masters();
     if (cb.on_note) cb.on_note("resumed from " + state_dir + " at step " + std::to_string(st.step));
   }
   const auto params = tr.tensors();
@@ -342,6 +398,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   const double seconds_before = st.seconds;
   bool stopped = false;
   for (int64_t s = st.step; s < opt.steps; ++s) {
+    RECORD_FUNCTION("statecut_train_step", std::vector<c10::IValue>());  // a range for tools/profile_step.cpp --train
     const double lr = cosine_lr(opt.lr, s, opt.steps, opt.warmup, opt.min_lr_ratio);
     if (tr.lora) tr.lora->materialise();
     double loss = 0, ce = 0, kd = 0;
@@ -356,11 +413,12 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
       const auto logits = student->forward(ids).logits;
       const LossParts parts = recovery_loss(logits, tlogits, ids, opt.kd_temp, opt.no_kd ? 0.0 : opt.kd_weight);
       (parts.total / static_cast<double>(opt.accum)).backward();
+      if (mixed) tr.collect_gradients();
       loss += parts.total.item<double>() / static_cast<double>(opt.accum);
       ce += parts.ce.item<double>() / static_cast<double>(opt.accum);
       if (parts.kd.defined()) kd += parts.kd.item<double>() / static_cast<double>(opt.accum);
     }
-    if (tr.lora) tr.lora->backprop();
+    if (!mixed) tr.collect_gradients();
     bool interrupt = cb.interrupt && cb.interrupt->load();
     if (dp && world > 1) {
       const auto red = all_reduce_mean(*dp, params, {loss, ce, kd, interrupt ? 1.0 : 0.0});
@@ -373,6 +431,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
       ++st.skipped;  // flame's skip_nan_inf: this step changes nothing
     }
     for (const auto& p : params) p.mutable_grad() = torch::Tensor();
+    tr.push_masters();
 
     StepRecord rec;
     rec.step = s + 1, rec.lr = lr, rec.loss = loss, rec.ce = ce, rec.kd = opt.no_kd ? 0.0 : kd, rec.grad_norm = norm;
@@ -401,7 +460,10 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   result.history = st.history;
   if (stopped) return result;
 
-  if (tr.lora) tr.lora->materialise();
+  if (tr.lora) {
+    tr.lora->materialise();
+    tr.lora->merge_into_masters();
+  }
   const StepRecord& final_rec = st.history.back();
   nlohmann::json eval = nlohmann::json::object();
   nlohmann::json rec = {
@@ -431,7 +493,8 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
         {"accum", opt.accum},
         {"world_size", world},
         {"seed", opt.seed},
-        {"dtype", dtype_label(opt.dtype)}}},
+        {"dtype", dtype_label(opt.dtype)},
+        {"precision", precision_label(opt)}}},
       {"steps", opt.steps},
       {"skipped_steps", st.skipped},
       {"tokens", final_rec.tokens},
@@ -448,12 +511,12 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   result.completed = true;
   if (rank == 0) {
     std::map<std::string, torch::Tensor> changed;
-    for (auto& [n, t] : student->named_parameters())
-      if (t.requires_grad()) changed.emplace(n, t.detach());
+    for (auto& [n, t] : master->named_parameters())
+      if (tr.changed.count(n)) changed.emplace(n, t.detach());
     AtomicDir out(opt.out);
     nlohmann::json record;
     if (scratch) {
-      write_fresh_checkpoint(*student, config, opt.config, out.path());
+      write_fresh_checkpoint(*master, config, opt.config, out.path());
       record["train"] = rec;
     } else {
       write_updated_checkpoint(opt.checkpoint, changed, out.path());

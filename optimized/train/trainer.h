@@ -9,8 +9,9 @@
 /// Windows are drawn from the concatenated token streams of `text` with std::mt19937_64 seeded by (seed, step, micro):
 /// the data of step s does not depend on what ran before, so a resumed run sees the same windows.
 /// Trainable (default): LoRA on the q/k/v row blocks + every parameter named *conv1d* / *norm* / *bias*; --full: all.
-/// The model trains in fp32 (f64 with dtype kFloat64, for tests) whatever the stored dtype; the output keeps the input's
-/// dtype and layout (every tensor the training changed is cast back; all others are copied byte for byte).
+/// The optimizer updates fp32 masters (f64 with dtype kFloat64, for tests) whatever the stored dtype; the forward and
+/// backward run in them (precision Full) or in bf16 (precision Bf16, below). The output keeps the input's dtype and
+/// layout (every tensor the training changed is cast back from its master; all others are copied byte for byte).
 ///
 /// Output folder (atomic): the checkpoint (config.json, model.safetensors or the same shards, tokenizer files),
 /// statecut.json (the input's record, if any, plus a "finetune" record), loss.csv, loss.svg.
@@ -32,6 +33,16 @@
 namespace statecut {
 
 class DataParallel;
+
+/// Arithmetic of the forward and backward passes (the optimizer's masters are always FinetuneOptions::dtype).
+///   Full  the student and the teacher compute in `dtype`: the CPU default, bit-reproducible, resumable bit for bit.
+///   Bf16  the recipe's mixed precision (torchtitan FSDP with mixed_precision_param bfloat16, anchor-original §5): a
+///         bf16 copy of the student computes the forward and backward (the LibTorch operations, fp32 inside norms, the
+///         recurrences and the loss as in inference), the teacher runs its no-grad forward in bf16 (on CUDA through the
+///         kernels), and every trained tensor (adapters, trained parameters) keeps an fp32 master: after each
+///         micro-batch its bf16 gradient is added to the master's fp32 gradient, AdamW updates the master, and the
+///         master is rounded into the bf16 copy before the next forward. The CUDA default.
+enum class TrainPrecision { Full, Bf16 };
 
 struct FinetuneOptions {
   std::string checkpoint;  ///< the student (pruned) checkpoint
@@ -59,7 +70,8 @@ struct FinetuneOptions {
   bool full = false;
   uint64_t seed = 42;
   std::string device = "cpu";
-  torch::Dtype dtype = torch::kFloat32;  ///< training dtype (kFloat64 for gradient tests)
+  torch::Dtype dtype = torch::kFloat32;  ///< the masters' dtype (kFloat64 for gradient tests)
+  TrainPrecision precision = TrainPrecision::Full;
   std::vector<std::string> eval_text;    ///< held-out files evaluated every eval_every steps and at the end
   int64_t eval_every = 0;
   int64_t eval_tokens = 8192;            ///< tokens scored per eval file (0 = all)

@@ -79,7 +79,10 @@ std::map<std::string, torch::Tensor> gradients(Rig& s, RecurrenceMode mode) {
   s.lora->backprop();
   std::map<std::string, torch::Tensor> g;
   std::vector<torch::Tensor> ga, gb;
-  for (auto& a : s.lora->adapters()) ga.push_back(a.A.grad().reshape({-1})), gb.push_back(a.B.grad().reshape({-1}));
+  for (auto& a : s.lora->adapters()) {
+    ga.push_back(a.A.grad().reshape({-1})), gb.push_back(a.B.grad().reshape({-1}));
+    a.A.mutable_grad() = torch::Tensor(), a.B.mutable_grad() = torch::Tensor();  // backprop() adds to what is there
+  }
   g["A"] = torch::cat(ga), g["B"] = torch::cat(gb);
   for (auto& [n, t] : s.trained) {
     g[n] = t.grad().defined() ? t.grad().clone() : torch::zeros_like(t);
