@@ -112,6 +112,11 @@ const std::string& Checkpoint::file_of(const std::string& name) const {
   return files_[it->second].path();
 }
 
+void Checkpoint::release(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it != where_.end()) files_[it->second].release(files_[it->second].tensor(name));
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   for (const auto& kv : where_) out.push_back(kv.first);

@@ -35,6 +35,8 @@ class Checkpoint {
   const TensorView& tensor(const std::string& name) const;
   /// Path of the file holding `name` (for messages).
   const std::string& file_of(const std::string& name) const;
+  /// SafetensorsFile::release of `name`'s pages (a caller done with it); no-op for an unknown name.
+  void release(const std::string& name) const;
   std::vector<std::string> names() const;  ///< sorted
   const std::vector<SafetensorsFile>& files() const { return files_; }
 

@@ -482,6 +482,16 @@ const TensorView& SafetensorsFile::tensor(const std::string& name) const {
   return it->second;
 }
 const std::map<std::string, std::string>& SafetensorsFile::metadata() const { return impl_->metadata; }
+
+void SafetensorsFile::release(const TensorView& t) const {
+  if (!impl_->map || t.nbytes == 0) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(t.data), end = begin + t.nbytes;
+  const auto lo = (begin + page - 1) / page * page, hi = end / page * page;  // whole pages inside the tensor only
+  const auto map_lo = reinterpret_cast<std::uintptr_t>(impl_->map);
+  if (hi <= lo || lo < map_lo || hi > map_lo + impl_->map_len) return;
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // read-only file pages: refetched on the next read
+}
 std::size_t SafetensorsFile::header_size() const { return static_cast<std::size_t>(load<uint64_t>(impl_->base)); }
 
 }  // namespace statecut::io

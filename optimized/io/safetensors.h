@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -70,6 +71,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const;
   /// Length N of the JSON header (incl. padding); the data buffer starts at byte 8 + N.
   std::size_t header_size() const;
+  /// Gives the resident pages of a mapped tensor back (madvise MADV_DONTNEED on the whole pages inside its bytes): the
+  /// view stays valid, a later read brings the pages back from the file. For a caller done with a tensor of a large
+  /// checkpoint (copied, checked or written out), so a pass over the file does not keep all of it resident. No-op
+  /// for a file parsed from memory.
+  void release(const TensorView& t) const;
 
  private:
   SafetensorsFile();
@@ -86,8 +92,9 @@ class SafetensorsWriter {
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data, std::size_t nbytes);
   void add(const TensorView& t) { add(t.name, t.dtype, t.shape, t.data, t.nbytes); }
   /// Like add() but without a copy: `data` must stay valid until write() returns (large checkpoints).
+  /// `written`, if given, runs once the entry's bytes are in the file (SafetensorsFile::release for mapped data).
   void add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
-                    std::size_t nbytes);
+                    std::size_t nbytes, std::function<void()> written = {});
   void set_metadata(std::map<std::string, std::string> m);
   /// Throws io::Error on a duplicate name; a failed write leaves no file at `path` (nor a temporary).
   void write(const std::string& path) const;
@@ -104,6 +111,7 @@ class SafetensorsWriter {
     std::vector<std::byte> bytes;
     const std::byte* borrowed = nullptr;
     std::size_t borrowed_size = 0;
+    std::function<void()> written;
   };
   std::vector<const Entry*> layout() const;  ///< entries in buffer order
   std::vector<Entry> entries_;

@@ -69,11 +69,12 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 }
 
 void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                                     const void* data, std::size_t nbytes) {
+                                     const void* data, std::size_t nbytes, std::function<void()> written) {
   check_entry(name, dtype, shape, nbytes);
   Entry e{name, dtype, std::move(shape), {}};
   e.borrowed = static_cast<const std::byte*>(data);
   e.borrowed_size = nbytes;
+  e.written = std::move(written);
   entries_.push_back(std::move(e));
 }
 
@@ -196,6 +197,7 @@ void SafetensorsWriter::write(const std::string& path) const {
     for (const Entry* e : order) {
       if (e->borrowed) write_all(fd, e->borrowed, e->borrowed_size, tmp);
       else write_all(fd, e->bytes.data(), e->bytes.size(), tmp);
+      if (e->written) e->written();
     }
     if (::fsync(fd) != 0) throw Error(printable(path) + ": fsync failed: " + std::strerror(errno));
   } catch (...) {

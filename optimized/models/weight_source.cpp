@@ -28,6 +28,12 @@ struct WeightSource::Impl {
     }
     return nullptr;
   }
+  /// The mapped pages of `name` given back once it is checked or copied (io::SafetensorsFile::release): loading or
+  /// checking a checkpoint then holds one tensor's file pages at a time, not the whole file.
+  void release(const std::string& name) const {
+    if (checkpoint && checkpoint->has(name)) checkpoint->release(name);
+    else if (file && file->has(name)) file->release(file->tensor(name));
+  }
 };
 
 namespace {
@@ -162,7 +168,9 @@ torch::Tensor WeightSource::raw(const std::string& name) const {
   std::string path;
   if (const auto* v = impl_->view(name, &path)) {
     try {
-      return tensor_from_view(*v);
+      auto t = tensor_from_view(*v);
+      impl_->release(name);  // a copy: the mapped pages are not needed any more
+      return t;
     } catch (const io::Error& e) {
       throw io::Error(path + ": " + e.what());
     }
@@ -186,7 +194,10 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
                     shape_str(expected_shape));
   if (const auto* v = impl_->view(name)) {  // a mapped file: checked in place, copied once
     if (!view_finite(*v)) throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
-    if (checks_only_) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
+    if (checks_only_) {
+      impl_->release(name);
+      return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
+    }
     return raw(name).to(device, dtype).contiguous();  // raw() is a fresh copy; .to copies only to change it
   }
   auto t = raw(name);

@@ -207,8 +207,9 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
       auto it = changed.find(name);
       if (it == changed.end()) {
         // Borrowed from the mapped source (`in` outlives w.write below): no second copy of the weights in memory.
+        // Its pages are given back once written, so the pass holds one tensor of the source at a time.
         const io::TensorView& v = in.tensor(name);
-        w.add_borrowed(v.name, v.dtype, v.shape, v.data, v.nbytes);
+        w.add_borrowed(v.name, v.dtype, v.shape, v.data, v.nbytes, [&in, &v] { in.release(v); });
         total += static_cast<int64_t>(v.nbytes);
       } else {
         const torch::Tensor& t = it->second;  // lives in `changed` until the function returns

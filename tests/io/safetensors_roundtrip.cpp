@@ -174,5 +174,44 @@ TEST(Unit_SafetensorsRoundTrip, writerRejectsDuplicateNamesAndWrongSizes) {
   EXPECT_FALSE(std::filesystem::exists(dir / "d.safetensors"));
 }
 
+/// release() gives a mapped tensor's pages back without invalidating anything: the view reads the same bytes after
+/// it (refetched from the file), a tensor smaller than a page and a file parsed from memory are left alone, and the
+/// file still rewrites byte for byte. A borrowed entry's callback runs once, after its bytes are written, and not at
+/// all when the write cannot start. (The resident-memory effect is measured in bench/README.md, issue 19.7.)
+TEST(Unit_SafetensorsRoundTrip, releasedPagesReadBackAndBorrowedCallbacksRunOncePerWrite) {
+  TempDir dir("release");
+  std::mt19937_64 rng(20261202);
+  std::vector<float> big(4099 * 3), small(5);  // several pages (not page-aligned in the file), and less than one
+  for (auto& x : big) x = static_cast<float>(rng() % 1000) / 7.0f;
+  for (auto& x : small) x = static_cast<float>(rng() % 1000);
+  SafetensorsWriter w;
+  int called = 0;
+  w.add_borrowed("big", DType::F32, {3, 4099}, big.data(), big.size() * sizeof(float), [&] { ++called; });
+  w.add_borrowed("small", DType::F32, {5}, small.data(), small.size() * sizeof(float), [&] { ++called; });
+  w.add("copied", DType::F32, {5}, small.data(), small.size() * sizeof(float));
+  EXPECT_THROW(w.write(dir / "missing/m.safetensors"), Error);
+  EXPECT_EQ(called, 0) << "a write that cannot start runs no callback";
+  w.write(dir / "m.safetensors");
+  EXPECT_EQ(called, 2);
+
+  const auto f = SafetensorsFile::open(dir / "m.safetensors");
+  const auto before = read_bytes(dir / "m.safetensors");
+  for (const auto& n : f.names()) f.release(f.tensor(n));
+  const TensorView& b = f.tensor("big");
+  ASSERT_EQ(b.nbytes, big.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(b.data, big.data(), b.nbytes), 0) << "the released view reads other bytes";
+  EXPECT_EQ(std::memcmp(f.tensor("small").data, small.data(), small.size() * sizeof(float)), 0);
+  SafetensorsWriter again;
+  for (const auto& n : f.names()) again.add(f.tensor(n));
+  again.set_metadata(f.metadata());
+  const auto rewritten = again.to_bytes();
+  ASSERT_EQ(rewritten.size(), before.size());
+  EXPECT_EQ(std::memcmp(rewritten.data(), before.data(), before.size()), 0) << "the rewrite is not byte-identical";
+
+  const auto mem = SafetensorsFile::from_bytes(before.data(), before.size(), "<memory>");
+  mem.release(mem.tensor("big"));  // no mapping: nothing to give back
+  EXPECT_EQ(std::memcmp(mem.tensor("big").data, big.data(), b.nbytes), 0);
+}
+
 }  // namespace
 }  // namespace statecut::io
