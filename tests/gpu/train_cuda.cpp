@@ -23,6 +23,7 @@
 #include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 #include "tests/test_files.h"
+#include "tests/torch/train_util.h"
 
 namespace statecut {
 namespace {
@@ -80,9 +81,7 @@ TEST(Train_Cuda, mixedPrecisionFinetuneFollowsTheCpuF32Run) {
   const auto got = finetune(o);
   ASSERT_TRUE(ref.completed && got.completed);
   ASSERT_EQ(ref.history.size(), got.history.size());
-  double worst = 0;
-  for (size_t i = 0; i < ref.history.size(); ++i)
-    worst = std::max(worst, std::abs(got.history[i].loss - ref.history[i].loss) / ref.history[i].loss);
+  const double worst = train_test::worst_relative_loss_gap(got.history, ref.history);
   EXPECT_LT(worst, 1e-3) << "loss of the CUDA bf16 run vs the CPU fp32 run";
   std::printf("CUDA bf16 vs CPU f32: worst relative loss difference %.3e\n", worst);
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
@@ -11,6 +13,7 @@
 
 #include "optimized/models/model.h"
 #include "optimized/train/lora.h"
+#include "optimized/train/trainer.h"
 #include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
@@ -54,6 +57,15 @@ inline std::vector<statecut::RowBlock> blocks_of(statecut::CausalLM& m) {
 }
 
 using statecut::test::rel_err;
+
+/// max over steps of |loss(got) − loss(ref)| / loss(ref): two runs of the same recipe in different precisions.
+inline double worst_relative_loss_gap(const std::vector<statecut::StepRecord>& got,
+                                      const std::vector<statecut::StepRecord>& ref) {
+  double worst = 0;
+  for (size_t i = 0; i < ref.size() && i < got.size(); ++i)
+    worst = std::max(worst, std::abs(got[i].loss - ref[i].loss) / ref[i].loss);
+  return worst;
+}
 
 }  // namespace train_test
 
