@@ -68,7 +68,11 @@ TEST(Train_Init, followsTheLibrariesRules) {
   EXPECT_LE(dt.max().item<double>(), 0.1 * 1.001);
 }
 
-TEST(Train_Scratch, tinyDeltaNetLearnsAndLoadsBack) {
+/// `train` from a config, in fp32 and in bf16 mixed precision: the tiny DeltaNet learns and loads back; the bf16 run's
+/// checkpoint holds its fp32 masters (values bf16 cannot represent), not the bf16 copy that computed.
+class Train_Scratch : public ::testing::TestWithParam<TrainPrecision> {};
+
+TEST_P(Train_Scratch, tinyDeltaNetLearnsAndLoadsBack) {
   REQUIRE_FIXTURE("fla_delta_net");
   statecut::test::TempDir tmp("train-scratch");
   FinetuneOptions o;
@@ -83,6 +87,7 @@ TEST(Train_Scratch, tinyDeltaNetLearnsAndLoadsBack) {
   o.lr = 3e-3;
   o.warmup = 3;
   o.seed = train_test::seed();
+  o.precision = GetParam();
   const auto r = finetune(o);
   ASSERT_TRUE(r.completed);
   ASSERT_EQ(r.history.size(), 30u);
@@ -91,10 +96,18 @@ TEST(Train_Scratch, tinyDeltaNetLearnsAndLoadsBack) {
   EXPECT_LT(r.history.back().ce, 4.0);
   auto m = load_causal_lm(o.out, torch::kFloat32, torch::kCPU);
   EXPECT_EQ(m->vocab_size(), 256);
+  int64_t beyond_bf16 = 0;
+  for (const auto& [n, t] : m->named_parameters())
+    beyond_bf16 += (t != t.to(torch::kBFloat16).to(torch::kFloat32)).sum().item<int64_t>();
+  EXPECT_GT(beyond_bf16, 0) << "the checkpoint holds bf16-rounded values, not the fp32 masters";
   const auto rec = io::read_json_file(tmp / "out/statecut.json");
   ASSERT_TRUE(rec.contains("train"));
   EXPECT_EQ(rec["train"]["recipe"]["mode"], "scratch");
+  EXPECT_EQ(rec["train"]["recipe"]["precision"], GetParam() == TrainPrecision::Bf16 ? "bf16" : "f32");
   EXPECT_EQ(io::read_json_file(tmp / "out/config.json")["model_type"], "delta_net");
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, Train_Scratch, ::testing::Values(TrainPrecision::Full, TrainPrecision::Bf16),
+                         [](const auto& info) { return std::string(info.param == TrainPrecision::Bf16 ? "bf16" : "f32"); });
 
 }  // namespace
