@@ -14,10 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <set>
 #include <string>
-
-#include <filesystem>
 
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/model_registry.h"

@@ -18,6 +18,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <initializer_list>
+
 #include "optimized/models/model.h"
 
 namespace statecut {
@@ -48,9 +50,10 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
                                  RecurrenceMode mode, torch::Tensor* final_state);
 
 /// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure):
-/// CUDA bf16/fp16 q, k, v of supported sizes that autograd does not record (the kernels have no backward; a training
-/// forward runs the LibTorch recurrences, as do beta or g that need a gradient).
-bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+/// CUDA bf16/fp16 q, k, v of supported sizes that autograd does not record, nor any of `other_inputs` (beta, g, the
+/// gate's inputs): the kernels have no backward, so a training forward runs the LibTorch recurrences.
+bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  std::initializer_list<torch::Tensor> other_inputs = {});
 /// Whether this build holds the CUDA kernels (kernels/) at all.
 bool cuda_kernels_built();
 

@@ -3,7 +3,6 @@
 #include "optimized/models/recurrence_cached.h"
 
 #include "optimized/models/decode_cache.h"
-#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
 
@@ -58,7 +57,7 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
                                 const torch::Tensor& beta, const GateInputs& gate, double scale, bool l2norm_qk,
                                 RecurrenceMode mode, torch::Tensor& state) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (delta_rule_uses_cuda_kernels(q, k, v) && !needs_autograd({beta, gate.a, gate.A_log, gate.dt_bias})) {
+  if (delta_rule_uses_cuda_kernels(q, k, v, {beta, gate.a, gate.A_log, gate.dt_bias})) {
     TORCH_CHECK(beta.defined(), "delta_rule_cached: beta is required");
     const int64_t T = v.size(1);
     kernel_state(k, v, state);
@@ -85,7 +84,7 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
   TORCH_CHECK(beta.defined(), "delta_rule_cached: beta is required");
   TORCH_CHECK(v.dim() == 4 && k.dim() == 4, "delta_rule_cached: q, k [B,T,Hk,dk] and v [B,T,Hv,dv] expected");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (delta_rule_uses_cuda_kernels(q, k, v) && !needs_autograd({beta, g})) {
+  if (delta_rule_uses_cuda_kernels(q, k, v, {beta, g})) {
     const int64_t T = v.size(1);
     kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
@@ -117,9 +116,10 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
                                        double scale, bool l2norm_qk, RecurrenceMode mode, torch::Tensor& state) {
   TORCH_CHECK(beta_logits.defined(), "delta_rule_cached_logits: beta logits are required");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v) &&
-      !needs_autograd({beta_logits, gate ? gate->a : torch::Tensor(), gate ? gate->A_log : torch::Tensor(),
-                       gate ? gate->dt_bias : torch::Tensor()})) {
+  const torch::Tensor none_t;
+  if (v.dim() == 4 && v.size(1) == 1 &&
+      delta_rule_uses_cuda_kernels(q, k, v, {beta_logits, gate ? gate->a : none_t, gate ? gate->A_log : none_t,
+                                             gate ? gate->dt_bias : none_t})) {
     kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
     const auto opt = [](const torch::Tensor& t) { return c10::optional<at::Tensor>(t); };

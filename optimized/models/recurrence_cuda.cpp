@@ -20,18 +20,20 @@ bool cuda_kernels_built() {
 #endif
 }
 
-bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+bool delta_rule_uses_cuda_kernels(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  std::initializer_list<torch::Tensor> other_inputs) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
   const auto dt = v.scalar_type();
   if (!v.is_cuda() || !q.is_cuda() || !k.is_cuda()) return false;
-  if (needs_autograd({q, k, v})) return false;  // no backward in the kernels: training stays on LibTorch
+  // no backward in the kernels: a forward autograd records stays on LibTorch
+  if (needs_autograd({q, k, v}) || needs_autograd(other_inputs)) return false;
   if (dt != torch::kBFloat16 && dt != torch::kFloat16) return false;  // the kernels take bf16/fp16 q, k, v only
   if (q.scalar_type() != dt || k.scalar_type() != dt) return false;
   if (q.dim() != 4 || v.dim() != 4) return false;
   const int64_t dk = q.size(3), dv = v.size(3);
   return dk >= 1 && dk <= 256 && dv >= 1 && dv <= 1024 && dv % 4 == 0;
 #else
-  (void)q, (void)k, (void)v;
+  (void)q, (void)k, (void)v, (void)other_inputs;
   return false;
 #endif
 }
@@ -41,7 +43,7 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
                                  RecurrenceMode mode, torch::Tensor* final_state) {
   TORCH_CHECK(beta.defined(), "delta_rule_forward: beta is required");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (delta_rule_uses_cuda_kernels(q, k, v) && !needs_autograd({beta, g})) {
+  if (delta_rule_uses_cuda_kernels(q, k, v, {beta, g})) {
     // Kernel layout = the families' layout: token-major [B,T,H,K] (seq_len = T), g/beta [B,T,Hv] fp32, state
     // [B,Hv,dk,dv] fp32 (kKV, state_v_first = false) = the boundary's key-major final_state.
     const c10::optional<at::Tensor> none;

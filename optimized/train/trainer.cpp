@@ -126,7 +126,7 @@ Trainable make_trainable(CausalLM& model, CausalLM& master, const FinetuneOption
     auto it = masters.find(n);
     if (it == masters.end()) trainer_fail("finetune: the master model has no parameter '" + n + "'");
     if (!it->second.is_same(t)) tr.mirrors.emplace_back(t, it->second);
-    tr.trained.emplace_back(n, it->second.is_same(t) ? t : it->second);
+    tr.trained.emplace_back(n, it->second);
     tr.changed.insert(n);
   };
   if (opt.full) {

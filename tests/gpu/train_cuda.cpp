@@ -49,6 +49,8 @@ TEST(Train_Cuda, deltaRuleUnderAutogradKeepsTheGraphAndMatchesF64) {
   auto q = leaf(q0, gpu, torch::kBFloat16), k = leaf(k0, gpu, torch::kBFloat16), v = leaf(v0, gpu, torch::kBFloat16);
   auto b = leaf(b0, gpu, torch::kFloat32), g = leaf(g0, gpu, torch::kFloat32);
   EXPECT_FALSE(delta_rule_uses_cuda_kernels(q, k, v)) << "inputs that need a gradient must not take the kernels";
+  EXPECT_FALSE(delta_rule_uses_cuda_kernels(q0.cuda(), k0.cuda(), v0.cuda(), {b}))
+      << "nor may q, k, v whose beta needs a gradient";
   auto o = delta_rule_forward(q, k, v, b, g, 1.0 / std::sqrt(double(dk)), /*l2norm_qk=*/true, RecurrenceMode::Chunk,
                               nullptr);
   ASSERT_TRUE(o.requires_grad()) << "the forward dropped the autograd graph";
