@@ -321,7 +321,10 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     } catch (const std::exception&) {  // not the first source after all: the step's own selection applies
     }
   }
-  if (!ctx.weights) {
+  if (rec.contains("finetune")) {  // statecut finetune trains q/k/v, convs, norms, biases after the pruning
+    out.push_back(skipped("pruned.weights", "fine-tuned after pruning (statecut.json \"finetune\"): the trained tensors "
+                                            "differ from the source by design; the record and the shapes are checked"));
+  } else if (!ctx.weights) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
     ctx.say("pruned: weights against " + source + source_note);

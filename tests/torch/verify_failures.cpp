@@ -30,6 +30,24 @@ TEST(Verify_Failures, nanInOneConvWeightFailsLoadNamingTheTensor) {
   EXPECT_EQ(row(r, "reference").status, Status::Skip);  // nothing runs on a model that does not load
 }
 
+/// A prune that `statecut finetune` trained afterwards: its conv weights are no longer the source's bytes. With the
+/// record's "finetune" entry the byte comparison is skipped and the rest passes; without it the same edit fails.
+TEST(Verify_Failures, fineTunedPruneSkipsTheByteComparisonOnlyWithItsFinetuneRecord) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-ft");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  edit_tensor(out, "model.layers.0.attn.k_conv1d.weight", [](torch::Tensor& t) { t.add_(0.01); });
+  const Report plain = run_verify(quick(out, src));
+  EXPECT_EQ(row(plain, "pruned.weights").status, Status::Fail) << "a changed weight without a finetune record";
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["finetune"] = {{"steps", 1}}; });
+  const Report tuned = run_verify(quick(out, src));
+  EXPECT_EQ(row(tuned, "pruned.weights").status, Status::Skip);
+  EXPECT_EQ(row(tuned, "pruned.record").status, Status::Pass);
+  EXPECT_TRUE(tuned.passed()) << failures(tuned);
+}
+
 TEST(Verify_Failures, recordWithTwoKeptRowsSwappedFailsPrunedNamingTheHead) {
   const std::string src = fixture("fla_delta_net");
   if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
