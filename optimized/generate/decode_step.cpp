@@ -3,6 +3,8 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
+
 #if defined(STATECUT_WITH_CUDA_KERNELS) && (TORCH_VERSION_MAJOR > 1 || TORCH_VERSION_MINOR >= 10)
 #define STATECUT_CUDA_GRAPHS 1
 #include <ATen/cuda/CUDAGraph.h>
@@ -18,24 +20,16 @@ struct GreedyStepper::Graph {
 #endif
 };
 
-#ifdef STATECUT_CUDA_GRAPHS
-namespace {
-bool has_kv_cache(const DecodeCache& c) {
-  for (const auto& l : c.layers)
-    if (l.key.defined()) return true;
-  return false;
-}
-}  // namespace
-#endif
-
 GreedyStepper::GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph,
-                             int warmup)
+                             int64_t planned_steps, int warmup)
     : model_(model), cache_(cache), ids_(first_ids.to(torch::kInt64).contiguous().clone()) {
   TORCH_CHECK(ids_.dim() == 2 && ids_.size(1) == 1, "GreedyStepper: first_ids must be [B,1]");
   torch::NoGradGuard no_grad;
+  // Room for the warm-up, the step run on the capture stream and the planned ones: no buffer moves after capture.
+  reserve_kv(cache_, cache_.position + warmup + 1 + std::max<int64_t>(planned_steps, 0));
   for (int i = 0; i < warmup; ++i) eager_step();
 #ifdef STATECUT_CUDA_GRAPHS
-  if (use_graph && ids_.is_cuda() && !has_kv_cache(cache_)) {
+  if (use_graph && ids_.is_cuda()) {
     cache_.check_ids = false;  // no host synchronisation inside the captured step
     // A side stream: capture is not allowed on the legacy default stream.
     auto stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, ids_.device().index());
@@ -71,6 +65,7 @@ void GreedyStepper::eager_step() {
 void GreedyStepper::step() {
   torch::NoGradGuard no_grad;
 #ifdef STATECUT_CUDA_GRAPHS
+  if (graph_ && cache_.position + 1 > kv_room(cache_)) graph_.reset();  // past the reserved room: eager, buffers grow
   if (graph_) {
     graph_->graph.replay();
     cache_.position += 1;

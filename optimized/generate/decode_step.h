@@ -2,8 +2,9 @@
 /// On CUDA (builds with the kernels, LibTorch ≥ 1.10) the step is captured once into a CUDA graph and replayed, so a
 /// step costs one graph launch instead of hundreds of kernel launches from the host (which dominate small batches).
 /// Capture needs fixed shapes and addresses: every cache tensor is written in place (decode_cache.h), token ids are
-/// not range-checked (argmax ids are in range), and the model must hold no growing KV cache — models with softmax
-/// layers (Qwen3.5) step eagerly, and so does everything on CPU.
+/// not range-checked (argmax ids are in range), and the KV buffers of softmax layers (Qwen3.5) are reserved ahead for
+/// the planned steps, the position read from device memory; a step past the reserved room drops the graph and goes on
+/// eagerly (the buffers grow). Everything on CPU steps eagerly.
 #pragma once
 #include <torch/torch.h>
 
@@ -16,8 +17,10 @@ namespace statecut {
 class GreedyStepper {
  public:
   /// cache: already prefilled (its tensors allocated); first_ids [B,1] int64 on the model's device. use_graph: capture
-  /// when possible (graphed() says whether it did). Runs `warmup` eager steps first (they advance the cache).
-  GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph, int warmup = 2);
+  /// when possible (graphed() says whether it did). planned_steps: how many step() calls the KV room is reserved for.
+  /// Runs `warmup` eager steps first (they advance the cache).
+  GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph,
+                int64_t planned_steps = 256, int warmup = 2);
   ~GreedyStepper();
   GreedyStepper(const GreedyStepper&) = delete;
   GreedyStepper& operator=(const GreedyStepper&) = delete;

@@ -190,7 +190,7 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
       logits = torch::Tensor();
       sync(dev);
       reset_peak(dev);
-      GreedyStepper stepper(model, cache, first, cfg.cuda_graphs);
+      GreedyStepper stepper(model, cache, first, cfg.cuda_graphs, cfg.new_tokens + 1);
       f.graphed = stepper.graphed();
       // Self-check: the step that is timed (replayed or eager) against an eager step from a copy of the same cache.
       {

@@ -1,6 +1,8 @@
 // The decode cache and the conv step of incremental decoding (decode_cache.h).
 #include "optimized/models/decode_cache.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 #include "optimized/models/fused_ops.h"
@@ -20,6 +22,8 @@ void DecodeCache::clear() {
   layers.clear();
   position = 0;
   batch = 0;
+  kv_capacity = 0;
+  device_position = torch::Tensor();
 }
 
 int64_t DecodeCache::recurrent_bytes() const {
@@ -33,8 +37,58 @@ int64_t DecodeCache::recurrent_bytes() const {
 
 int64_t DecodeCache::kv_bytes() const {
   int64_t n = 0;
-  for (const auto& l : layers) n += tensor_bytes(l.key) + tensor_bytes(l.value);
+  for (const auto& l : layers)
+    for (const auto* t : {&l.key, &l.value})
+      if (t->defined() && t->size(2) > 0) n += tensor_bytes(*t) / t->size(2) * std::min(position, t->size(2));
   return n;
+}
+
+void end_cached_forward(DecodeCache& cache, int64_t T) {
+  cache.position += T;
+  if (cache.device_position.defined()) cache.device_position.add_(T);
+}
+
+torch::Tensor token_positions(DecodeCache& cache, int64_t T, torch::Device device) {
+  if (!cache.device_position.defined() || cache.device_position.device() != device)
+    cache.device_position = torch::full({1}, cache.position, torch::TensorOptions().dtype(torch::kInt64).device(device));
+  return cache.device_position + torch::arange(T, torch::TensorOptions().dtype(torch::kInt64).device(device));
+}
+
+namespace {
+/// A buffer of `capacity` positions (dim 2) holding the first `filled` positions of `old` (undefined: none).
+torch::Tensor regrow(const torch::Tensor& old, int64_t filled, int64_t capacity, const torch::Tensor& like) {
+  auto t = torch::zeros({like.size(0), like.size(1), capacity, like.size(3)}, like.options());
+  if (old.defined() && filled > 0) t.narrow(2, 0, filled).copy_(old.narrow(2, 0, filled));
+  return t;
+}
+int64_t round_up_64(int64_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
+void ensure_kv_buffers(DecodeCache& cache, LayerDecodeState& layer, int64_t needed, int64_t filled,
+                       const torch::Tensor& like_kv) {
+  TORCH_CHECK(like_kv.dim() == 4, "decode cache: key/value rows must be [B, Hkv, T, hd]");
+  const bool fits = layer.key.defined() && layer.key.size(2) >= needed && layer.key.size(0) == like_kv.size(0) &&
+                    layer.key.size(1) == like_kv.size(1) && layer.key.size(3) == like_kv.size(3) &&
+                    layer.key.scalar_type() == like_kv.scalar_type() && layer.key.device() == like_kv.device();
+  if (fits) return;
+  const int64_t old = layer.key.defined() ? layer.key.size(2) : 0;
+  const int64_t capacity = round_up_64(std::max({needed, cache.kv_capacity, 2 * old}));
+  layer.key = regrow(layer.key, std::min(filled, old), capacity, like_kv);
+  layer.value = regrow(layer.value, std::min(filled, old), capacity, like_kv);
+  cache.kv_capacity = std::max(cache.kv_capacity, capacity);
+}
+
+void reserve_kv(DecodeCache& cache, int64_t positions) {
+  cache.kv_capacity = std::max(cache.kv_capacity, round_up_64(positions));
+  for (auto& l : cache.layers)
+    if (l.key.defined() && l.key.size(2) < positions) ensure_kv_buffers(cache, l, positions, cache.position, l.key);
+}
+
+int64_t kv_room(const DecodeCache& cache) {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (const auto& l : cache.layers)
+    if (l.key.defined()) room = std::min(room, l.key.size(2));
+  return room;
 }
 
 void assign_state(torch::Tensor& dst, const torch::Tensor& src) {
@@ -109,7 +163,10 @@ DecodeCache map_cache(const DecodeCache& c, int64_t batch, const std::function<t
   out.batch = batch;
   out.position = c.position;
   out.check_ids = c.check_ids;
+  out.kv_capacity = c.kv_capacity;
   auto g = [&f](const torch::Tensor& t) { return t.defined() ? f(t) : t; };
+  // The position is the same for every sequence: it is copied, never mapped (a batch repeat would change its shape).
+  if (c.device_position.defined()) out.device_position = c.device_position.clone();
   for (const auto& l : c.layers) {
     LayerDecodeState s;
     for (const auto& t : l.conv) s.conv.push_back(g(t));

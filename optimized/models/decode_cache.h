@@ -5,7 +5,12 @@
 ///   state  the recurrent state S [B, Hv, dk, dv], key-major, fp32 (f64 for f64 models), as LayerBoundary::final_state
 ///          (Mamba-2: [B, H, N, P]).
 ///   key, value   softmax-attention blocks (Qwen3.5 "full_attention"): every past position's k (after q/k norm and
-///          RoPE) and v, [B, Hkv, T_past, head_dim] in the activation dtype.
+///          RoPE) and v in a buffer of kv_capacity positions, [B, Hkv, kv_capacity, head_dim] in the activation dtype;
+///          positions 0 … position−1 are filled, the rest are zeros that the attention masks out. The buffer grows
+///          (reallocated and copied, to the next multiple of 64 at least twice as long) when a call needs more, and
+///          reserve_kv() sizes it ahead, so a captured CUDA decode step keeps its addresses and shapes.
+///   device_position   [1] int64 on the model's device = position, advanced by end_cached_forward inside the step: what
+///          a replayed CUDA graph reads for RoPE, the KV slot and the mask (the host `position` is the captured value).
 /// Per sequence the recurrent blocks hold a constant number of bytes (state + conv); only softmax blocks grow with T.
 ///
 ///   causal_conv1d_step(x, w, b, silu, conv):   y = causal_conv1d(cat(conv, x)) restricted to x's positions, and conv
@@ -33,12 +38,14 @@ struct DecodeCache {
   /// decode step can be captured into a CUDA graph. The caller then guarantees ids in [0, vocab).
   bool check_ids = true;
   std::vector<LayerDecodeState> layers;  ///< one per block, filled by the first forward_cached()
+  int64_t kv_capacity = 0;               ///< positions the KV buffers hold (before their allocation: the size to take)
+  torch::Tensor device_position;         ///< [1] int64 = position, on the device (softmax blocks only; see above)
 
   bool empty() const { return position == 0; }
   void clear();
   /// Bytes of the constant-size part (recurrent states + conv windows) for the whole batch.
   int64_t recurrent_bytes() const;
-  /// Bytes of the KV cache (softmax blocks) for the whole batch; grows with position.
+  /// Bytes of the filled part of the KV cache (softmax blocks: `position` positions) for the whole batch.
   int64_t kv_bytes() const;
   int64_t bytes() const { return recurrent_bytes() + kv_bytes(); }
 };
@@ -65,5 +72,23 @@ torch::Tensor embed_tokens_cached(const torch::Tensor& input_ids, const torch::T
 
 /// Checks input_ids [B,T] against the cache (B fixed after the first call, T ≥ 1) and records B; throws one line.
 void begin_cached_forward(DecodeCache& cache, const torch::Tensor& input_ids, size_t num_layers);
+/// The end of every forward_cached: position += T, and device_position += T where it exists (recorded into a graph).
+void end_cached_forward(DecodeCache& cache, int64_t T);
+
+/// The positions position … position+T−1 as int64 [T] on `device`, computed from device_position (created from the
+/// host position on first use), so a captured step reads the position of each replay.
+torch::Tensor token_positions(DecodeCache& cache, int64_t T, torch::Device device);
+
+/// Makes room for `positions` positions in total: every KV buffer already allocated grows to hold them (its filled
+/// part copied), and buffers allocated later take at least that many. No effect on recurrent blocks.
+void reserve_kv(DecodeCache& cache, int64_t positions);
+
+/// Positions the KV buffers hold (the smallest over the softmax blocks); INT64_MAX when the model has none.
+int64_t kv_room(const DecodeCache& cache);
+
+/// layer.key / layer.value sized for positions 0 … needed−1 ([B, Hkv, ≥ needed, hd], `like`'s dtype and device): grown
+/// as the header says when too short, keeping the first `filled` positions.
+void ensure_kv_buffers(DecodeCache& cache, LayerDecodeState& layer, int64_t needed, int64_t filled,
+                       const torch::Tensor& like_kv);
 
 }  // namespace statecut

@@ -1,5 +1,9 @@
 #include "optimized/models/full_attention.h"
 
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace statecut {
@@ -25,69 +29,93 @@ torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor
 
 namespace {
 
-/// full_attention / full_attention_cached: key, value null for a whole sequence; else the KV cache, appended to.
-torch::Tensor attend(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
-                     const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin,
-                     torch::Tensor* key, torch::Tensor* value) {
+/// The attention's inputs for x's T tokens at the positions of cos/sin: q [B,T,H,hd], k, v [B,T,Hkv,hd] (q/k normed
+/// and rotated) and the output gate [B,T,H·hd] (undefined without output_gate).
+struct AttentionInputs {
+  torch::Tensor q, k, v, gate;
+};
+
+AttentionInputs project(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
+                        const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin) {
   TORCH_CHECK(x.dim() == 3, "full_attention: expected x [B,T,hidden], got ", x.sizes());
   TORCH_CHECK(cfg.num_kv_heads > 0 && cfg.num_heads % cfg.num_kv_heads == 0,
               "full_attention: num_attention_heads must be a multiple of num_key_value_heads");
   const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
-
-  torch::Tensor q, gate;
+  AttentionInputs in;
   auto qg = affine(x, w.q_proj, w.q_bias);
   if (cfg.output_gate) {
     qg = qg.view({B, T, H, 2 * hd});
-    q = qg.narrow(3, 0, hd);
-    gate = qg.narrow(3, hd, hd).reshape({B, T, H * hd});
+    in.q = qg.narrow(3, 0, hd);
+    in.gate = qg.narrow(3, hd, hd).reshape({B, T, H * hd});
   } else {
-    q = qg.view({B, T, H, hd});
+    in.q = qg.view({B, T, H, hd});
   }
-  q = rms_norm_zero_centered(q, w.q_norm, cfg.eps);
+  in.q = rotary.apply(rms_norm_zero_centered(in.q, w.q_norm, cfg.eps), cos, sin);
   auto k = rms_norm_zero_centered(affine(x, w.k_proj, w.k_bias).view({B, T, Hkv, hd}), w.k_norm, cfg.eps);
-  auto v = affine(x, w.v_proj, w.v_bias).view({B, T, Hkv, hd});
-  q = rotary.apply(q, cos, sin);
-  k = rotary.apply(k, cos, sin);
+  in.k = rotary.apply(k, cos, sin);
+  in.v = affine(x, w.v_proj, w.v_bias).view({B, T, Hkv, hd});
+  return in;
+}
 
-  // [B, heads, T, hd]; kv heads repeated to the query heads (head h reads kv head h / (H/Hkv)).
-  const auto ct = float_compute(x.scalar_type());
-  auto kp = k.permute({0, 2, 1, 3}), vp = v.permute({0, 2, 1, 3});  // [B, Hkv, T, hd]
-  int64_t past = 0;
-  if (key) {  // positions offset … offset+T−1 follow the cached ones
-    if (key->defined() && key->size(2) > 0) {
-      past = key->size(2);
-      kp = torch::cat({*key, kp}, 2);
-      vp = torch::cat({*value, vp}, 2);
-    }
-    *key = kp.contiguous();
-    *value = vp.contiguous();
-  }
-  auto qh = q.permute({0, 2, 1, 3}).to(ct);
-  auto kh = kp.repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
-  auto vh = vp.repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
-  auto scores = torch::matmul(qh, kh.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(hd)));
-  // query i (position past + i) sees keys j <= past + i
-  auto future =
-      torch::ones({T, past + T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(past + 1);
-  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
-  auto probs = torch::softmax(scores, -1);
-  auto o = torch::matmul(probs, vh).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());
-  if (cfg.output_gate) o = o * torch::sigmoid(gate);
-  return affine(o, w.o_proj, w.o_bias);
+/// o [B,T,H·hd] in x's dtype → the gated output projection.
+torch::Tensor finish(const torch::Tensor& o, const AttentionInputs& in, const FullAttentionWeights& w,
+                     const FullAttentionConfig& cfg) {
+  return affine(cfg.output_gate ? o * torch::sigmoid(in.gate) : o, w.o_proj, w.o_bias);
 }
 
 }  // namespace
 
 torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
                              const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin) {
-  return attend(x, w, cfg, rotary, cos, sin, nullptr, nullptr);
+  const auto in = project(x, w, cfg, rotary, cos, sin);
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
+  // [B, heads, T, hd]; kv heads repeated to the query heads (head h reads kv head h / (H/Hkv)).
+  const auto ct = float_compute(x.scalar_type());
+  auto qh = in.q.permute({0, 2, 1, 3}).to(ct);
+  auto kh = in.k.permute({0, 2, 1, 3}).repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
+  auto vh = in.v.permute({0, 2, 1, 3}).repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
+  auto scores = torch::matmul(qh, kh.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  auto future = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+  scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  auto probs = torch::softmax(scores, -1);
+  auto o = torch::matmul(probs, vh).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());
+  return finish(o, in, w, cfg);
 }
 
 torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
                                     const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
-                                    const torch::Tensor& cos, const torch::Tensor& sin, torch::Tensor& key,
-                                    torch::Tensor& value) {
-  return attend(x, w, cfg, rotary, cos, sin, &key, &value);
+                                    DecodeCache& cache, LayerDecodeState& layer) {
+  TORCH_CHECK(x.dim() == 3, "full_attention: expected x [B,T,hidden], got ", x.sizes());
+  const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
+  const int64_t r = H / std::max<int64_t>(Hkv, 1);
+  const auto positions = token_positions(cache, T, x.device());  // [T] int64
+  const auto [cos, sin] = rotary.cos_sin_at(positions, x.scalar_type());
+  const auto in = project(x, w, cfg, rotary, cos, sin);
+  auto kp = in.k.permute({0, 2, 1, 3}), vp = in.v.permute({0, 2, 1, 3});  // [B, Hkv, T, hd]
+  ensure_kv_buffers(cache, layer, cache.position + T, cache.position, kp);
+  layer.key.index_copy_(2, positions, kp.contiguous());
+  layer.value.index_copy_(2, positions, vp.contiguous());
+  const int64_t cap = layer.key.size(2);
+  // Query head h = kv head h / r, row i·T + t of its group [B, Hkv, r·T, hd]: one pass over the buffer per kv head.
+  auto qg = in.q.permute({0, 2, 1, 3}).reshape({B, Hkv, r * T, hd});
+  // Slot j is visible to the token at position p iff j <= p (filled and not in its future).
+  auto visible = torch::arange(cap, positions.options()).unsqueeze(0) <= positions.unsqueeze(1);  // [T, cap]
+  visible = visible.repeat({r, 1});                                                               // [r·T, cap]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  torch::Tensor o;
+#if TORCH_VERSION_MAJOR >= 2
+  if (x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf)) {
+    o = at::scaled_dot_product_attention(qg, layer.key, layer.value, visible, 0.0, /*is_causal=*/false, scale);
+  }
+#endif
+  if (!o.defined()) {
+    const auto ct = float_compute(x.scalar_type());
+    auto scores = torch::matmul(qg.to(ct), layer.key.to(ct).transpose(2, 3)) * scale;
+    scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+    o = torch::matmul(torch::softmax(scores, -1), layer.value.to(ct));
+  }
+  o = o.reshape({B, H, T, hd}).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());
+  return finish(o, in, w, cfg);
 }
 
 }  // namespace statecut

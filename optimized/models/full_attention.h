@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "optimized/models/decode_cache.h"
 #include "optimized/models/rotary.h"
 
 namespace statecut {
@@ -40,13 +41,16 @@ struct FullAttentionWeights {
 torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
                              const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin);
 
-/// Incremental decoding: x's T positions are offset … offset+T−1 (cos/sin from rotary.cos_sin(T, offset, …)) and attend
-/// to the cached keys/values of positions 0 … offset−1 plus themselves (causally). key, value: the KV cache
-/// [B, Hkv, offset, hd] (k after q/k norm and RoPE, v as projected; undefined when offset = 0), which receives the T new
-/// positions. With an empty cache this is full_attention.
+/// Incremental decoding: x's T positions are cache.position … +T−1 and attend to the cached keys/values of the earlier
+/// positions plus themselves (causally). `layer` holds the KV buffers (decode_cache.h: [B, Hkv, capacity, hd], k after
+/// q/k norm and RoPE, v as projected), which receive the T new positions in place; RoPE angles, the slots written and
+/// the mask come from token_positions(cache) on the device, so one step can be captured into a CUDA graph and
+/// replayed. The attention runs over the whole buffer with the unfilled slots masked: exp(−∞) = 0, so it equals the
+/// attention over the filled part. bf16/fp16 on CUDA (LibTorch ≥ 2): scaled_dot_product_attention (fp32 scores and
+/// softmax inside the kernel, the buffer read once, query heads of one kv head grouped as rows); elsewhere the same
+/// arithmetic as full_attention. With an empty cache this is full_attention.
 torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
                                     const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
-                                    const torch::Tensor& cos, const torch::Tensor& sin, torch::Tensor& key,
-                                    torch::Tensor& value);
+                                    DecodeCache& cache, LayerDecodeState& layer);
 
 }  // namespace statecut

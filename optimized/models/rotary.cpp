@@ -56,16 +56,20 @@ RotaryEmbedding RotaryEmbedding::from_config(const nlohmann::json& config, int64
 
 std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::cos_sin(int64_t T, int64_t offset, torch::Dtype dtype,
                                                                  torch::Device device) const {
+  auto [c, s] = cos_sin_at(torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64)), dtype);
+  return {c.to(device), s.to(device)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEmbedding::cos_sin_at(const torch::Tensor& positions,
+                                                                    torch::Dtype dtype) const {
   // fp32 like transformers (inv_freq = 1 / theta^(2i/d), angle = t · inv_freq, both rounded to fp32), f64 for f64.
   const auto ct = dtype == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-  const auto opt = torch::TensorOptions().dtype(ct);
-  auto exponent = torch::arange(0, rotary_dim, 2, torch::TensorOptions().dtype(torch::kInt64)).to(ct) /
-                  static_cast<double>(rotary_dim);
+  const auto opt = torch::TensorOptions().dtype(ct).device(positions.device());
+  auto exponent = torch::arange(0, rotary_dim, 2, opt.dtype(torch::kInt64)).to(ct) / static_cast<double>(rotary_dim);
   auto inv_freq = 1.0 / torch::pow(torch::scalar_tensor(theta, opt), exponent);  // [rotary_dim/2]
-  auto pos = torch::arange(offset, offset + T, torch::TensorOptions().dtype(torch::kInt64)).to(ct);
-  auto angle = pos.unsqueeze(1) * inv_freq.unsqueeze(0);  // [T, rotary_dim/2]
-  auto full = torch::cat({angle, angle}, /*dim=*/1);      // [T, rotary_dim]
-  return {full.cos().to(device, dtype), full.sin().to(device, dtype)};
+  auto angle = positions.to(ct).unsqueeze(1) * inv_freq.unsqueeze(0);           // [T, rotary_dim/2]
+  auto full = torch::cat({angle, angle}, /*dim=*/1);                             // [T, rotary_dim]
+  return {full.cos().to(dtype), full.sin().to(dtype)};
 }
 
 torch::Tensor RotaryEmbedding::apply(const torch::Tensor& x, const torch::Tensor& cos,

@@ -30,6 +30,10 @@ struct RotaryEmbedding {
   std::pair<torch::Tensor, torch::Tensor> cos_sin(int64_t T, int64_t offset, torch::Dtype dtype,
                                                   torch::Device device) const;
 
+  /// The same for the positions held in `positions` (int64 [T]), computed on its device without a host round trip
+  /// (a captured decode step reads its positions from device memory). On the CPU identical to cos_sin.
+  std::pair<torch::Tensor, torch::Tensor> cos_sin_at(const torch::Tensor& positions, torch::Dtype dtype) const;
+
   /// Rotates the first rotary_dim channels of x [B, T, H, head_dim] (cos/sin from cos_sin, same T).
   torch::Tensor apply(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const;
 };

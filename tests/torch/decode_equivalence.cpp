@@ -25,11 +25,14 @@
 #include <ATen/Context.h>
 #endif
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "optimized/generate/decode_step.h"
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/model.h"
 #include "optimized/models/recurrence.h"
@@ -182,9 +185,47 @@ TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
   EXPECT_GT(after_prefill, 0);
   for (int64_t t = 10; t < 20; ++t) model_->forward_cached(ids.narrow(1, t, 1), cache);
   EXPECT_EQ(cache.recurrent_bytes(), after_prefill);  // only softmax layers' KV cache grows
+  int64_t kv = 0;  // the filled part: 20 positions of k and v per softmax layer
   for (const auto& l : cache.layers) {
-    if (l.key.defined()) EXPECT_EQ(l.key.size(2), 20);
+    if (!l.key.defined()) continue;
+    EXPECT_GE(l.key.size(2), 20);
+    kv += 2 * l.key.size(0) * l.key.size(1) * 20 * l.key.size(3) * static_cast<int64_t>(l.key.element_size());
   }
+  EXPECT_EQ(cache.kv_bytes(), kv);
+}
+
+// The CUDA graph of one greedy step (decode_step.h) replays what an eager step computes: 40 steps after a 33-token
+// prompt, each replayed step's logits against an eager forward_cached on a copy of the cache fed the same ids. The room
+// reserved for the KV buffers (6 planned steps: 64 positions after rounding) ends at step ~28, where the stepper must
+// drop its graph and go on eagerly with grown buffers (softmax families). Threshold: the replay launches the same
+// kernels on the same data, so only a library's choice of another reduction order under capture can differ — one
+// rounding of the logits at most: 1e-5 in f32 (TF32 off), 1e-2 in bf16 (2^−7 per element, normwise below it).
+TEST_P(Equiv_Decode, graphedStepsMatchEagerSteps) {
+  const auto& c = GetParam();
+  if (!c.cuda) GTEST_SKIP() << "CUDA graphs: CUDA cases only";
+  torch::NoGradGuard no_grad;
+  const torch::Device dev(torch::kCUDA);
+  DecodeCache cache;
+  auto prompt = random_ids(2, 33, model_->vocab_size(), test::env_seed(14)).to(dev);
+  auto first = model_->forward_cached(prompt, cache).logits.select(1, -1).argmax(-1).view({2, 1});
+  GreedyStepper stepper(*model_, cache, first, /*use_graph=*/true, /*planned_steps=*/6);
+  ASSERT_TRUE(stepper.graphed());
+  const bool has_kv = kv_room(cache) != std::numeric_limits<int64_t>::max();
+  DecodeCache eager = clone_cache(cache);
+  eager.check_ids = true;
+  const double tol = c.dtype == torch::kBFloat16 ? 1e-2 : 1e-5;
+  double worst = 0;
+  for (int step = 0; step < 40; ++step) {
+    auto ref = model_->forward_cached(stepper.ids().clone(), eager).logits;
+    stepper.step();
+    const double e = rel_err(stepper.logits().cpu(), ref.cpu());
+    worst = std::max(worst, e);
+    ASSERT_LT(e, tol) << "step " << step << (stepper.graphed() ? " (replayed)" : " (eager)");
+    ASSERT_EQ(cache.position, eager.position);
+  }
+  std::printf("[errors] %s graphed vs eager steps: worst %.3e (threshold %.0e)\n", decode_case_name({c, 0}).c_str(),
+              worst, tol);
+  EXPECT_EQ(stepper.graphed(), !has_kv) << "softmax families run past the reserved room and must drop the graph";
 }
 
 std::vector<DecodeCase> decode_cases() {

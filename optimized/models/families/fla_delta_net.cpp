@@ -115,7 +115,7 @@ class FlaCausalLM final : public CausalLM {
                                     cfg_.norm_eps);
       delta = mlp(lw, y);
     }
-    cache.position += input_ids.size(1);
+    end_cached_forward(cache, input_ids.size(1));
     return finish(h, delta, std::move(res));
   }
 

@@ -182,7 +182,7 @@ class HfMamba2 final : public CausalLM {
     auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
     res.logits = torch::matmul(hn.to(lm_head_.scalar_type()), lm_head_.t()).to(torch::kFloat32);
-    cache.position += input_ids.size(1);
+    end_cached_forward(cache, input_ids.size(1));
     return res;
   }
 

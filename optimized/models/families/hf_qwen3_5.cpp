@@ -181,14 +181,13 @@ class QwenHybrid final : public CausalLM {
     const int64_t T = h.size(1);
     ForwardResult res;
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
-    auto [cos, sin] = rotary_.cos_sin(T, cache.position, h.scalar_type(), h.device());
     for (size_t i = 0; i < layers_.size(); ++i) {
       const auto& l = layers_[i];
       auto& st = cache.layers[i];
       auto x = rms_norm_zero_centered(h, l.input_norm, cfg_.eps);
       if (l.full) {
         FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
-        h = h + full_attention_cached(x, l.attn, ac, rotary_, cos, sin, st.key, st.value);
+        h = h + full_attention_cached(x, l.attn, ac, rotary_, cache, st);
       } else {
         h = h + linear_mixer(x, l, opt.mode, nullptr, &st);
       }
@@ -198,7 +197,7 @@ class QwenHybrid final : public CausalLM {
     auto hn = rms_norm_zero_centered(h, norm_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
     res.logits = torch::matmul(hn, lm_head_.t()).to(torch::kFloat32);
-    cache.position += T;
+    end_cached_forward(cache, T);
     return res;
   }
 
