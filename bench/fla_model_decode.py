@@ -1,5 +1,6 @@
 """The peer of `statecut bench` (issue 14.5): the same checkpoints in fla's own model classes, as an fla user runs them
-(transformers' from_pretrained, bf16, eager PyTorch around fla's Triton kernels, fla's cache), same batch and lengths.
+(transformers' from_pretrained, bf16, eager PyTorch around fla's Triton kernels, fla's cache), same batch and lengths;
+for transformers' own models (the Qwen3.5 hybrid) the same through transformers, with fla's kernels when importable.
 
   decode: a prompt of P random tokens per sequence (prefill with use_cache=True), then S steps of one token each
           through model(ids, past_key_values=cache, use_cache=True); ms per step = the median of S CUDA-synchronised
@@ -24,8 +25,13 @@ import sys
 import time
 
 import torch
-import fla  # noqa: F401  (registers fla's configs and models with transformers' Auto classes)
 from transformers import AutoModelForCausalLM
+
+try:  # registers fla's configs and models with transformers' Auto classes; transformers' own hybrids (Qwen3.5) run
+    import fla  # noqa: F401  without it, on its kernels when it is importable and on PyTorch otherwise
+    HAVE_FLA = True
+except ImportError:
+    HAVE_FLA = False
 
 
 def sync_ms(fn):
@@ -50,7 +56,7 @@ def main():
         t0 = time.perf_counter()
         model = AutoModelForCausalLM.from_pretrained(ck, dtype=torch.bfloat16).cuda().eval()
         vocab = model.config.vocab_size
-        print(json.dumps({"checkpoint": ck, "model": type(model).__name__, "load_s": round(time.perf_counter() - t0, 1)}),
+        print(json.dumps({"checkpoint": ck, "model": type(model).__name__, "fla": HAVE_FLA, "load_s": round(time.perf_counter() - t0, 1)}),
               flush=True)
         for spec in filter(None, a.train.split(",")):
             B, T = (int(x) for x in spec.split("x"))

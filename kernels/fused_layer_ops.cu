@@ -46,22 +46,28 @@ __device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
 
 constexpr int kNormThreads = 256;
 
-/// One row's sum of squares is done; write y = (x · inv) · w (· z · sigmoid(z)). `lane`/`lanes`: this thread's
-/// place among the threads sharing the row.
-template <typename T, bool Gated, int V>
+/// One row's sum of squares is done; write y = (x · inv) · (w_offset + w), then the gate: G = 1 (fla) · z · sigmoid(z)
+/// before the one rounding; G = 2 (Qwen) round(round(round(x · inv) · w) · silu(z)), the roundings of transformers'
+/// Qwen3_5RMSNormGated. `lane`/`lanes`: this thread's place among the threads sharing the row.
+template <typename T, int G, int V>
 __device__ __forceinline__ void norm_write(const T* xr, const T* __restrict__ w, const T* zr, T* yr, int D, float inv,
-                                           int lane, int lanes) {
+                                           float w_offset, int lane, int lanes) {
   for (int d = lane * V; d < D; d += lanes * V) {
     float xv[V], wv[V], o[V];
     load_vec<T, V>(xr + d, xv);
     load_vec<T, V>(w + d, wv);
+    if constexpr (G == 2) {
 #pragma unroll
-    for (int i = 0; i < V; ++i) o[i] = (xv[i] * inv) * wv[i];
-    if constexpr (Gated) {
+      for (int i = 0; i < V; ++i) o[i] = to_f<T>(from_f<T>((w_offset + wv[i]) * to_f<T>(from_f<T>(xv[i] * inv))));
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) o[i] = (xv[i] * inv) * (w_offset + wv[i]);
+    }
+    if constexpr (G != 0) {
       float g[V];
       load_vec<T, V>(zr + d, g);
 #pragma unroll
-      for (int i = 0; i < V; ++i) o[i] = (o[i] * g[i]) * sigmoid_f(g[i]);
+      for (int i = 0; i < V; ++i) o[i] = G == 1 ? (o[i] * g[i]) * sigmoid_f(g[i]) : o[i] * silu_f(g[i]);
     }
     store_vec<T, V>(yr + d, o);
   }
@@ -94,11 +100,11 @@ __device__ __forceinline__ float sum_squares(const T* xr, const T* dr, T* sr, in
 // Rows of D <= kWarpRowMax: one warp per row, 8 rows per block (a row of 128 left 7/8 of a block-per-row idle).
 constexpr int kWarpRowMax = 1024;
 /// Add: the row normalised is x + delta (rows of `d`), written to sum (contiguous rows x D) on the way.
-template <typename T, bool Gated, int V, bool Add>
+template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                      RowsArg z, T* __restrict__ y,
                                                                      T* __restrict__ sum, int64_t rows, int D,
-                                                                     float eps) {
+                                                                     float eps, float w_offset) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + (threadIdx.x >> 5);
   if (r >= rows) return;
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -106,15 +112,15 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, 
   T* sr = Add ? sum + r * D : nullptr;
   const T* dr = Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr;
   const float inv = rsqrtf(sum_squares<T, V, Add>(xr, dr, sr, D, lane, 32) / static_cast<float>(D) + eps);
-  norm_write<T, Gated, V>(Add ? sr : xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D,
-                          inv, lane, 32);
+  norm_write<T, G, V>(Add ? sr : xr, w, G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv,
+                      w_offset, lane, 32);
 }
 
 // Longer rows: one block per row, one partial sum per warp in shared memory.
-template <typename T, bool Gated, int V, bool Add>
+template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                 RowsArg z, T* __restrict__ y, T* __restrict__ sum,
-                                                                int D, float eps) {
+                                                                int D, float eps, float w_offset) {
   __shared__ float part[kNormThreads / 32];
   const int64_t r = blockIdx.x;
   const T* xr = static_cast<const T*>(x.p) + x.offset(r);
@@ -127,8 +133,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsA
   float tot = 0.f;
   for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) tot += part[i];
   const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
-  norm_write<T, Gated, V>(Add ? sr : xr, w, Gated ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D,
-                          inv, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  norm_write<T, G, V>(Add ? sr : xr, w, G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv,
+                      w_offset, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
 // One thread per (b, c).
@@ -239,18 +245,27 @@ __global__ void __launch_bounds__(kSiluThreads) silu_mul_kernel(RowsArg a, RowsA
   }
 }
 
-template <typename T, bool Gated, int V, bool Add>
-void launch_norm_v(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D, float eps,
-                   cudaStream_t s) {
-  const T* wp = static_cast<const T*>(w);
-  if (D <= kWarpRowMax) {
+/// The norm kernels' common arguments besides the rows.
+struct NormArgs {
+  const void* w;
+  void* y;
+  void* sum;
+  int64_t rows;
+  int D;
+  float eps, w_offset;
+};
+
+template <typename T, int G, int V, bool Add>
+void launch_norm_v(RowsArg x, RowsArg d, RowsArg z, const NormArgs& n, cudaStream_t s) {
+  const T* wp = static_cast<const T*>(n.w);
+  if (n.D <= kWarpRowMax) {
     constexpr int kRowsPerBlock = kNormThreads / 32;
-    rms_norm_warp_kernel<T, Gated, V, Add><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                                             kNormThreads, 0, s>>>(x, d, wp, z, static_cast<T*>(y),
-                                                                   static_cast<T*>(sum), rows, D, eps);
+    rms_norm_warp_kernel<T, G, V, Add><<<static_cast<unsigned>((n.rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                                         kNormThreads, 0, s>>>(x, d, wp, z, static_cast<T*>(n.y),
+                                                               static_cast<T*>(n.sum), n.rows, n.D, n.eps, n.w_offset);
   } else {
-    rms_norm_kernel<T, Gated, V, Add><<<static_cast<unsigned>(rows), kNormThreads, 0, s>>>(
-        x, d, wp, z, static_cast<T*>(y), static_cast<T*>(sum), D, eps);
+    rms_norm_kernel<T, G, V, Add><<<static_cast<unsigned>(n.rows), kNormThreads, 0, s>>>(
+        x, d, wp, z, static_cast<T*>(n.y), static_cast<T*>(n.sum), n.D, n.eps, n.w_offset);
   }
 }
 
@@ -261,25 +276,24 @@ bool rows_aligned16(const RowsArg& a, int64_t rows, int D) {
 }
 
 template <typename T, int V>
-void launch_norm_kinds(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D,
-                       float eps, cudaStream_t s) {
+void launch_norm_kinds(RowsArg x, RowsArg d, RowsArg z, NormGate gate, const NormArgs& n, cudaStream_t s) {
   if (d.p)
-    z.p ? launch_norm_v<T, true, V, true>(x, d, w, z, y, sum, rows, D, eps, s)
-        : launch_norm_v<T, false, V, true>(x, d, w, z, y, sum, rows, D, eps, s);
+    launch_norm_v<T, 0, V, true>(x, d, z, n, s);  // the add has no gated form (no caller needs one)
+  else if (!z.p)
+    launch_norm_v<T, 0, V, false>(x, d, z, n, s);
+  else if (gate == NormGate::kQwen)
+    launch_norm_v<T, 2, V, false>(x, d, z, n, s);
   else
-    z.p ? launch_norm_v<T, true, V, false>(x, d, w, z, y, sum, rows, D, eps, s)
-        : launch_norm_v<T, false, V, false>(x, d, w, z, y, sum, rows, D, eps, s);
+    launch_norm_v<T, 1, V, false>(x, d, z, n, s);
 }
 
 template <typename T>
-cudaError_t launch_norm(RowsArg x, RowsArg d, const void* w, RowsArg z, void* y, void* sum, int64_t rows, int D,
-                        float eps, cudaStream_t s) {
-  if (rows == 0) return cudaSuccess;
+cudaError_t launch_norm(RowsArg x, RowsArg d, RowsArg z, NormGate gate, const NormArgs& n, cudaStream_t s) {
+  if (n.rows == 0) return cudaSuccess;
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = rows_aligned16(x, rows, D) && (!z.p || rows_aligned16(z, rows, D)) &&
-                   (!d.p || (rows_aligned16(d, rows, D) && al(sum))) && al(w) && al(y);
-  vec ? launch_norm_kinds<T, 8>(x, d, w, z, y, sum, rows, D, eps, s)
-      : launch_norm_kinds<T, 1>(x, d, w, z, y, sum, rows, D, eps, s);
+  const bool vec = rows_aligned16(x, n.rows, n.D) && (!z.p || rows_aligned16(z, n.rows, n.D)) &&
+                   (!d.p || (rows_aligned16(d, n.rows, n.D) && al(n.sum))) && al(n.w) && al(n.y);
+  vec ? launch_norm_kinds<T, 8>(x, d, z, gate, n, s) : launch_norm_kinds<T, 1>(x, d, z, gate, n, s);
   return cudaGetLastError();
 }
 
@@ -288,17 +302,19 @@ unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + 
 }  // namespace
 
 cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps,
-                          cudaStream_t s) {
+                          cudaStream_t s, float w_offset, NormGate gate) {
   if (!x.p || !w || !y || D < 1 || rows < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, RowsArg{}, w, z, y, nullptr, rows, D, eps, s)
-                              : launch_norm<__half>(x, RowsArg{}, w, z, y, nullptr, rows, D, eps, s);
+  const NormArgs n{w, y, nullptr, rows, D, eps, w_offset};
+  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, RowsArg{}, z, gate, n, s)
+                              : launch_norm<__half>(x, RowsArg{}, z, gate, n, s);
 }
 
 cudaError_t add_rms_norm_rows(ElemType t, RowsArg x, RowsArg delta, const void* w, void* sum, void* y, int64_t rows,
-                              int D, float eps, cudaStream_t s) {
+                              int D, float eps, cudaStream_t s, float w_offset) {
   if (!x.p || !delta.p || !w || !y || !sum || D < 1 || rows < 0 || rows > 0x7fffffff) return cudaErrorInvalidValue;
-  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, delta, w, RowsArg{}, y, sum, rows, D, eps, s)
-                              : launch_norm<__half>(x, delta, w, RowsArg{}, y, sum, rows, D, eps, s);
+  const NormArgs n{w, y, sum, rows, D, eps, w_offset};
+  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16>(x, delta, RowsArg{}, NormGate::kFla, n, s)
+                              : launch_norm<__half>(x, delta, RowsArg{}, NormGate::kFla, n, s);
 }
 
 cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,

@@ -4,10 +4,12 @@
 /// the same order (optimized/models/layers_common.h states the math), so results agree with the LibTorch path to
 /// fp32 reduction order before the final rounding to the activation type:
 ///
-///   rms_norm      y[r] = (x[r] * rsqrt(mean_d x[r]^2 + eps)) * w                          rows x D
+///   rms_norm      y[r] = (x[r] * rsqrt(mean_d x[r]^2 + eps)) * (w_offset + w)             rows x D
+///                 (w_offset 0: fla, Mamba-2; 1: the zero-centred norms of Qwen3.5, x·rsqrt·(1 + w) in fp32)
 ///   add_rms_norm  s[r] = round(x[r] + delta[r]);  y[r] = rms_norm(s[r])   (a residual add and the next layer's
 ///                 norm in one launch: s is LibTorch's bf16/fp16 `x + delta`, the norm reads the rounded s)
 ///   gated (z)     y[r] = ((x[r] * rsqrt(mean_d x[r]^2 + eps)) * w * z[r]) * sigmoid(z[r])  (fla FusedRMSNormGated)
+///   Qwen gated    y[r] = round(round(w * round(x[r] * rsqrt(...))) * silu(z[r]))   (transformers' Qwen3_5RMSNormGated)
 ///   conv1d_step   y[b,c] = act(sum_{j<W} w[c,j] win[b,j,c] + bias[c]),  win = [state[b,0..W-2,c], x[b,c]];
 ///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns a channel)   act = SiLU or identity
 ///   conv1d_seq    the same over T tokens (prefill and whole-sequence forward; LibTorch: fp32 copies + cuDNN)
@@ -36,12 +38,15 @@ struct RowsArg {
   __host__ __device__ int64_t offset(int64_t r) const { return (r / group) * group_stride + (r % group) * row_stride; }
 };
 
+/// How the gate z of a gated norm enters (header table): fla's FusedRMSNormGated or Qwen3.5's roundings.
+enum class NormGate { kFla, kQwen };
+
 cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void* y, int64_t rows, int D, float eps,
-                          cudaStream_t s);
+                          cudaStream_t s, float w_offset = 0.f, NormGate gate = NormGate::kFla);
 
 /// sum, y: contiguous rows x D.
 cudaError_t add_rms_norm_rows(ElemType t, RowsArg x, RowsArg delta, const void* w, void* sum, void* y, int64_t rows,
-                              int D, float eps, cudaStream_t s);
+                              int D, float eps, cudaStream_t s, float w_offset = 0.f);
 
 cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,
                         int W, bool silu, cudaStream_t s);

@@ -48,7 +48,8 @@ void check(cudaError_t e, const char* what) {
   TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
 }
 
-at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, double eps) {
+at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, double eps, double w_offset = 0.0,
+                NormGate gate = NormGate::kFla) {
   TORCH_CHECK(fused_layer_ops_apply({x, w, z ? *z : at::Tensor()}), "statecut fused rms_norm: unsupported inputs");
   const int64_t D = x.size(-1);
   TORCH_CHECK(w.numel() == D, "statecut fused rms_norm: weight must have ", D, " elements, got ", w.numel());
@@ -60,7 +61,7 @@ at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, d
   const at::Tensor wc = w.contiguous();
   at::Tensor y = at::empty(x.sizes(), x.options());
   check(rms_norm_rows(elem(x), xa, wc.data_ptr(), za, y.data_ptr(), rows, static_cast<int>(D), static_cast<float>(eps),
-                      at::cuda::getCurrentCUDAStream()),
+                      at::cuda::getCurrentCUDAStream(), static_cast<float>(w_offset), gate),
         "rms_norm");
   return y;
 }
@@ -84,7 +85,9 @@ bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts) {
   return first != nullptr;
 }
 
-at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) { return norm(x, nullptr, w, eps); }
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double w_offset) {
+  return norm(x, nullptr, w, eps, w_offset);
+}
 
 bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w) {
   const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
@@ -111,7 +114,7 @@ at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w) {
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
-                                                     double eps) {
+                                                     double eps, double w_offset) {
   TORCH_CHECK(fused_layer_ops_apply({x, delta, w}), "statecut fused add_rms_norm: unsupported inputs");
   const int64_t D = x.size(-1);
   TORCH_CHECK(w.numel() == D, "statecut fused add_rms_norm: weight must have ", D, " elements, got ", w.numel());
@@ -122,13 +125,14 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const 
   const at::Tensor wc = w.contiguous();
   at::Tensor sum = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
   check(add_rms_norm_rows(elem(x), xa, da, wc.data_ptr(), sum.data_ptr(), y.data_ptr(), rows, static_cast<int>(D),
-                          static_cast<float>(eps), at::cuda::getCurrentCUDAStream()),
+                          static_cast<float>(eps), at::cuda::getCurrentCUDAStream(), static_cast<float>(w_offset)),
         "add_rms_norm");
   return {sum, y};
 }
 
-at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps) {
-  return norm(x, &z, w, eps);
+at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps,
+                                bool qwen_gate) {
+  return norm(x, &z, w, eps, 0.0, qwen_gate ? NormGate::kQwen : NormGate::kFla);
 }
 
 namespace {

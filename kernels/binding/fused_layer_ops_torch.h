@@ -2,9 +2,11 @@
 /// type, bf16 or fp16 (fused_layer_ops_apply tells whether a call would be served), whose last dim is contiguous;
 /// leading dims may be strided views of at most two levels (rows of a packed projection output, or its heads). Shapes as the
 /// LibTorch building blocks they replace (optimized/models/layers_common.h, decode_cache.h):
-///   fused_rms_norm(x [..., D], w [D], eps)                    -> [..., D] contiguous
-///   fused_gated_rms_norm(x [..., D], z [..., D], w [D], eps)  -> [..., D]
-///   fused_add_rms_norm(x [..., D], delta [..., D], w [D], eps) -> (x + delta, rms_norm(x + delta)), both contiguous
+///   fused_rms_norm(x [..., D], w [D], eps, w_offset)          -> [..., D] contiguous (· (w_offset + w): 1 for Qwen's
+///                                                                zero-centred norms)
+///   fused_gated_rms_norm(x [..., D], z [..., D], w [D], eps, qwen_gate)  -> [..., D] (qwen_gate: Qwen3.5's roundings)
+///   fused_add_rms_norm(x [..., D], delta [..., D], w [D], eps, w_offset) -> (x + delta, rms_norm(x + delta)), both
+///                                                                contiguous
 ///   fused_conv1d_step(x [B,1,C], w [C,1,W], bias [C] or undefined, silu, conv [B,W-1,C] in place) -> [B,1,C]
 ///   fused_conv1d(x [B,T,C], w, bias, silu, init [B,W-1,C] or undefined, &final or null) -> [B,T,C]
 ///   fused_silu_mul(a [..., D], b [..., D])                    -> [..., D]
@@ -23,10 +25,11 @@ bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
 /// fused_conv1d keeps the conv window in registers: widths up to this (fla, Mamba-2 and Qwen3.5 use 4).
 inline constexpr int64_t kFusedConvMaxWidth = 8;
 
-at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, double w_offset = 0.0);
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
-                                                     double eps);
-at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps);
+                                                     double eps, double w_offset = 0.0);
+at::Tensor fused_gated_rms_norm(const at::Tensor& x, const at::Tensor& z, const at::Tensor& w, double eps,
+                                bool qwen_gate = false);
 at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                              at::Tensor& conv);
 /// x [B,T,C] → y [B,T,C], the causal conv continuing from `init` ([B,W-1,C] or undefined: zeros); when final_state

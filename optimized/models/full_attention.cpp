@@ -10,22 +10,12 @@ namespace statecut {
 
 namespace {
 
-torch::Dtype float_compute(torch::Dtype d) { return d == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
-
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  auto y = torch::matmul(x, w.t());
+  auto y = statecut::linear(x, w);  // torch::matmul(x, wᵀ); the small-batch GEMV on CUDA
   return b.defined() ? y + b : y;
 }
 
 }  // namespace
-
-torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const auto ct = float_compute(x.scalar_type());
-  auto xf = x.to(ct);
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  // transformers multiplies by (1 + w) in fp32 BEFORE casting back (unlike Llama's cast-then-scale).
-  return (normed * (1.0 + weight.to(ct))).to(x.scalar_type());
-}
 
 namespace {
 
@@ -70,7 +60,7 @@ torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights&
   const auto in = project(x, w, cfg, rotary, cos, sin);
   const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
   // [B, heads, T, hd]; kv heads repeated to the query heads (head h reads kv head h / (H/Hkv)).
-  const auto ct = float_compute(x.scalar_type());
+  const auto ct = compute_dtype(x.scalar_type());
   auto qh = in.q.permute({0, 2, 1, 3}).to(ct);
   auto kh = in.k.permute({0, 2, 1, 3}).repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
   auto vh = in.v.permute({0, 2, 1, 3}).repeat_interleave(H / Hkv, /*dim=*/1).to(ct);
@@ -109,7 +99,7 @@ torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionW
   }
 #endif
   if (!o.defined()) {
-    const auto ct = float_compute(x.scalar_type());
+    const auto ct = compute_dtype(x.scalar_type());
     auto scores = torch::matmul(qg.to(ct), layer.key.to(ct).transpose(2, 3)) * scale;
     scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
     o = torch::matmul(torch::softmax(scores, -1), layer.value.to(ct));

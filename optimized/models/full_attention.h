@@ -16,12 +16,10 @@
 #include <cstdint>
 
 #include "optimized/models/decode_cache.h"
+#include "optimized/models/layers_common.h"
 #include "optimized/models/rotary.h"
 
 namespace statecut {
-
-/// x · rsqrt(mean(x²) + eps) · (1 + w) over the last dim; fp32 (f64 for f64), result in x's dtype.
-torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps);
 
 struct FullAttentionConfig {
   int64_t num_heads = 0;

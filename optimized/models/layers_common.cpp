@@ -57,6 +57,39 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, con
   return {s, rms_norm(s, weight, eps)};
 }
 
+torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (fused_ops_apply({x, weight})) return cuda::fused_rms_norm(x, weight, eps, /*w_offset=*/1.0);
+#endif
+  const auto ct = compute_dtype(x.scalar_type());
+  auto xf = x.to(ct);
+  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (normed * (1.0 + weight.to(ct))).to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& d,
+                                                                   const torch::Tensor& weight, double eps) {
+  if (!d.defined()) return {x, rms_norm_zero_centered(x, weight, eps)};
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (d.sizes() == x.sizes() && fused_ops_apply({x, d, weight}))
+    return cuda::fused_add_rms_norm(x, d, weight, eps, /*w_offset=*/1.0);
+#endif
+  auto s = x + d;
+  return {s, rms_norm_zero_centered(s, weight, eps)};
+}
+
+torch::Tensor qwen_gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
+                                  double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (gate.sizes() == x.sizes() && fused_ops_apply({x, gate, weight}))
+    return cuda::fused_gated_rms_norm(x, gate, weight, eps, /*qwen_gate=*/true);
+#endif
+  const auto ct = compute_dtype(x.scalar_type());
+  auto xf = x.to(ct);
+  auto n = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type());
+  return ((weight * n) * torch::silu(gate.to(ct))).to(x.scalar_type());
+}
+
 torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
                              double eps) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
@@ -103,6 +136,37 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) {
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w) {
   return statecut::linear(silu_mul(statecut::linear(x, gate_w), statecut::linear(x, up_w)), down_w);
+}
+
+torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate_up, const torch::Tensor& down_w) {
+  const int64_t I = down_w.size(1);
+  const auto y = statecut::linear(x, gate_up);
+  return statecut::linear(silu_mul(y.narrow(-1, 0, I), y.narrow(-1, I, I)), down_w);
+}
+
+torch::Tensor pack_rows(std::initializer_list<torch::Tensor*> parts, bool pad,
+                        std::vector<std::pair<std::string, torch::Tensor>>& params) {
+  std::vector<torch::Tensor> ts;
+  int64_t rows = 0;
+  for (auto* t : parts)
+    if (t->defined()) ts.push_back(*t), rows += t->size(0);
+  TORCH_CHECK(!ts.empty(), "pack_rows: nothing to pack");
+  if (pad && rows % 8) {
+    auto shape = ts.front().sizes().vec();
+    shape[0] = 8 - rows % 8;
+    ts.push_back(torch::zeros(shape, ts.front().options()));
+  }
+  auto packed = torch::cat(ts, 0);
+  int64_t off = 0;
+  for (auto* t : parts) {
+    if (!t->defined()) continue;
+    auto view = packed.narrow(0, off, t->size(0));
+    off += t->size(0);
+    for (auto& [name, p] : params)
+      if (p.is_same(*t)) p = view;
+    *t = view;
+  }
+  return packed;
 }
 
 torch::Tensor silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {

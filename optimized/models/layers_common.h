@@ -4,6 +4,10 @@
 ///   rms_norm(x, w)             y = x · rsqrt(mean(x²) + eps) · w                      (over the last dim)
 ///   gated_rms_norm(x, z, w)    y = x · rsqrt(mean(x²) + eps) · w · z · sigmoid(z)     (fla FusedRMSNormGated, swish)
 ///   add_rms_norm(x, d, w)      (s, rms_norm(s, w)) with s = x + d in x's dtype        (residual add, then the norm)
+///   rms_norm_zero_centered     y = x · rsqrt(mean(x²) + eps) · (1 + w), (1 + w) in fp32  (Gemma style: Qwen3.5's
+///                              model and q/k norms; transformers scales in fp32 BEFORE the cast, unlike Llama)
+///   qwen_gated_rms_norm(x,z,w) y = ((w · n) · silu(z)) with n = x · rsqrt(mean(x²) + eps) rounded to x's dtype and
+///                              w · n rounded too (transformers' Qwen3_5RMSNormGated: weight w, NOT 1 + w)
 ///   l2_normalize(x)            y = x · rsqrt(Σ x² + eps), eps = 1e-6                  (fla l2norm, in the compute dtype)
 ///   causal_conv1d(x, w, b)     y_t,c = Σ_{j<W} w[c,0,j] · x_{t−W+1+j, c} (+ b_c), x_{<0} = 0; optional SiLU after
 ///                              (depthwise, weight [C,1,W]; index W−1 hits the current token, like nn.Conv1d with
@@ -14,8 +18,10 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace statecut {
 
@@ -27,6 +33,11 @@ torch::Tensor gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, 
 /// d undefined: (x, rms_norm(x)). One launch on CUDA (a decode step's residual add and the next norm).
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& d,
                                                      const torch::Tensor& weight, double eps);
+torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& d,
+                                                                   const torch::Tensor& weight, double eps);
+torch::Tensor qwen_gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
+                                  double eps);
 /// Returns the compute dtype (fp32/f64), not the input dtype.
 torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
 /// x [B,T,C], weight [C,1,W], bias [C] or undefined.
@@ -35,6 +46,15 @@ torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
                         const torch::Tensor& down_w);
+/// gated_mlp with gate and up stacked as the row halves of one matrix gate_up [2I, hidden] (pack_rows): one GEMM.
+torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate_up, const torch::Tensor& down_w);
+
+/// Row-stacks the defined tensors of `parts` (same trailing shape) into one new tensor, with zero rows up to a multiple
+/// of 8 when `pad` (so every part of a bf16 GEMM output row starts 16-byte aligned), and makes each part — and its
+/// entry in `params`, found by identity — a view of its rows: same names, same values, one GEMM instead of one per
+/// part in a decode step (where the cost of a small GEMM is its launch). Training writes through the views.
+torch::Tensor pack_rows(std::initializer_list<torch::Tensor*> parts, bool pad,
+                        std::vector<std::pair<std::string, torch::Tensor>>& params);
 
 /// input_ids [B,T] (any integer dtype, any device) → E's rows [B,T,hidden] on E's device. Throws (TORCH_CHECK, one
 /// line) when ids is not 2-D or an id lies outside [0, E.size(0)). The first step of every family's forward().

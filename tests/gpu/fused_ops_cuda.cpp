@@ -103,6 +103,44 @@ TEST_F(FusedOps, gatedRmsNormMatchesDoubleWithinOneRounding) {
     }
 }
 
+// Qwen3.5's zero-centred norms scale by (1 + w) in fp32 (w_offset = 1): the plain norm and the add + norm, with small
+// weights (|w| ~ 0.1, as trained ones are), so a kernel that dropped the offset would be off by ~10×, not by a rounding.
+TEST_F(FusedOps, zeroCenteredNormsScaleByOnePlusW) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t D : {89, 256, 2048})
+      for (int64_t rows : {1, 65}) {
+        auto x = randn({rows, 1, D}, t, 2.0), d = randn({rows, 1, D}, t), w = randn({D}, t, 0.1);
+        const auto one_plus_w = f64(w) + 1.0;
+        const auto where = "D=" + std::to_string(D) + " rows=" + std::to_string(rows);
+        auto y = cuda::fused_rms_norm(x, w, 1e-6, /*w_offset=*/1.0);
+        EXPECT_LE(test::rel_err(y, norm64(x, w, 1e-6) / f64(w) * one_plus_w), 2 * unit_roundoff(t)) << where;
+        auto [sum, ys] = cuda::fused_add_rms_norm(x, d, w, 1e-6, /*w_offset=*/1.0);
+        EXPECT_TRUE(torch::equal(sum, x + d)) << where;
+        EXPECT_TRUE(torch::equal(ys, cuda::fused_rms_norm(x + d, w, 1e-6, 1.0))) << where;
+      }
+}
+
+// Qwen3.5's gated output norm rounds three times (transformers' Qwen3_5RMSNormGated: the norm cast to the activation
+// type, times w in that type, times SiLU(z) in fp32, cast): against the same chain in LibTorch on the GPU, every
+// element equal but for the fp32 sum of squares' order (which can move a rounding: at most 1% of elements), and within
+// 2u of it normwise. fla's one-rounding gated form (or sigmoid for SiLU) differs in far more elements than that.
+TEST_F(FusedOps, qwenGatedNormRoundsWhereTransformersRounds) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t off : {40, 36}) {
+      auto x = randn({3, 1, 32, 128}, t);
+      auto packed = randn({3, 1, 32 * 128 + 40}, t);
+      auto z = packed.narrow(2, off, 32 * 128).view({3, 1, 32, 128});
+      auto w = randn({128}, t);
+      auto y = cuda::fused_gated_rms_norm(x, z, w, 1e-6, /*qwen_gate=*/true);
+      const auto xf = x.to(torch::kFloat32);
+      const auto n = (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + 1e-6)).to(t);
+      const auto ref = ((w * n) * torch::silu(z.to(torch::kFloat32))).to(t);
+      const double same = y.eq(ref).to(torch::kFloat64).mean().item<double>();
+      EXPECT_GE(same, 0.99) << "off=" << off;
+      EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(t)) << "off=" << off;
+    }
+}
+
 TEST_F(FusedOps, conv1dStepMatchesDoubleAndShiftsTheWindow) {
   for (int64_t W : {4, 1})
     for (bool bias : {true, false})

@@ -143,26 +143,7 @@ class FlaCausalLM final : public CausalLM {
   /// element at a time, 8.6 µs a call at batch 1).
   void pack_layer(FlaLayerWeights& lw) {
     auto pack = [this](std::initializer_list<torch::Tensor*> parts, bool pad = true) {
-      std::vector<torch::Tensor> ts;
-      int64_t rows = 0;
-      for (auto* t : parts)
-        if (t->defined()) ts.push_back(*t), rows += t->size(0);
-      if (pad && rows % 8) {
-        auto shape = ts.front().sizes().vec();
-        shape[0] = 8 - rows % 8;
-        ts.push_back(torch::zeros(shape, ts.front().options()));
-      }
-      auto packed = torch::cat(ts, 0);
-      int64_t off = 0;
-      for (auto* t : parts) {
-        if (!t->defined()) continue;
-        auto view = packed.narrow(0, off, t->size(0));
-        off += t->size(0);
-        for (auto& [name, p] : params_)
-          if (p.is_same(*t)) p = view;
-        *t = view;
-      }
-      return packed;
+      return pack_rows(parts, pad, params_);
     };
     lw.in_pack = pack({&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.g_proj, &lw.b_proj, &lw.a_proj});
     lw.mlp_pack = pack({&lw.gate_proj, &lw.up_proj});
@@ -195,9 +176,7 @@ class FlaCausalLM final : public CausalLM {
 
   torch::Tensor mlp(const FlaLayerWeights& lw, const torch::Tensor& x) const {
     if (!packed(lw)) return gated_mlp(x, lw.gate_proj, lw.up_proj, lw.down_proj);
-    const int64_t I = lw.gate_proj.size(0);
-    const auto y = statecut::linear(x, lw.mlp_pack);
-    return statecut::linear(silu_mul(y.narrow(-1, 0, I), y.narrow(-1, I, I)), lw.down_proj);
+    return gated_mlp_packed(x, lw.mlp_pack, lw.down_proj);
   }
 
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "optimized/models/full_attention.h"
 #include "optimized/io/safetensors.h"
@@ -69,20 +70,15 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   return m;
 }
 
-/// transformers' Qwen3_5RMSNormGated / Qwen3NextRMSNormGated: norm in fp32, cast back, · w, · SiLU(z in fp32), cast.
-torch::Tensor norm_then_gate(const torch::Tensor& o, const torch::Tensor& z, const torch::Tensor& w, double eps) {
-  const auto ct = compute_dtype(o.scalar_type());
-  auto of = o.to(ct);
-  auto n = (of * torch::rsqrt(of.pow(2).mean(-1, true) + eps)).to(o.scalar_type());
-  return ((w * n) * torch::silu(z.to(ct))).to(o.scalar_type());
-}
-
 struct QwenLayer {
   bool full = false;
   torch::Tensor input_norm, post_norm, gate_proj, up_proj, down_proj;
   // linear attention (Separate: qkv, z, b, a; Packed: qkvz, ba)
   torch::Tensor qkv, z, b, a, qkvz, ba, conv_w, dt_bias, A_log, norm, out_proj;
   FullAttentionWeights attn;
+  /// CUDA, Separate layout: [qkv; z; b; a] (zero rows to a multiple of 8) and [gate; up] row-stacked, the named tensors
+  /// views of them (pack_rows): one GEMM each where a decode step ran four and two.
+  torch::Tensor in_pack, mlp_pack;
 };
 
 class QwenHybrid final : public CausalLM {
@@ -142,6 +138,10 @@ class QwenHybrid final : public CausalLM {
       l.gate_proj = get(p + "mlp.gate_proj.weight", {m.intermediate, H}, dtype);
       l.up_proj = get(p + "mlp.up_proj.weight", {m.intermediate, H}, dtype);
       l.down_proj = get(p + "mlp.down_proj.weight", {H, m.intermediate}, dtype);
+      if (device.is_cuda()) {
+        if (!l.full && layout_ == QwenLinearLayout::Separate) l.in_pack = pack_rows({&l.qkv, &l.z, &l.b, &l.a}, true, params_);
+        l.mlp_pack = pack_rows({&l.gate_proj, &l.up_proj}, true, params_);
+      }
       layers_.push_back(std::move(l));
     }
     norm_ = get(prefix_ + "norm.weight", {H}, dtype);
@@ -149,55 +149,17 @@ class QwenHybrid final : public CausalLM {
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
-    auto h = embed_tokens(input_ids, embeddings_);
-    const int64_t T = h.size(1);
     ForwardResult res;
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
-    if (opt.output_hidden_states) res.hidden_states.push_back(h);
-    auto [cos, sin] = rotary_.cos_sin(T, 0, h.scalar_type(), h.device());
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const auto& l = layers_[i];
-      auto x = rms_norm_zero_centered(h, l.input_norm, cfg_.eps);
-      if (l.full) {
-        FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
-        h = h + full_attention(x, l.attn, ac, rotary_, cos, sin);
-      } else {
-        h = h + linear_mixer(x, l, opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr, nullptr);
-      }
-      h = h + gated_mlp(rms_norm_zero_centered(h, l.post_norm, cfg_.eps), l.gate_proj, l.up_proj, l.down_proj);
-      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
-    }
-    auto hn = rms_norm_zero_centered(h, norm_, cfg_.eps);
-    if (opt.output_hidden_states) res.hidden_states.push_back(hn);  // transformers records the normed last state
-    res.logits = torch::matmul(hn, lm_head_.t()).to(torch::kFloat32);
-    return res;
+    return run(embed_tokens(input_ids, embeddings_), nullptr, opt, std::move(res));
   }
 
   /// forward() continuing from the cache: linear-attention layers from their conv window and state, softmax layers
   /// over their KV cache, RoPE at positions cache.position … .
   ForwardResult forward_cached(const torch::Tensor& input_ids, DecodeCache& cache, const ForwardOptions& opt) override {
     begin_cached_forward(cache, input_ids, layers_.size());
-    auto h = embed_tokens_cached(input_ids, embeddings_, cache);
-    const int64_t T = h.size(1);
-    ForwardResult res;
-    if (opt.output_hidden_states) res.hidden_states.push_back(h);
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const auto& l = layers_[i];
-      auto& st = cache.layers[i];
-      auto x = rms_norm_zero_centered(h, l.input_norm, cfg_.eps);
-      if (l.full) {
-        FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
-        h = h + full_attention_cached(x, l.attn, ac, rotary_, cache, st);
-      } else {
-        h = h + linear_mixer(x, l, opt.mode, nullptr, &st);
-      }
-      h = h + gated_mlp(rms_norm_zero_centered(h, l.post_norm, cfg_.eps), l.gate_proj, l.up_proj, l.down_proj);
-      if (opt.output_hidden_states && i + 1 < layers_.size()) res.hidden_states.push_back(h);
-    }
-    auto hn = rms_norm_zero_centered(h, norm_, cfg_.eps);
-    if (opt.output_hidden_states) res.hidden_states.push_back(hn);
-    res.logits = torch::matmul(hn, lm_head_.t()).to(torch::kFloat32);
-    end_cached_forward(cache, T);
+    auto res = run(embed_tokens_cached(input_ids, embeddings_, cache), &cache, opt, ForwardResult());
+    end_cached_forward(cache, input_ids.size(1));
     return res;
   }
 
@@ -208,13 +170,53 @@ class QwenHybrid final : public CausalLM {
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 
  private:
+  /// The decoder over the embeddings h: a whole sequence (cache null) or continuing from the cache. Each block's output
+  /// is added to the residual stream together with the next norm (add_rms_norm_zero_centered: one launch on CUDA, the
+  /// same sum and norm as h + y then the norm).
+  ForwardResult run(torch::Tensor h, DecodeCache* cache, const ForwardOptions& opt, ForwardResult res) const {
+    if (opt.output_hidden_states) res.hidden_states.push_back(h);
+    torch::Tensor cos, sin;
+    if (!cache) std::tie(cos, sin) = rotary_.cos_sin(h.size(1), 0, h.scalar_type(), h.device());
+    const FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
+    torch::Tensor delta, x;  // the last block's output, not yet added
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const auto& l = layers_[i];
+      std::tie(h, x) = add_rms_norm_zero_centered(h, delta, l.input_norm, cfg_.eps);
+      if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);  // after layers 0 … L−2
+      torch::Tensor y;
+      if (l.full)
+        y = cache ? full_attention_cached(x, l.attn, ac, rotary_, *cache, cache->layers[i])
+                  : full_attention(x, l.attn, ac, rotary_, cos, sin);
+      else
+        y = linear_mixer(x, l, opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr,
+                         cache ? &cache->layers[i] : nullptr);
+      std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
+      delta = packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
+                                 : gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
+    }
+    const auto hn = add_rms_norm_zero_centered(h, delta, norm_, cfg_.eps).second;
+    if (opt.output_hidden_states) res.hidden_states.push_back(hn);  // transformers records the normed last state
+    res.logits = statecut::linear(hn, lm_head_).to(torch::kFloat32);
+    return res;
+  }
+
+  /// The stacked weights serve a pass without autograd (training goes through the named views, one GEMM each).
+  static bool packed(const torch::Tensor& pack) { return pack.defined() && !torch::GradMode::is_enabled(); }
+
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
   torch::Tensor linear_mixer(const torch::Tensor& x, const QwenLayer& l, RecurrenceMode mode, LayerBoundary* bd,
                              LayerDecodeState* cache) const {
     const auto& m = cfg_;
     const int64_t Bsz = x.size(0), T = x.size(1), key_dim = m.hk * m.dk, value_dim = m.hv * m.dv, r = m.hv / m.hk;
     torch::Tensor mixed, z, b, a;
-    if (layout_ == QwenLinearLayout::Separate) {
+    if (packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
+      const auto y = statecut::linear(x, l.in_pack);
+      const int64_t C = l.qkv.size(0);
+      mixed = y.narrow(-1, 0, C);
+      z = y.narrow(-1, C, value_dim).view({Bsz, T, m.hv, m.dv});
+      b = y.narrow(-1, C + value_dim, m.hv);
+      a = y.narrow(-1, C + value_dim + m.hv, m.hv);
+    } else if (layout_ == QwenLinearLayout::Separate) {
       mixed = statecut::linear(x, l.qkv);
       z = statecut::linear(x, l.z).view({Bsz, T, m.hv, m.dv});
       b = statecut::linear(x, l.b);
@@ -236,11 +238,20 @@ class QwenHybrid final : public CausalLM {
     auto q = mixed.narrow(2, 0, key_dim).reshape({Bsz, T, m.hk, m.dk});
     auto k = mixed.narrow(2, key_dim, key_dim).reshape({Bsz, T, m.hk, m.dk});
     auto v = mixed.narrow(2, 2 * key_dim, value_dim).reshape({Bsz, T, m.hv, m.dv});
+    const double scale = 1.0 / std::sqrt(static_cast<double>(m.dk));
+    if (cache && x.is_cuda() && !bd) {
+      // Decoding on CUDA: beta's sigmoid and the decay run in the kernel, which reads b and a in place (one token; a
+      // prefill forms them as below, in delta_rule_cached_logits).
+      const GateInputs raw{a, l.A_log, l.dt_bias};
+      auto o = delta_rule_cached_logits(q, k, v, b, /*round_beta=*/false, &raw, scale, /*l2norm_qk=*/true, mode,
+                                        cache->state);
+      o = qwen_gated_rms_norm(o.to(x.scalar_type()), z, l.norm, m.eps);
+      return statecut::linear(o.reshape({Bsz, T, value_dim}), l.out_proj);
+    }
     const auto ct = compute_dtype(x.scalar_type());
     auto beta = torch::sigmoid(b.to(ct));
     auto g = -torch::exp(l.A_log.to(ct)) * torch::softplus(a.to(ct) + l.dt_bias.to(ct));
     torch::Tensor state;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(m.dk));
     auto o = cache ? delta_rule_cached(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, cache->state)
                    : delta_rule_forward(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, bd ? &state : nullptr);
     if (bd) {
@@ -252,7 +263,7 @@ class QwenHybrid final : public CausalLM {
       bd->g = g;
       bd->final_state = state;
     }
-    o = norm_then_gate(o.to(x.scalar_type()), z, l.norm, m.eps);
+    o = qwen_gated_rms_norm(o.to(x.scalar_type()), z, l.norm, m.eps);
     return statecut::linear(o.reshape({Bsz, T, value_dim}), l.out_proj);
   }
 
