@@ -9,7 +9,11 @@
 #      steps, graphs) and eagerly (--no-graphs) at 1 and 64; the same checkpoints in transformers (its
 #      Qwen3_5ForCausalLM, bf16, its cache; fla's kernels on the path when .fla is carried); a Kineto profile of 32
 #      eager steps at batch 1.
-#   G  the same build; `ctest -L GPU` (every GPU test).
+#   D  the same build and tests; the GEMV's weight prefetch (launched as a programmatic dependent, the weights loaded
+#      while the kernel before drains) with a deliberate bug that must fail (the loop after the prefetch starting a
+#      piece early); fla DeltaNet 1.3B and Gated DeltaNet 1.3B and their 50% prunes through `statecut bench`.
+#   G  the same build (warm: incremental); `ctest -L GPU` (every GPU test); the hybrid's bench again (the floor now
+#      counts the KV cache read); fla on the DeltaNet 1.3B prune (decode 1 and 64), time permitting.
 # Results under $OUT: 00_summary.log (verdicts, tables), bench_*.json, peer_*.jsonl, failing logs.
 # Run from the repository root: bash bench/h200_wave7.sh Q|G
 set -uo pipefail
@@ -61,6 +65,23 @@ if [ "$PHASE" = Q ]; then
     { say "--- kernels of a q35 decode step at batch 1 (eager, Kineto, 32 steps)";
       python3 bench/profile_summary.py "$LOGS/decode_q35_1.json" 22 --within statecut_decode_step >>"$S" 2>&1; }
   peer q35
+elif [ "$PHASE" = D ]; then
+  configure_and_build $TESTS
+  run_tests $TESTS
+  cp kernels/fused_layer_ops.cu "$LOGS/flo.orig"
+  sed -i 's/for (int k = lane \* 8 + kGemvPre \* 32 \* 8; k < K;/for (int k = lane * 8 + (kGemvPre - 1) * 32 * 8; k < K;/' kernels/fused_layer_ops.cu
+  if cmp -s kernels/fused_layer_ops.cu "$LOGS/flo.orig"; then say "mutant: sed did not apply"; else
+    cmake --build "$BUILD" -j"$(nproc)" --target fused_ops_cuda >"$LOGS/build_mut.log" 2>&1
+    timeout 120 "$BUILD/tests/fused_ops_cuda" --gtest_filter='*gemv*' >"$LOGS/mut3.log" 2>&1
+    say "mutant gemv loop after the prefetch a piece early: exit $? — $(grep -c Failure "$LOGS/mut3.log") failures; $(grep -m1 -A2 Failure "$LOGS/mut3.log" | tr '\n' ' ' | cut -c1-250)"
+  fi
+  cp "$LOGS/flo.orig" kernels/fused_layer_ops.cu
+  cmake --build "$BUILD" -j"$(nproc)" --target statecut fused_ops_cuda >>"$LOGS/build_mut.log" 2>&1
+  for n in dn13 gdn13; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && pruned $n && bench $n
+  done
 elif [ "$PHASE" = G ]; then
   configure_and_build $TESTS metamorphic_gated_delta_cuda equiv_gated_delta_cuda badinput_gated_delta_cuda \
     calibration_cuda train_cuda
@@ -68,6 +89,12 @@ elif [ "$PHASE" = G ]; then
     { rc=1; keep "$LOGS/ctest_gpu.log"; }
   say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log")"
   grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|SEGFAULT" "$LOGS/ctest_gpu.log" | head -20 >>"$S"
+  checkpoint q35 --family qwen3_5 && pruned q35 && bench q35
+  if [ -d .fla/fla ] && [ "$(elapsed)" -lt 380 ]; then
+    pruned dn13 && PYTHONPATH=.fla timeout $(( 560 - $(elapsed) )) python3 bench/fla_model_decode.py "$WORK/dn13_p50" \
+      --decode 1,64 --prefill "" --prompt 512 --steps 32 >"$OUT/peer_dn13_p50.jsonl" 2>"$LOGS/peer_dn13.err"
+    say "--- fla on dn13_p50 (exit $?): $(tr '\n' ' ' <"$OUT/peer_dn13_p50.jsonl" | cut -c1-800)"
+  fi
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -214,8 +214,12 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
       f.ms_per_step = 1e3 * s / static_cast<double>(std::max<int64_t>(1, cfg.new_tokens));
       f.tokens_per_s = static_cast<double>(B * cfg.new_tokens) / s;
       f.peak_bytes = peak_bytes(dev);
+      // The KV cache's mean filled length over the timed steps: the prompt, the stepper's warm-up and capture steps and
+      // the self-check step (decode_step.h: 2 + 1 + 1 before the first timed step), then half of the timed ones.
+      const double kv_len = static_cast<double>(P + 4) + 0.5 * static_cast<double>(cfg.new_tokens);
       const double per_step = static_cast<double>(r.weight_bytes_per_step) +
-                              2.0 * static_cast<double>(B) * static_cast<double>(r.state_bytes_per_seq);
+                              2.0 * static_cast<double>(B) * static_cast<double>(r.state_bytes_per_seq) +
+                              static_cast<double>(B) * static_cast<double>(r.kv_bytes_per_token) * kv_len;
       f.floor_ms = 1e3 * per_step / r.bandwidth_bytes_per_s;
     } catch (const std::exception& e) {
       f.error = short_error(e);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 namespace statecut {
 
@@ -72,36 +73,46 @@ torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights&
   return finish(o, in, w, cfg);
 }
 
+AttentionStep attention_step(DecodeCache& cache, int64_t T, const RotaryEmbedding& rotary, torch::Dtype dtype,
+                             torch::Device device) {
+  AttentionStep step;
+  step.positions = token_positions(cache, T, device);
+  std::tie(step.cos, step.sin) = rotary.cos_sin_at(step.positions, dtype);
+  return step;
+}
+
 torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
                                     const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
-                                    DecodeCache& cache, LayerDecodeState& layer) {
+                                    AttentionStep& step, DecodeCache& cache, LayerDecodeState& layer) {
   TORCH_CHECK(x.dim() == 3, "full_attention: expected x [B,T,hidden], got ", x.sizes());
   const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
   const int64_t r = H / std::max<int64_t>(Hkv, 1);
-  const auto positions = token_positions(cache, T, x.device());  // [T] int64
-  const auto [cos, sin] = rotary.cos_sin_at(positions, x.scalar_type());
-  const auto in = project(x, w, cfg, rotary, cos, sin);
+  TORCH_CHECK(step.positions.defined() && step.positions.size(0) == T, "full_attention_cached: step is not for ", T,
+              " tokens");
+  const auto in = project(x, w, cfg, rotary, step.cos, step.sin);
   auto kp = in.k.permute({0, 2, 1, 3}), vp = in.v.permute({0, 2, 1, 3});  // [B, Hkv, T, hd]
   ensure_kv_buffers(cache, layer, cache.position + T, cache.position, kp);
-  layer.key.index_copy_(2, positions, kp.contiguous());
-  layer.value.index_copy_(2, positions, vp.contiguous());
+  layer.key.index_copy_(2, step.positions, kp.contiguous());
+  layer.value.index_copy_(2, step.positions, vp.contiguous());
   const int64_t cap = layer.key.size(2);
+  if (!step.visible.defined() || step.visible.size(0) != r * T || step.visible.size(1) != cap) {
+    // Row i·T + t of a kv head's group is query head i of the group at token t (qg below).
+    auto visible = torch::arange(cap, step.positions.options()).unsqueeze(0) <= step.positions.unsqueeze(1);
+    step.visible = visible.repeat({r, 1});  // [r·T, cap]
+  }
   // Query head h = kv head h / r, row i·T + t of its group [B, Hkv, r·T, hd]: one pass over the buffer per kv head.
   auto qg = in.q.permute({0, 2, 1, 3}).reshape({B, Hkv, r * T, hd});
-  // Slot j is visible to the token at position p iff j <= p (filled and not in its future).
-  auto visible = torch::arange(cap, positions.options()).unsqueeze(0) <= positions.unsqueeze(1);  // [T, cap]
-  visible = visible.repeat({r, 1});                                                               // [r·T, cap]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   torch::Tensor o;
 #if TORCH_VERSION_MAJOR >= 2
   if (x.is_cuda() && (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf)) {
-    o = at::scaled_dot_product_attention(qg, layer.key, layer.value, visible, 0.0, /*is_causal=*/false, scale);
+    o = at::scaled_dot_product_attention(qg, layer.key, layer.value, step.visible, 0.0, /*is_causal=*/false, scale);
   }
 #endif
   if (!o.defined()) {
     const auto ct = compute_dtype(x.scalar_type());
     auto scores = torch::matmul(qg.to(ct), layer.key.to(ct).transpose(2, 3)) * scale;
-    scores = scores.masked_fill(visible.logical_not(), -std::numeric_limits<double>::infinity());
+    scores = scores.masked_fill(step.visible.logical_not(), -std::numeric_limits<double>::infinity());
     o = torch::matmul(torch::softmax(scores, -1), layer.value.to(ct));
   }
   o = o.reshape({B, H, T, hd}).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());

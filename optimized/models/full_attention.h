@@ -39,16 +39,25 @@ struct FullAttentionWeights {
 torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
                              const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin);
 
-/// Incremental decoding: x's T positions are cache.position … +T−1 and attend to the cached keys/values of the earlier
-/// positions plus themselves (causally). `layer` holds the KV buffers (decode_cache.h: [B, Hkv, capacity, hd], k after
-/// q/k norm and RoPE, v as projected), which receive the T new positions in place; RoPE angles, the slots written and
-/// the mask come from token_positions(cache) on the device, so one step can be captured into a CUDA graph and
-/// replayed. The attention runs over the whole buffer with the unfilled slots masked: exp(−∞) = 0, so it equals the
-/// attention over the filled part. bf16/fp16 on CUDA (LibTorch ≥ 2): scaled_dot_product_attention (fp32 scores and
-/// softmax inside the kernel, the buffer read once, query heads of one kv head grouped as rows); elsewhere the same
-/// arithmetic as full_attention. With an empty cache this is full_attention.
+/// What every softmax layer of one forward_cached call shares: the positions of its T tokens (cache.position … +T−1,
+/// read from the device position, so a captured step reads each replay's), their RoPE cos/sin, and the visibility mask
+/// over the KV buffer (made by the first layer for the buffer's capacity, reused by the others: they grow alike).
+struct AttentionStep {
+  torch::Tensor positions, cos, sin;  ///< [T] int64; [T, rotary_dim] in the activation dtype
+  torch::Tensor visible;              ///< [r·T, capacity] bool: slot j visible to the token at position p iff j <= p
+};
+AttentionStep attention_step(DecodeCache& cache, int64_t T, const RotaryEmbedding& rotary, torch::Dtype dtype,
+                             torch::Device device);
+
+/// Incremental decoding: x's T tokens (step.positions) attend to the cached keys/values of the earlier positions plus
+/// themselves (causally). `layer` holds the KV buffers (decode_cache.h: [B, Hkv, capacity, hd], k after q/k norm and
+/// RoPE, v as projected), which receive the T new positions in place. The attention runs over the whole buffer with
+/// the unfilled slots masked: exp(−∞) = 0, so it equals the attention over the filled part. bf16/fp16 on CUDA
+/// (LibTorch ≥ 2): scaled_dot_product_attention (fp32 scores and softmax inside the kernel, the buffer read once,
+/// the query heads of one kv head grouped as rows); elsewhere the same arithmetic as full_attention. With an empty
+/// cache this is full_attention.
 torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
                                     const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
-                                    DecodeCache& cache, LayerDecodeState& layer);
+                                    AttentionStep& step, DecodeCache& cache, LayerDecodeState& layer);
 
 }  // namespace statecut

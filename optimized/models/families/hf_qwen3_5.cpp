@@ -176,6 +176,7 @@ class QwenHybrid final : public CausalLM {
   ForwardResult run(torch::Tensor h, DecodeCache* cache, const ForwardOptions& opt, ForwardResult res) const {
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     torch::Tensor cos, sin;
+    AttentionStep step;  // decoding: shared by the softmax layers of this call (made by the first one)
     if (!cache) std::tie(cos, sin) = rotary_.cos_sin(h.size(1), 0, h.scalar_type(), h.device());
     const FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
     torch::Tensor delta, x;  // the last block's output, not yet added
@@ -184,12 +185,15 @@ class QwenHybrid final : public CausalLM {
       std::tie(h, x) = add_rms_norm_zero_centered(h, delta, l.input_norm, cfg_.eps);
       if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);  // after layers 0 … L−2
       torch::Tensor y;
-      if (l.full)
-        y = cache ? full_attention_cached(x, l.attn, ac, rotary_, *cache, cache->layers[i])
+      if (l.full) {
+        if (cache && !step.positions.defined())
+          step = attention_step(*cache, h.size(1), rotary_, h.scalar_type(), h.device());
+        y = cache ? full_attention_cached(x, l.attn, ac, rotary_, step, *cache, cache->layers[i])
                   : full_attention(x, l.attn, ac, rotary_, cos, sin);
-      else
+      } else {
         y = linear_mixer(x, l, opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr,
                          cache ? &cache->layers[i] : nullptr);
+      }
       std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
       delta = packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
                                  : gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
