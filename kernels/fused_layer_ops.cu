@@ -392,47 +392,28 @@ void launch_silu_mul(RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStr
 // the M <= 8 rows of x, fp32 sums reduced over the warp, one rounding. At M = 1 cuBLAS's kernels reached 1.4-3.4 TB/s
 // on the 1.3B layers' 8-46 MB matrices (62% of the step's copy bandwidth over a layer, H200 profile 2026-12-02).
 constexpr int kGemvWarps = 8;
-/// Launched as a programmatic dependent of the kernel before it (launch_gemv_m): the weight rows do not depend on that
-/// kernel, so each lane loads its first kGemvPre 16-byte pieces of w (all of a row of K <= 2048) while it drains, then
-/// waits (griddepcontrol.wait: the previous kernel complete and its writes visible; a no-op without the dependency)
-/// before it reads x. The sums run in the same order as without the prefetch. A forward pass never writes its weights;
-/// the prefetch assumes the kernel right before a GEMV does not write that GEMV's w.
-constexpr int kGemvPre = 8;
-
 template <typename T, int M>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                                                T* __restrict__ y, int N, int K) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int n = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x >> 5);
-  const T* wr = w + static_cast<int64_t>(n < N ? n : 0) * K;
-  uint4 pre[kGemvPre];
-#pragma unroll
-  for (int i = 0; i < kGemvPre; ++i) {
-    const int k = lane * 8 + i * 32 * 8;
-    if (n < N && k < K) pre[i] = *reinterpret_cast<const uint4*>(wr + k);
-  }
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
   if (n >= N) return;
+  const T* wr = w + static_cast<int64_t>(n) * K;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.f;
-  auto fma8 = [&](const uint4& raw, int k) {
-    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll 8
+  for (int k = lane * 8; k < K; k += 32 * 8) {
+    float wv[8];
+    detail::load8(wr + k, wv);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xv[8];
       detail::load8(x + static_cast<int64_t>(m) * K + k, xv);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] += to_f<T>(e[i]) * xv[i];
+      for (int i = 0; i < 8; ++i) acc[m] += wv[i] * xv[i];
     }
-  };
-#pragma unroll
-  for (int i = 0; i < kGemvPre; ++i) {
-    const int k = lane * 8 + i * 32 * 8;
-    if (k < K) fma8(pre[i], k);
   }
-#pragma unroll 8
-  for (int k = lane * 8 + kGemvPre * 32 * 8; k < K; k += 32 * 8) fma8(*reinterpret_cast<const uint4*>(wr + k), k);
 #pragma unroll
   for (int m = 0; m < M; ++m)
 #pragma unroll
@@ -444,17 +425,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restri
 
 template <typename T, int M>
 void launch_gemv_m(const void* x, const void* w, void* y, int N, int K, cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps));
-  cfg.blockDim = dim3(kGemvWarps * 32);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, gemv_kernel<T, M>, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y),
-                     N, K);
+  gemv_kernel<T, M><<<static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps), kGemvWarps * 32, 0, s>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), N, K);
 }
 
 template <typename T>
