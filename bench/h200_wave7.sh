@@ -12,6 +12,8 @@
 #   D  the same build and tests; fla DeltaNet 1.3B and Gated DeltaNet 1.3B and their 50% prunes through `statecut
 #      bench`. (Its first run, 15:16 UTC, measured a GEMV launched as a programmatic dependent that loaded its weight
 #      rows before waiting on the kernel before it: every batch-1 step 0.2-0.35 ms slower, so it was reverted.)
+#   F  the final tree: the same build and tests; the three 1.3B/2.3B shapes and their prunes through `statecut bench`;
+#      a Kineto profile of 32 eager batch-1 steps of the hybrid.
 #   G  the same build (warm: incremental); `ctest -L GPU` (every GPU test); the hybrid's bench again (the floor now
 #      counts the KV cache read); fla on the DeltaNet 1.3B prune (decode 1 and 64), time permitting.
 # Results under $OUT: 00_summary.log (verdicts, tables), bench_*.json, peer_*.jsonl, failing logs.
@@ -73,6 +75,17 @@ elif [ "$PHASE" = D ]; then
     # shellcheck disable=SC2086
     checkpoint $n $f && pruned $n && bench $n
   done
+elif [ "$PHASE" = F ]; then
+  configure_and_build $TESTS
+  run_tests $TESTS
+  for n in dn13 gdn13 q35; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && pruned $n && bench $n
+  done
+  timeout 60 "$BUILD/cli/statecut-profile-step" "$WORK/q35" "$LOGS/decode_q35_1.json" 1 16 32 >/dev/null 2>&1 &&
+    { say "--- kernels of a q35 decode step at batch 1 (eager, Kineto, 32 steps)";
+      python3 bench/profile_summary.py "$LOGS/decode_q35_1.json" 30 --within statecut_decode_step >>"$S" 2>&1; }
 elif [ "$PHASE" = G ]; then
   configure_and_build $TESTS metamorphic_gated_delta_cuda equiv_gated_delta_cuda badinput_gated_delta_cuda \
     calibration_cuda train_cuda
