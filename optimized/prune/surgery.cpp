@@ -124,8 +124,11 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
   for (const auto& [name, tlist] : targets) {
     const torch::Tensor raw = src.raw(name);
     const int64_t rows = raw.size(0);
-    // owner[r] = (target index, head, channel) for rows inside a q/k block, or -1.
-    std::vector<std::array<int64_t, 3>> owner(rows, {-1, -1, -1});
+    // owner[r]: the (target index, head, channel) of a row inside a q/k block; target −1 for the other rows.
+    struct Owner {
+      int64_t target = -1, head = -1, channel = -1;
+    };
+    std::vector<Owner> owner(static_cast<size_t>(rows));
     for (size_t ti = 0; ti < tlist.size(); ++ti) {
       const auto& t = tlist[ti];
       for (int64_t h = 0; h < t.layer->num_key_heads; ++h)
@@ -134,18 +137,18 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
           if (r < 0 || r >= rows)
             surgery_fail(src.origin(name) + ": " + name + ": q/k block row " + std::to_string(r) + " outside its " +
                  std::to_string(rows) + " rows (config and weights disagree)");
-          owner[r] = {static_cast<int64_t>(ti), h, c};
+          owner[r] = Owner{static_cast<int64_t>(ti), h, c};
         }
     }
     const bool rotate = !tlist.front().sel->rotation.empty();
     if (!rotate) {
       std::vector<int64_t> idx;
       for (int64_t r = 0; r < rows; ++r) {
-        if (owner[r][0] < 0) {
+        if (owner[r].target < 0) {
           idx.push_back(r);
-        } else if (owner[r][2] == 0) {  // first row of (block, head): emit its kept channels in order
-          const auto& t = tlist[owner[r][0]];
-          const int64_t h = owner[r][1];
+        } else if (owner[r].channel == 0) {  // first row of (block, head): emit its kept channels in order
+          const auto& t = tlist[owner[r].target];
+          const int64_t h = owner[r].head;
           for (int64_t c : t.sel->keep[h]) idx.push_back(t.block.offset + h * t.block.stride + c);
         }
       }
@@ -155,11 +158,11 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
     std::vector<torch::Tensor> pieces;
     const torch::Tensor w64 = raw.to(torch::kFloat64);
     for (int64_t r = 0; r < rows; ++r) {
-      if (owner[r][0] < 0) {
+      if (owner[r].target < 0) {
         pieces.push_back(raw.narrow(0, r, 1));
-      } else if (owner[r][2] == 0) {
-        const auto& t = tlist[owner[r][0]];
-        const int64_t h = owner[r][1];
+      } else if (owner[r].channel == 0) {
+        const auto& t = tlist[owner[r].target];
+        const int64_t h = owner[r].head;
         const torch::Tensor blk = w64.narrow(0, t.block.offset + h * t.block.stride, t.layer->head_k_dim);
         torch::Tensor T = t.sel->rotation[h].to(torch::kFloat64);
         if (t.block.conv) T = T * T;  // depthwise filters: diagonal approximation Σ_d T[r,d]² w[d]

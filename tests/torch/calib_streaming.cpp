@@ -99,6 +99,19 @@ TEST(Unit_Calibration, streamedRFactorReproducesTheFeatureGram) {
   }
 }
 
+// Each layer's statistics are labelled with the model layer they belong to, in prunable_layers() order (seed 301: the
+// label taken from the next entry survived).
+TEST(Unit_Calibration, layersAreLabelledWithTheirModelLayer) {
+  REQUIRE_FIXTURE("hf_qwen3_5");
+  auto [m, ids, seed] = fixture_case("hf_qwen3_5", torch::kFloat32, 2, 16);
+  CalibrationNeeds nd;
+  nd.rms = true;
+  const Calibration cal = calibrate(*m, ids, nd);
+  const auto layers = m->prunable_layers();
+  ASSERT_EQ(cal.layers.size(), layers.size());
+  for (size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(cal.layers[i].layer, layers[i].layer) << "entry " << i;
+}
+
 TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
   REQUIRE_FIXTURE("fla_delta_net");
   auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 3, 65);

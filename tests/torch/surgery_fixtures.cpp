@@ -195,3 +195,41 @@ TEST(BadInput_Surgery, keepSetsOutsideTheHeadAreRejected) {
   sel[0].keep[1][3] = sel[0].keep[1][2];
   EXPECT_THROW(write_pruned_checkpoint(src.string(), sel, out.path.string()), std::runtime_error);
 }
+
+// A selection keeping no channel is refused by name, not turned into a zero-width model (ci/mutate.sh seed 301: the
+// `k < 1 || k > dk` guard weakened to `&&` survived).
+TEST(BadInput_Surgery, emptyKeepSetsAreRejected) {
+  REQUIRE_FIXTURES();
+  const fs::path src = kSurgeryFixtures / "fla_delta_net";
+  auto sel = read_keep_file((kSurgeryFixtures / "fla_delta_net_pruned50" / "keep.json").string());
+  for (auto& layer : sel)
+    for (auto& head : layer.keep) head.clear();
+  TempDir out("empty-keep");
+  try {
+    write_pruned_checkpoint(src.string(), sel, out.path.string());
+    FAIL() << "a selection keeping 0 channels was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("keep 0 outside [1, dk=32]"), std::string::npos) << e.what();
+  }
+}
+
+// A config whose q/k block reaches one row past its weight (config and weights disagree by one) is refused naming the
+// row, at the boundary itself: row == rows is already outside (seed 301: `r >= rows` → `r > rows` survived).
+TEST(BadInput_Surgery, blockOneRowPastItsWeightIsRejected) {
+  REQUIRE_FIXTURES();
+  const fs::path src = kSurgeryFixtures / "fla_delta_net";
+  auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
+  const auto sel = read_keep_file((kSurgeryFixtures / "fla_delta_net_pruned50" / "keep.json").string());
+  layers[0].k_row_offset = 1;  // k rows 1 … H·dk of a weight with H·dk rows
+  const WeightSource w = WeightSource::open_dir(src.string());
+  const int64_t rows = w.shape(layers[0].k_weight)[0];
+  try {
+    apply_selection(w, layers, sel);
+    FAIL() << "a block past its weight was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("q/k block row " + std::to_string(rows) + " outside its " +
+                                         std::to_string(rows) + " rows"),
+              std::string::npos)
+        << e.what();
+  }
+}

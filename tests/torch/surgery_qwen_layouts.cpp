@@ -208,6 +208,18 @@ TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
     EXPECT_TRUE(torch::isfinite(logits).all().item<bool>()) << method;
     const auto rows = WeightSource::open_dir(out.path.string()).shape("model.layers.0.linear_attn.in_proj_qkvz.weight");
     EXPECT_EQ(rows[0], 2 * (2 * 16 + 2 * 2 * 16)) << method;  // Hk · (2k' + 2r·dv)
+    // drrqr's record carries its certificate per layer and head; no other method writes one (seed 301: recording the
+    // heads for the other methods instead survived).
+    if (method == "drrqr") {
+      ASSERT_TRUE(r.record.contains("drrqr")) << r.record.dump();
+      ASSERT_EQ(r.record["drrqr"].size(), 3u);
+      for (const auto& layer : r.record["drrqr"]) {
+        ASSERT_EQ(layer["heads"].size(), 2u) << layer.dump();
+        for (const auto& h : layer["heads"]) EXPECT_TRUE(h.contains("swaps") && h.contains("max_rho")) << h.dump();
+      }
+    } else {
+      EXPECT_FALSE(r.record.contains("drrqr")) << method;
+    }
   }
 }
 
