@@ -42,4 +42,15 @@ TEST(BadInput_KeepFile, valueOfTheWrongTypeNamesTheFile) {
   EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": 0, "keep": [[0.5, 1]]}]}})"), "(accepted)");
 }
 
+// A file that is neither format is refused as such, whatever else it holds: a "keep" that is a list (not the
+// "<layer>.<head>" object) and a "selection" without layers (ci/mutate.sh seed 301: the format test's `&&` weakened to
+// `||` survived).
+TEST(BadInput_KeepFile, neitherFormatIsNamedAsSuch) {
+  for (const char* text : {R"({"keep": [[0, 1]]})", R"({"keep": 3})", R"({"selection": {"method": "l1"}})", "{}"}) {
+    const std::string m = refusal(text);
+    EXPECT_NE(m.find("neither a keep.json ('keep') nor a statecut.json ('selection')"), std::string::npos)
+        << text << ": " << m;
+  }
+}
+
 }  // namespace

@@ -172,7 +172,7 @@ class QwenHybrid final : public CausalLM {
  private:
   /// The decoder over the embeddings h: a whole sequence (cache null) or continuing from the cache. Each block's output
   /// is added to the residual stream together with the next norm (add_rms_norm_zero_centered: one launch on CUDA, the
-  /// same sum and norm as h + y then the norm).
+  /// same sum and norm as h + y then the norm). Layer boundaries are captured for a whole sequence only.
   ForwardResult run(torch::Tensor h, DecodeCache* cache, const ForwardOptions& opt, ForwardResult res) const {
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     torch::Tensor cos, sin;
@@ -191,7 +191,7 @@ class QwenHybrid final : public CausalLM {
         y = cache ? full_attention_cached(x, l.attn, ac, rotary_, step, *cache, cache->layers[i])
                   : full_attention(x, l.attn, ac, rotary_, cos, sin);
       } else {
-        y = linear_mixer(x, l, opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr,
+        y = linear_mixer(x, l, opt.mode, opt.capture_boundary && !cache ? &res.boundary[i] : nullptr,
                          cache ? &cache->layers[i] : nullptr);
       }
       std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
