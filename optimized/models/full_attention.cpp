@@ -26,8 +26,8 @@ struct AttentionInputs {
   torch::Tensor q, k, v, gate;
 };
 
-AttentionInputs project(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
-                        const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin) {
+AttentionInputs attention_inputs(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
+                                 const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin) {
   TORCH_CHECK(x.dim() == 3, "full_attention: expected x [B,T,hidden], got ", x.sizes());
   TORCH_CHECK(cfg.num_kv_heads > 0 && cfg.num_heads % cfg.num_kv_heads == 0,
               "full_attention: num_attention_heads must be a multiple of num_key_value_heads");
@@ -49,8 +49,8 @@ AttentionInputs project(const torch::Tensor& x, const FullAttentionWeights& w, c
 }
 
 /// o [B,T,H·hd] in x's dtype → the gated output projection.
-torch::Tensor finish(const torch::Tensor& o, const AttentionInputs& in, const FullAttentionWeights& w,
-                     const FullAttentionConfig& cfg) {
+torch::Tensor gated_out_proj(const torch::Tensor& o, const AttentionInputs& in, const FullAttentionWeights& w,
+                             const FullAttentionConfig& cfg) {
   return affine(cfg.output_gate ? o * torch::sigmoid(in.gate) : o, w.o_proj, w.o_bias);
 }
 
@@ -58,7 +58,7 @@ torch::Tensor finish(const torch::Tensor& o, const AttentionInputs& in, const Fu
 
 torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights& w, const FullAttentionConfig& cfg,
                              const RotaryEmbedding& rotary, const torch::Tensor& cos, const torch::Tensor& sin) {
-  const auto in = project(x, w, cfg, rotary, cos, sin);
+  const auto in = attention_inputs(x, w, cfg, rotary, cos, sin);
   const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
   // [B, heads, T, hd]; kv heads repeated to the query heads (head h reads kv head h / (H/Hkv)).
   const auto ct = compute_dtype(x.scalar_type());
@@ -70,7 +70,7 @@ torch::Tensor full_attention(const torch::Tensor& x, const FullAttentionWeights&
   scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
   auto probs = torch::softmax(scores, -1);
   auto o = torch::matmul(probs, vh).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());
-  return finish(o, in, w, cfg);
+  return gated_out_proj(o, in, w, cfg);
 }
 
 AttentionStep attention_step(DecodeCache& cache, int64_t T, const RotaryEmbedding& rotary, torch::Dtype dtype,
@@ -89,7 +89,7 @@ torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionW
   const int64_t r = H / std::max<int64_t>(Hkv, 1);
   TORCH_CHECK(step.positions.defined() && step.positions.size(0) == T, "full_attention_cached: step is not for ", T,
               " tokens");
-  const auto in = project(x, w, cfg, rotary, step.cos, step.sin);
+  const auto in = attention_inputs(x, w, cfg, rotary, step.cos, step.sin);
   auto kp = in.k.permute({0, 2, 1, 3}), vp = in.v.permute({0, 2, 1, 3});  // [B, Hkv, T, hd]
   ensure_kv_buffers(cache, layer, cache.position + T, cache.position, kp);
   layer.key.index_copy_(2, step.positions, kp.contiguous());
@@ -116,7 +116,7 @@ torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionW
     o = torch::matmul(torch::softmax(scores, -1), layer.value.to(ct));
   }
   o = o.reshape({B, H, T, hd}).permute({0, 2, 1, 3}).reshape({B, T, H * hd}).to(x.scalar_type());
-  return finish(o, in, w, cfg);
+  return gated_out_proj(o, in, w, cfg);
 }
 
 }  // namespace statecut
