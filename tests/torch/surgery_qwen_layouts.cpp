@@ -202,6 +202,7 @@ TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
     ASSERT_EQ(r.selection.size(), 3u) << method;
     EXPECT_EQ(r.selection.front().new_dim(), 16) << method;
     EXPECT_EQ(config_of(out.path)["linear_key_head_dim"], 16) << method;
+    EXPECT_EQ(r.record["ratio"], 0.5) << method;  // a --ratio prune records its ratio (seed 301: `keep > 0` → `>=`)
     const auto m = load_causal_lm(out.path.string(), torch::kFloat32, torch::kCPU);
     torch::NoGradGuard ng;
     const auto logits = m->forward(torch::arange(40, torch::kInt64).view({1, 40})).logits;
