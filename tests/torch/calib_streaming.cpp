@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "optimized/prune/calibration.h"
 #include "tests/torch/pipeline_util.h"
@@ -110,6 +112,24 @@ TEST(Unit_Calibration, layersAreLabelledWithTheirModelLayer) {
   const auto layers = m->prunable_layers();
   ASSERT_EQ(cal.layers.size(), layers.size());
   for (size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(cal.layers[i].layer, layers[i].layer) << "entry " << i;
+}
+
+// The progress callback counts every mini-batch of every pass against a fixed total: 5 windows in batches of 2 are 3
+// forward batches plus 3 gradient batches, 6 calls (1/6 … 6/6) (seed 301: the total's product turned into a quotient,
+// 3 / 2 = 1, survived).
+TEST(Unit_Calibration, progressCountsEveryBatchOfEveryPass) {
+  REQUIRE_FIXTURE("fla_delta_net");
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 5, 16);
+  CalibrationNeeds nd;
+  nd.rms = nd.grad = true;
+  nd.batch = 2;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  calibrate(*m, ids, nd, [&calls](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  ASSERT_EQ(calls.size(), 6u);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].first, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(calls[i].second, 6);
+  }
 }
 
 TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
