@@ -6,11 +6,14 @@
 //   pruned, it must hold the flat checkpoint's pruned tensors under the nested names and give the same logits.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "optimized/io/safetensors.h"
 #include "optimized/models/model.h"
@@ -220,6 +223,37 @@ TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
       }
     } else {
       EXPECT_FALSE(r.record.contains("drrqr")) << method;
+    }
+  }
+}
+
+// The calibration bounds are inclusive: one window of two tokens is the smallest calibration prune takes, zero windows
+// or one token are refused by name (seed 301: `calib_len < 2` → `<= 2` survived).
+TEST(BadInput_PruneCalibration, smallestCalibrationIsAcceptedAndBelowItRefused) {
+  REQUIRE_QWEN_FIXTURES();
+  const fs::path next = test::fixture_dir("hf_qwen3_next");
+  const fs::path corpus = fs::path(STATECUT_SOURCE_DIR) / "assets" / "corpora" / "pydocs_train.txt";
+  auto options = [&](const fs::path& out, int64_t seqs, int64_t len) {
+    PruneOptions o;
+    o.checkpoint = next.string();
+    o.out = out.string();
+    o.method = "swanda";
+    o.ratio = 0.5;
+    o.calib = {corpus.string()}, o.calib_seqs = seqs, o.calib_len = len;
+    return o;
+  };
+  TempDir out("qwen-next-smallest-calib");
+  fs::remove_all(out.path);
+  EXPECT_EQ(prune_checkpoint(options(out.path, 1, 2)).selection.size(), 3u);
+  for (const auto& [seqs, len] : {std::pair<int64_t, int64_t>{0, 2}, {1, 1}}) {
+    TempDir bad("qwen-next-bad-calib");
+    fs::remove_all(bad.path);
+    try {
+      prune_checkpoint(options(bad.path, seqs, len));
+      ADD_FAILURE() << "calib_seqs " << seqs << ", calib_len " << len << " accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--calib-seqs must be >= 1 and --calib-len >= 2"), std::string::npos)
+          << e.what();
     }
   }
 }
