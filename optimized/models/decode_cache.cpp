@@ -79,9 +79,16 @@ void ensure_kv_buffers(DecodeCache& cache, LayerDecodeState& layer, int64_t need
 }
 
 void reserve_kv(DecodeCache& cache, int64_t positions) {
-  cache.kv_capacity = std::max(cache.kv_capacity, round_up_64(positions));
-  for (auto& l : cache.layers)
-    if (l.key.defined() && l.key.size(2) < positions) ensure_kv_buffers(cache, l, positions, cache.position, l.key);
+  // Exactly the room asked for (rounded to 64), not the doubling of a growing call: a replayed step's attention reads
+  // the whole buffer, so every slot reserved but never filled costs bandwidth on each step.
+  const int64_t capacity = round_up_64(positions);
+  cache.kv_capacity = std::max(cache.kv_capacity, capacity);
+  for (auto& l : cache.layers) {
+    if (!l.key.defined() || l.key.size(2) >= positions) continue;
+    const int64_t filled = std::min(cache.position, l.key.size(2));
+    l.key = regrow(l.key, filled, capacity, l.key);
+    l.value = regrow(l.value, filled, capacity, l.value);
+  }
 }
 
 int64_t kv_room(const DecodeCache& cache) {

@@ -79,8 +79,9 @@ void end_cached_forward(DecodeCache& cache, int64_t T);
 /// host position on first use), so a captured step reads the position of each replay.
 torch::Tensor token_positions(DecodeCache& cache, int64_t T, torch::Device device);
 
-/// Makes room for `positions` positions in total: every KV buffer already allocated grows to hold them (its filled
-/// part copied), and buffers allocated later take at least that many. No effect on recurrent blocks.
+/// Makes room for `positions` positions in total: every KV buffer already allocated that is shorter grows to exactly
+/// that many (rounded up to 64; its filled part copied), and buffers allocated later take at least that many. No
+/// effect on recurrent blocks.
 void reserve_kv(DecodeCache& cache, int64_t positions);
 
 /// Positions the KV buffers hold (the smallest over the softmax blocks); INT64_MAX when the model has none.

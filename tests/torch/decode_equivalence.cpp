@@ -241,6 +241,25 @@ std::vector<DecodeCase> decode_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Families, Equiv_Decode, testing::ValuesIn(decode_cases()), decode_case_name);
 
+// reserve_kv sizes the KV buffers to the room asked for (rounded to 64), not to a doubling: a replayed step reads the
+// whole buffer. A call past the room then grows it (×2), keeping what it holds (the equivalence tests above).
+TEST(Unit_DecodeCache, reserveSizesTheKvBuffersExactly) {
+  const std::string dir = test::fixture_dir("hf_qwen3_5");
+  if (dir.empty()) GTEST_SKIP() << "fixture hf_qwen3_5 not found";
+  torch::NoGradGuard no_grad;
+  auto model = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+  DecodeCache cache;
+  auto ids = random_ids(2, 101, model->vocab_size(), test::env_seed(14));
+  model->forward_cached(ids.narrow(1, 0, 100), cache);
+  ASSERT_EQ(kv_room(cache), 128);  // 100 positions, rounded to 64
+  reserve_kv(cache, 130);
+  EXPECT_EQ(kv_room(cache), 192);
+  const auto before = cache.layers[3].key.narrow(2, 0, 100).clone();  // layer 3: the fixture's softmax layer
+  model->forward_cached(ids.narrow(1, 100, 1), cache);
+  EXPECT_EQ(kv_room(cache), 192);
+  EXPECT_TRUE(torch::equal(cache.layers[3].key.narrow(2, 0, 100), before)) << "the filled part was not kept";
+}
+
 // Bad input: a cache is tied to its batch size; a different B is refused with one line, not silently mixed.
 TEST(BadInput_Decode, batchSizeChangeIsRefused) {
   const std::string dir = test::fixture_dir("fla_delta_net");
