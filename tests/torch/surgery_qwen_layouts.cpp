@@ -258,6 +258,30 @@ TEST(BadInput_PruneCalibration, smallestCalibrationIsAcceptedAndBelowItRefused) 
   }
 }
 
+// --keep-from replaces the method, the ratio and the keep count: any one of them beside it is refused (seed 302: the
+// test's `||` weakened to `&&` survived).
+TEST(BadInput_PruneOptions, keepFromWithAMethodRatioOrKeepIsRefused) {
+  TempDir dir("keep-from-options");
+  const std::string keep = (dir.path / "keep.json").string();
+  std::ofstream(keep) << R"({"keep": {"0.0": [0]}})";
+  for (int which = 0; which < 3; ++which) {
+    PruneOptions o;
+    o.checkpoint = dir.path.string();
+    o.out = (dir.path / "out").string();
+    o.keep_from = keep;
+    if (which == 0) o.method = "l1";
+    if (which == 1) o.ratio = 0.5;
+    if (which == 2) o.keep = 8;
+    try {
+      validate_prune_options(o);
+      ADD_FAILURE() << "option " << which << " accepted beside --keep-from";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("--keep-from replaces --method/--ratio/--keep"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
   REQUIRE_QWEN_FIXTURES();
   const fs::path flat = test::fixture_dir("hf_qwen3_5");
