@@ -207,6 +207,7 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
                     f.check_rel_err);
       }
       sync(dev);
+      const int64_t kv_start = cache.position;  // the prompt, the stepper's warm-up and capture steps, the self-check
       auto t0 = Clock::now();
       for (int64_t i = 0; i < cfg.new_tokens; ++i) stepper.step();
       sync(dev);
@@ -214,9 +215,8 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
       f.ms_per_step = 1e3 * s / static_cast<double>(std::max<int64_t>(1, cfg.new_tokens));
       f.tokens_per_s = static_cast<double>(B * cfg.new_tokens) / s;
       f.peak_bytes = peak_bytes(dev);
-      // The KV cache's mean filled length over the timed steps: the prompt, the stepper's warm-up and capture steps and
-      // the self-check step (decode_step.h: 2 + 1 + 1 before the first timed step), then half of the timed ones.
-      const double kv_len = static_cast<double>(P + 4) + 0.5 * static_cast<double>(cfg.new_tokens);
+      // The KV cache's mean filled length over the timed steps.
+      const double kv_len = static_cast<double>(kv_start) + 0.5 * static_cast<double>(cfg.new_tokens);
       const double per_step = static_cast<double>(r.weight_bytes_per_step) +
                               2.0 * static_cast<double>(B) * static_cast<double>(r.state_bytes_per_seq) +
                               static_cast<double>(B) * static_cast<double>(r.kv_bytes_per_token) * kv_len;

@@ -84,12 +84,11 @@ AttentionStep attention_step(DecodeCache& cache, int64_t T, const RotaryEmbeddin
 torch::Tensor full_attention_cached(const torch::Tensor& x, const FullAttentionWeights& w,
                                     const FullAttentionConfig& cfg, const RotaryEmbedding& rotary,
                                     AttentionStep& step, DecodeCache& cache, LayerDecodeState& layer) {
-  TORCH_CHECK(x.dim() == 3, "full_attention: expected x [B,T,hidden], got ", x.sizes());
+  TORCH_CHECK(step.positions.defined() && x.dim() >= 2 && step.positions.size(0) == x.size(1),
+              "full_attention_cached: step is not for this call's tokens");
+  const auto in = attention_inputs(x, w, cfg, rotary, step.cos, step.sin);  // checks x and the head counts
   const int64_t B = x.size(0), T = x.size(1), H = cfg.num_heads, Hkv = cfg.num_kv_heads, hd = cfg.head_dim;
-  const int64_t r = H / std::max<int64_t>(Hkv, 1);
-  TORCH_CHECK(step.positions.defined() && step.positions.size(0) == T, "full_attention_cached: step is not for ", T,
-              " tokens");
-  const auto in = attention_inputs(x, w, cfg, rotary, step.cos, step.sin);
+  const int64_t r = H / Hkv;
   auto kp = in.k.permute({0, 2, 1, 3}), vp = in.v.permute({0, 2, 1, 3});  // [B, Hkv, T, hd]
   ensure_kv_buffers(cache, layer, cache.position + T, cache.position, kp);
   layer.key.index_copy_(2, step.positions, kp.contiguous());

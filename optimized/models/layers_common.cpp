@@ -37,45 +37,50 @@ bool needs_autograd(std::initializer_list<torch::Tensor> ts) {
 
 torch::Dtype compute_dtype(torch::Dtype d) { return d == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32; }
 
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+namespace {
+
+/// rms_norm (w_offset 0) and rms_norm_zero_centered (w_offset 1): x · rsqrt(mean(x²) + eps) · (w_offset + w), the
+/// offset added in the compute dtype only when it is not 0 (fla's and Mamba-2's norms keep their exact operations).
+torch::Tensor offset_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps, double w_offset) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (fused_ops_apply({x, weight})) return cuda::fused_rms_norm(x, weight, eps);
+  if (fused_ops_apply({x, weight})) return cuda::fused_rms_norm(x, weight, eps, w_offset);
 #endif
   const auto cd = compute_dtype(x.scalar_type());
   auto xf = x.to(cd);
-  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight.to(cd);
-  return y.to(x.scalar_type());
+  auto w = weight.to(cd);
+  if (w_offset != 0.0) w = w_offset + w;
+  return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * w).to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> offset_add_rms_norm(const torch::Tensor& x, const torch::Tensor& d,
+                                                            const torch::Tensor& weight, double eps, double w_offset) {
+  if (!d.defined()) return {x, offset_rms_norm(x, weight, eps, w_offset)};
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (d.sizes() == x.sizes() && fused_ops_apply({x, d, weight}))
+    return cuda::fused_add_rms_norm(x, d, weight, eps, w_offset);
+#endif
+  auto s = x + d;
+  return {s, offset_rms_norm(s, weight, eps, w_offset)};
+}
+
+}  // namespace
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  return offset_rms_norm(x, weight, eps, 0.0);
 }
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm(const torch::Tensor& x, const torch::Tensor& d,
                                                      const torch::Tensor& weight, double eps) {
-  if (!d.defined()) return {x, rms_norm(x, weight, eps)};
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (d.sizes() == x.sizes() && fused_ops_apply({x, d, weight})) return cuda::fused_add_rms_norm(x, d, weight, eps);
-#endif
-  auto s = x + d;
-  return {s, rms_norm(s, weight, eps)};
+  return offset_add_rms_norm(x, d, weight, eps, 0.0);
 }
 
 torch::Tensor rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (fused_ops_apply({x, weight})) return cuda::fused_rms_norm(x, weight, eps, /*w_offset=*/1.0);
-#endif
-  const auto ct = compute_dtype(x.scalar_type());
-  auto xf = x.to(ct);
-  auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return (normed * (1.0 + weight.to(ct))).to(x.scalar_type());
+  return offset_rms_norm(x, weight, eps, 1.0);
 }
 
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_zero_centered(const torch::Tensor& x, const torch::Tensor& d,
                                                                    const torch::Tensor& weight, double eps) {
-  if (!d.defined()) return {x, rms_norm_zero_centered(x, weight, eps)};
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (d.sizes() == x.sizes() && fused_ops_apply({x, d, weight}))
-    return cuda::fused_add_rms_norm(x, d, weight, eps, /*w_offset=*/1.0);
-#endif
-  auto s = x + d;
-  return {s, rms_norm_zero_centered(s, weight, eps)};
+  return offset_add_rms_norm(x, d, weight, eps, 1.0);
 }
 
 torch::Tensor qwen_gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
@@ -143,6 +148,8 @@ torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate
   const auto y = statecut::linear(x, gate_up);
   return statecut::linear(silu_mul(y.narrow(-1, 0, I), y.narrow(-1, I, I)), down_w);
 }
+
+bool use_packed(const torch::Tensor& pack) { return pack.defined() && !torch::GradMode::is_enabled(); }
 
 torch::Tensor pack_rows(std::initializer_list<torch::Tensor*> parts, bool pad,
                         std::vector<std::pair<std::string, torch::Tensor>>& params) {

@@ -55,6 +55,9 @@ torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate
 /// part in a decode step (where the cost of a small GEMM is its launch). Training writes through the views.
 torch::Tensor pack_rows(std::initializer_list<torch::Tensor*> parts, bool pad,
                         std::vector<std::pair<std::string, torch::Tensor>>& params);
+/// Whether a forward takes a pack_rows matrix: it exists (CUDA) and no autograd records the pass (training goes through
+/// the named views, one GEMM each, so gradients reach each parameter by name).
+bool use_packed(const torch::Tensor& pack);
 
 /// input_ids [B,T] (any integer dtype, any device) → E's rows [B,T,hidden] on E's device. Throws (TORCH_CHECK, one
 /// line) when ids is not 2-D or an id lies outside [0, E.size(0)). The first step of every family's forward().

@@ -136,7 +136,7 @@ class FlaCausalLM final : public CausalLM {
  private:
   /// On CUDA the projections that read one input are stored as row blocks of one matrix and the named tensors become
   /// views of it (same memory, same names: training and LoRA write through them): one GEMM instead of up to six per
-  /// layer in a decode step, whose cost at batch 1 is the number of launches. Used without autograd (packed()).
+  /// layer in a decode step, whose cost at batch 1 is the number of launches. Used without autograd (use_packed).
   /// The row blocks keep 16-byte alignment for the fused kernels that read them in place: the wide ones (q, k, v, the
   /// output gate g) first, the few rows of b and a after, and zero rows up to a multiple of 8 so every row of the
   /// packed output starts aligned (Gated DeltaNet 1.3B: 9,228 rows, the gate at 6,156 — the gated norm read it one
@@ -172,10 +172,9 @@ class FlaCausalLM final : public CausalLM {
     c.conv.resize(3);
   }
 
-  static bool packed(const FlaLayerWeights& lw) { return lw.in_pack.defined() && !torch::GradMode::is_enabled(); }
 
   torch::Tensor mlp(const FlaLayerWeights& lw, const torch::Tensor& x) const {
-    if (!packed(lw)) return gated_mlp(x, lw.gate_proj, lw.up_proj, lw.down_proj);
+    if (!use_packed(lw.mlp_pack)) return gated_mlp(x, lw.gate_proj, lw.up_proj, lw.down_proj);
     return gated_mlp_packed(x, lw.mlp_pack, lw.down_proj);
   }
 
@@ -188,7 +187,7 @@ class FlaCausalLM final : public CausalLM {
     const bool qk_silu = L.qk_activation == "silu";
     // q, k, v and the b / a / g inputs: one GEMM over the packed rows, or one per projection
     torch::Tensor q, k, v, b_in, a_in, z, qkv;
-    if (packed(lw)) {
+    if (use_packed(lw.in_pack)) {
       const auto y = statecut::linear(x, lw.in_pack);
       qkv = y.narrow(-1, 0, lw.q_proj.size(0) + lw.k_proj.size(0) + lw.v_proj.size(0));
       int64_t off = 0;

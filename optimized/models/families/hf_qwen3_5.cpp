@@ -195,7 +195,7 @@ class QwenHybrid final : public CausalLM {
                          cache ? &cache->layers[i] : nullptr);
       }
       std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
-      delta = packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
+      delta = use_packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
                                  : gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
     }
     const auto hn = add_rms_norm_zero_centered(h, delta, norm_, cfg_.eps).second;
@@ -204,16 +204,13 @@ class QwenHybrid final : public CausalLM {
     return res;
   }
 
-  /// The stacked weights serve a pass without autograd (training goes through the named views, one GEMM each).
-  static bool packed(const torch::Tensor& pack) { return pack.defined() && !torch::GradMode::is_enabled(); }
-
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
   torch::Tensor linear_mixer(const torch::Tensor& x, const QwenLayer& l, RecurrenceMode mode, LayerBoundary* bd,
                              LayerDecodeState* cache) const {
     const auto& m = cfg_;
     const int64_t Bsz = x.size(0), T = x.size(1), key_dim = m.hk * m.dk, value_dim = m.hv * m.dv, r = m.hv / m.hk;
     torch::Tensor mixed, z, b, a;
-    if (packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
+    if (use_packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
       const auto y = statecut::linear(x, l.in_pack);
       const int64_t C = l.qkv.size(0);
       mixed = y.narrow(-1, 0, C);
@@ -243,29 +240,29 @@ class QwenHybrid final : public CausalLM {
     auto k = mixed.narrow(2, key_dim, key_dim).reshape({Bsz, T, m.hk, m.dk});
     auto v = mixed.narrow(2, 2 * key_dim, value_dim).reshape({Bsz, T, m.hv, m.dv});
     const double scale = 1.0 / std::sqrt(static_cast<double>(m.dk));
+    torch::Tensor o;
     if (cache && x.is_cuda() && !bd) {
       // Decoding on CUDA: beta's sigmoid and the decay run in the kernel, which reads b and a in place (one token; a
-      // prefill forms them as below, in delta_rule_cached_logits).
+      // prefill forms them with LibTorch, in delta_rule_cached_logits).
       const GateInputs raw{a, l.A_log, l.dt_bias};
-      auto o = delta_rule_cached_logits(q, k, v, b, /*round_beta=*/false, &raw, scale, /*l2norm_qk=*/true, mode,
-                                        cache->state);
-      o = qwen_gated_rms_norm(o.to(x.scalar_type()), z, l.norm, m.eps);
-      return statecut::linear(o.reshape({Bsz, T, value_dim}), l.out_proj);
-    }
-    const auto ct = compute_dtype(x.scalar_type());
-    auto beta = torch::sigmoid(b.to(ct));
-    auto g = -torch::exp(l.A_log.to(ct)) * torch::softplus(a.to(ct) + l.dt_bias.to(ct));
-    torch::Tensor state;
-    auto o = cache ? delta_rule_cached(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, cache->state)
-                   : delta_rule_forward(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, bd ? &state : nullptr);
-    if (bd) {
-      bd->attn_in = x;
-      bd->q = q;
-      bd->k = k;
-      bd->v = v;
-      bd->beta = beta;
-      bd->g = g;
-      bd->final_state = state;
+      o = delta_rule_cached_logits(q, k, v, b, /*round_beta=*/false, &raw, scale, /*l2norm_qk=*/true, mode,
+                                   cache->state);
+    } else {
+      const auto ct = compute_dtype(x.scalar_type());
+      auto beta = torch::sigmoid(b.to(ct));
+      auto g = gate_from_inputs({a.to(ct), l.A_log.to(ct), l.dt_bias.to(ct)});
+      torch::Tensor state;
+      o = cache ? delta_rule_cached(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, cache->state)
+                : delta_rule_forward(q, k, v, beta, g, scale, /*l2norm_qk=*/true, mode, bd ? &state : nullptr);
+      if (bd) {
+        bd->attn_in = x;
+        bd->q = q;
+        bd->k = k;
+        bd->v = v;
+        bd->beta = beta;
+        bd->g = g;
+        bd->final_state = state;
+      }
     }
     o = qwen_gated_rms_norm(o.to(x.scalar_type()), z, l.norm, m.eps);
     return statecut::linear(o.reshape({Bsz, T, value_dim}), l.out_proj);
