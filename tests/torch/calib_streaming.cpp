@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optimized/prune/calibration.h"
+#include "reference/select_rng.h"
 #include "tests/torch/pipeline_util.h"
 
 namespace fs = std::filesystem;
@@ -156,6 +157,51 @@ TEST(Unit_Calibration, faithfulRowsAreDistinctRowsOfQThenK) {
       EXPECT_TRUE(torch::all(where.slice(0, 1) > where.slice(0, 0, -1)).item<bool>()) << "rows out of order";
     }
   }
+}
+
+// One-sided faithful rows (--select q or k): the rows of that side alone, exactly the ones the seed rule draws for
+// (layer, head), whichever mini-batch they fall in (seed 302: the later batches' offset b0·L turned into b0/L
+// survived, because every earlier faithful test was two-sided).
+TEST(Unit_Calibration, oneSidedFaithfulRowsAreTheSeedRulesRowsOfThatSide) {
+  REQUIRE_FIXTURE("fla_delta_net");
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 5, 33);
+  const Full f = full_forward(*m, ids);
+  const auto layers = m->prunable_layers();
+  for (const ref::ScoreSide side : {ref::ScoreSide::QOnly, ref::ScoreSide::KOnly}) {
+    CalibrationNeeds nd;
+    nd.rows = true;
+    nd.side = side;
+    nd.faithful_rows = 63;  // of 5·33 = 165 rows of one side: rows in all three mini-batches of 2, 2, 1
+    nd.batch = 2;
+    nd.seed = seed;
+    const Calibration cal = calibrate(*m, ids, nd);
+    const std::vector<torch::Tensor>& X = side == ref::ScoreSide::QOnly ? f.q : f.k;
+    for (size_t l = 0; l < X.size(); ++l) {
+      for (int64_t h = 0; h < X[l].size(0); ++h) {
+        ref::SelectRng rng = ref::SelectRng::for_head(seed, layers[l].layer, h);
+        const std::vector<ref::Index> want = ref::faithful_subsample(X[l].size(1), 63, rng);
+        const torch::Tensor idx = torch::tensor(std::vector<int64_t>(want.begin(), want.end()), torch::kInt64);
+        const torch::Tensor rows = cal.layers[l].rows[h].to(torch::kFloat64);
+        ASSERT_EQ(rows.size(0), 63);
+        // the same fp32 batch-shape bound as faithfulRowsAreDistinctRowsOfQThenK (1e-6, ~16 ulps of features ~1);
+        // a row taken from the wrong position differs by O(1)
+        EXPECT_LE((rows - X[l][h].index_select(0, idx)).abs().max().item<double>(), 1e-6)
+            << "side " << (side == ref::ScoreSide::QOnly ? "q" : "k") << " layer " << l << " head " << h
+            << " seed " << seed;
+      }
+    }
+  }
+}
+
+// The RMS of a layer that has seen no token is refused, not 0/0 = NaN (LayerCalibration is a public struct: a caller
+// may assemble one by hand).
+TEST(Unit_Calibration, rmsOfNoTokensIsRefused) {
+  LayerCalibration lc;
+  EXPECT_THROW(lc.rms(), std::runtime_error) << "nothing collected";
+  lc.sumsq = torch::zeros({4}, torch::kFloat64);
+  EXPECT_THROW(lc.rms(), std::runtime_error) << "a sum over zero tokens";
+  lc.rms_n = 2;
+  EXPECT_NO_THROW(lc.rms());
 }
 
 TEST(Unit_Calibration, gradientMatchesCentralFiniteDifference) {
