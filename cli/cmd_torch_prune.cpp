@@ -76,6 +76,10 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_flag("--faithful", a->opt.faithful, "drrqr as published: 5,000 sampled rows, <= 20 swaps (other methods: a warning)");
   app.add_option("--f", a->opt.f, "strong-RRQR parameter f > 1")->capture_default_str();
   app.add_option("--device", a->opt.device, "cpu | cuda")->capture_default_str();
+  app.add_option("--stream-weights", a->opt.stream_weights,
+                 "auto | on | off: calibrate with one block's weights in memory at a time (auto: on the CPU when the "
+                 "fp32 model would take over half the available memory; never for grad)")
+      ->capture_default_str();
   app.add_option("--out", a->opt.out, "output folder (must not exist; written atomically)")->required();
   statecut::cli::add_tokenizer_option(app, a->opt.tokenizer);
   app.add_flag("--json", a->json, "print the statecut.json record and timings as one JSON object on stdout");
@@ -97,13 +101,15 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
       nlohmann::json j = r.record;
       j["out"] = a->opt.out;
       j["seconds"] = timing;
+      j["streamed_weights"] = r.streamed_weights;
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("pruned %s with %s: dk %d -> %d in %zu layers; wrote %s\n", a->opt.checkpoint.c_str(),
                   r.record["method"].get<std::string>().c_str(), r.record["head_k_dim"].get<int>(), r.record["new_head_k_dim"].get<int>(),
                   r.selection.size(), a->opt.out.c_str());
-      std::printf("time: load %.2fs, calibrate %.2fs, select %.2fs, write %.2fs\n", r.seconds_load,
-                  r.seconds_calibrate, r.seconds_select, r.seconds_write);
+      std::printf("time: load %.2fs, calibrate %.2fs%s, select %.2fs, write %.2fs\n", r.seconds_load,
+                  r.seconds_calibrate, r.streamed_weights ? " (weights streamed block by block)" : "",
+                  r.seconds_select, r.seconds_write);
     }
     return 0;
   };

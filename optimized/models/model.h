@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -21,11 +22,24 @@ namespace statecut {
 
 enum class RecurrenceMode { Recurrent, Chunk };
 
+/// Called by forward() before the embedding (block −1), before each block i (0 … num_layers − 1) and before the final
+/// norm and head (block num_layers): where a StreamedModel (streamed_model.h) brings that block's weights in.
+using BlockHook = std::function<void(int64_t block)>;
+
 struct ForwardOptions {
   RecurrenceMode mode = RecurrenceMode::Chunk;
   bool output_hidden_states = false;  ///< residual stream after the embedding and after each block (as the library returns it)
   bool capture_boundary = false;      ///< fill ForwardResult::boundary for every linear-attention layer
+  /// false: forward() stops after the last block (no final norm, no head; logits and the last hidden state are left
+  /// out), for passes that read only the layer boundaries (calibration, rank). forward_cached ignores it.
+  bool logits = true;
+  BlockHook before_block;  ///< forward() only (not forward_cached)
 };
+
+/// Runs opt.before_block(block) when set (the families' forward() calls it at each block boundary).
+inline void enter_block(const ForwardOptions& opt, int64_t block) {
+  if (opt.before_block) opt.before_block(block);
+}
 
 /// Tensors at the recurrence boundary of one linear-attention layer (what calibration and `rank` read).
 struct LayerBoundary {

@@ -1,6 +1,7 @@
 // Model-family registry and load_causal_lm (config.json dispatch on "model_type").
 #include "optimized/models/model_registry.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -109,7 +110,9 @@ std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const We
 }
 
 namespace {
-std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, torch::Device device, bool checks_only) {
+/// placeholders_from: -1 loads every tensor; n >= 0 binds the tensors of >= n elements as checked placeholders.
+std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, torch::Device device,
+                                    int64_t placeholders_from) {
   namespace fs = std::filesystem;
   io::require_checkpoint_folder(dir);
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
@@ -121,16 +124,21 @@ std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, 
   if (!find_family(config["model_type"].get<std::string>()))
     return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
   const WeightSource w = WeightSource::open_dir(dir);
-  return build_causal_lm(config, checks_only ? w.checks_only() : w, dtype, device, cfg_path);
+  return build_causal_lm(config, placeholders_from >= 0 ? w.checks_only(placeholders_from) : w, dtype, device, cfg_path);
 }
 }  // namespace
 
 std::unique_ptr<CausalLM> load_causal_lm(const std::string& dir, torch::Dtype dtype, torch::Device device) {
-  return load_from(dir, dtype, device, /*checks_only=*/false);
+  return load_from(dir, dtype, device, /*placeholders_from=*/-1);
+}
+
+std::unique_ptr<CausalLM> load_causal_lm_placeholders(const std::string& dir, torch::Dtype dtype, torch::Device device,
+                                                      int64_t min_numel) {
+  return load_from(dir, dtype, device, std::max<int64_t>(min_numel, 0));
 }
 
 void check_causal_lm_loads(const std::string& dir) {
-  (void)load_from(dir, torch::kBFloat16, torch::Device(torch::kCPU), /*checks_only=*/true);
+  (void)load_from(dir, torch::kBFloat16, torch::Device(torch::kCPU), /*placeholders_from=*/0);
 }
 
 }  // namespace statecut

@@ -84,4 +84,10 @@ std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const We
 /// the peak memory is the file's pages, not a second copy of the weights. Throws as load_causal_lm does.
 void check_causal_lm_loads(const std::string& dir);
 
+/// load_causal_lm, except that every tensor of at least `min_numel` elements is checked as a load checks it and bound
+/// as an uninitialised placeholder (WeightSource::checks_only(min_numel)): for StreamedModel (streamed_model.h),
+/// which fills them block by block from the mapped checkpoint.
+std::unique_ptr<CausalLM> load_causal_lm_placeholders(const std::string& dir, torch::Dtype dtype, torch::Device device,
+                                                      int64_t min_numel);
+
 }  // namespace statecut

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 
 #include "optimized/io/checkpoint.h"
 
@@ -192,9 +193,12 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
   if (s != expected_shape)
     throw io::Error(origin(name) + ": " + name + ": shape " + shape_str(s) + " but the config implies " +
                     shape_str(expected_shape));
+  int64_t numel = 1;
+  for (const int64_t d : expected_shape) numel *= d;
+  const bool placeholder = placeholders_from_ >= 0 && numel >= placeholders_from_;
   if (const auto* v = impl_->view(name)) {  // a mapped file: checked in place, copied once
     if (!view_finite(*v)) throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
-    if (checks_only_) {
+    if (placeholder) {
       impl_->release(name);
       return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
     }
@@ -203,13 +207,14 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
   auto t = raw(name);
   if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
     throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
-  if (checks_only_) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
+  if (placeholder) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
   return t.to(device, dtype).contiguous().clone();
 }
 
-WeightSource WeightSource::checks_only() const {
+WeightSource WeightSource::checks_only(int64_t min_numel) const {
+  if (min_numel < 0) throw std::invalid_argument("WeightSource::checks_only: min_numel must be >= 0");
   WeightSource w = *this;
-  w.checks_only_ = true;
+  w.placeholders_from_ = min_numel;
   return w;
 }
 

@@ -43,9 +43,11 @@ class WeightSource {
   torch::Tensor get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
                     torch::Device device) const;
   /// A source that checks every get() exactly as this one does (presence, shape, stored values finite) but returns
-  /// an uninitialised tensor (torch::empty: no page is touched until written) instead of a copy: a model built from it
-  /// proves the checkpoint loads while holding none of its weights (prune's data-free methods, issue 19.7).
-  WeightSource checks_only() const;
+  /// an uninitialised tensor (torch::empty: no page is touched until written) instead of a copy for every tensor of
+  /// at least `min_numel` elements (smaller ones are copied as get() copies them): a model built from it proves the
+  /// checkpoint loads while holding none of its weights (prune's data-free methods, min_numel 0), or holds only the
+  /// small ones (StreamedModel, which brings the large ones in block by block; issue 19.7).
+  WeightSource checks_only(int64_t min_numel = 0) const;
   /// Like get() but returns an undefined tensor when `name` is absent.
   torch::Tensor get_optional(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,
                              torch::Device device) const;
@@ -55,7 +57,7 @@ class WeightSource {
  private:
   struct Impl;
   std::shared_ptr<const Impl> impl_;
-  bool checks_only_ = false;
+  int64_t placeholders_from_ = -1;  ///< checks_only(n): tensors of >= n elements come back as placeholders
 };
 
 /// torch dtype of a safetensors dtype; throws io::Error for dtypes LibTorch cannot hold (U16, U32, U64, F8).

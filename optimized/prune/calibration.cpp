@@ -107,6 +107,7 @@ struct CalibrationPass {
   const Progress& progress;
   std::vector<PrunableLayer> layers;
   int64_t N, L, batch, steps, done = 0;
+  BlockHook before_block;
 };
 
 /// The no-grad pass: features (R), faithful rows, PCA sums and RMS, one mini-batch of windows at a time.
@@ -120,6 +121,8 @@ void boundary_pass(CalibrationPass& p, Calibration& cal) {
   torch::NoGradGuard no_grad;
   ForwardOptions fo;
   fo.capture_boundary = true;
+  fo.logits = false;  // only the boundaries are read
+  fo.before_block = p.before_block;
   for (int64_t b0 = 0; b0 < N; b0 += p.batch) {
     const int64_t nb = std::min(p.batch, N - b0);
     ForwardResult res = p.model.forward(p.ids.narrow(0, b0, nb), fo);
@@ -256,10 +259,15 @@ bool needs_calibration(ref::SelectMethod method) {
   return n.rms || n.grad || n.pca || n.features;
 }
 
-Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs, const Progress& progress) {
+Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs, const Progress& progress,
+                      const BlockHook& before_block) {
   if (ids.dim() != 2 || ids.size(0) < 1 || ids.size(1) < 2)
     throw std::runtime_error("calibration: token windows must be [N, L] with L >= 2");
-  CalibrationPass p{model, ids, needs, progress, model.prunable_layers(), ids.size(0), ids.size(1), 0, 0};
+  if (needs.grad && before_block)
+    throw std::runtime_error("calibration: the gradient pass (--method grad) needs every block's weights in memory at "
+                             "once; it cannot stream them");
+  CalibrationPass p{model, ids, needs, progress, model.prunable_layers(), ids.size(0), ids.size(1), 0, 0, 0,
+                    before_block};
   p.batch = needs.batch > 0 ? needs.batch : (model.vocab_size() > 4096 ? 1 : 4);
   const bool want_forward = needs.features || needs.rows || needs.pca || needs.rms;
   p.steps = (p.N + p.batch - 1) / p.batch * ((want_forward ? 1 : 0) + (needs.grad ? 1 : 0));

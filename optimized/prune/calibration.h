@@ -65,7 +65,9 @@ CalibrationNeeds calibration_needs(ref::SelectMethod method, bool faithful);
 bool needs_calibration(ref::SelectMethod method);
 
 /// ids: [N, L] int64 (CPU). Throws std::runtime_error when the model exposes no boundary for a prunable layer.
+/// before_block: passed to every forward (ForwardOptions::before_block): a StreamedModel's hook runs the no-grad pass
+/// with one block's weights resident; the gradient pass needs every block at once and refuses it.
 Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs,
-                      const Progress& progress = {});
+                      const Progress& progress = {}, const BlockHook& before_block = {});
 
 }  // namespace statecut

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -12,6 +13,7 @@
 #include "optimized/text/tokenizer.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/parallel_for_each.h"
+#include "optimized/models/streamed_model.h"
 #include "optimized/models/weight_source.h"
 #include "optimized/prune/eigen_tensor.h"
 #include "optimized/prune/prune_record.h"
@@ -66,6 +68,12 @@ void validate_prune_options(const PruneOptions& opt) {
   if (opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw std::runtime_error("unknown --device '" + opt.device + "' (cpu or cuda)");
   if (!(opt.f > 1)) throw std::runtime_error("--f must be > 1");
+  if (opt.stream_weights != "auto" && opt.stream_weights != "on" && opt.stream_weights != "off")
+    throw std::runtime_error("unknown --stream-weights '" + opt.stream_weights + "' (auto, on or off)");
+  if (opt.stream_weights == "on" && opt.device != "cpu")
+    throw std::runtime_error("--stream-weights on runs on the CPU (on CUDA the model must fit the device)");
+  if (opt.stream_weights == "on" && opt.method == "grad")
+    throw std::runtime_error("--stream-weights on: --method grad needs every block's weights at once (its backward)");
   if (method_needs_calibration(opt.method)) {
     if (opt.calib.empty()) throw std::runtime_error("--method " + opt.method + " needs calibration text: --calib FILE");
     if (opt.calib_seqs < 1 || opt.calib_len < 2)
@@ -132,7 +140,15 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   torch::Device dev(opt.device);
   if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
   // The checkpoint first: a broken one is named as such before its text is tokenised.
-  auto model = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
+  CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
+  res.streamed_weights = dev.is_cpu() && !needs.grad &&
+                         (opt.stream_weights == "on" ||
+                          (opt.stream_weights == "auto" && !weights_fit_in_memory(opt.checkpoint, torch::kFloat32)));
+  std::unique_ptr<CausalLM> whole;
+  std::optional<StreamedModel> streamed;
+  if (res.streamed_weights) streamed.emplace(StreamedModel::load(opt.checkpoint, torch::kFloat32));
+  else whole = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
+  CausalLM& model = streamed ? streamed->model() : *whole;
   const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   const int64_t vocab = cfg_int(cfg, "vocab_size", tok.vocab_size(), (fs::path(opt.checkpoint) / "config.json").string());
   TokenStream all;
@@ -145,12 +161,11 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   const Windows w = sample_windows(all, opt.calib_seqs, opt.calib_len, opt.seed);
   res.seconds_load = prune_seconds_since(t0);
   t0 = std::chrono::steady_clock::now();
-  CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
   needs.side = side_of(opt.select);
   needs.seed = opt.seed;
   needs.batch = opt.batch;
   CalibrationRun run;
-  run.cal = calibrate(*model, w.ids, needs, progress);
+  run.cal = calibrate(model, w.ids, needs, progress, streamed ? streamed->options().before_block : BlockHook());
   res.seconds_calibrate = prune_seconds_since(t0);
   std::vector<std::string> files;
   for (const auto& f : opt.calib) files.push_back(absolute_path(f));

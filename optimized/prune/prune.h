@@ -35,12 +35,17 @@ struct PruneOptions {
   int64_t batch = 0;  ///< calibration sequences per forward (0 = automatic)
   std::string keep_from;  ///< apply the keep sets of a keep.json / statecut.json instead of a method
   TokenizerChoice tokenizer = TokenizerChoice::Auto;  ///< how calibration text is tokenised (--tokenizer)
+  /// Calibration with one block's weights in memory at a time (StreamedModel): "on", "off", or "auto" = on the CPU,
+  /// when the fp32 weights would take more than half the memory available (weights_fit_in_memory), for every method
+  /// but grad (its backward needs all blocks at once). The selection is the same either way (bitwise).
+  std::string stream_weights = "auto";
 };
 
 struct PruneResult {
   nlohmann::json record;  ///< what statecut.json holds
   std::vector<LayerSelection> selection;
   double seconds_load = 0, seconds_calibrate = 0, seconds_select = 0, seconds_write = 0;
+  bool streamed_weights = false;  ///< the calibration ran a StreamedModel
 };
 
 /// True for the methods that need --calib.

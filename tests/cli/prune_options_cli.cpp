@@ -86,3 +86,35 @@ TEST(Cli_PruneOptions, aRefusalComesBeforeAnyWarning) {
   ASSERT_EQ(l.size(), 1u) << r.err;
   EXPECT_NE(l[0].find("give exactly one of --ratio R and --keep K"), std::string::npos) << l[0];
 }
+
+// --stream-weights on calibrates with one block's weights resident at a time (the shipped model's projections and
+// embedding reach the streaming threshold): the checkpoint and its record are byte-identical to the whole-model run.
+TEST(Cli_PruneOptions, streamedWeightsWriteTheSameCheckpoint) {
+  TempDir d("pstream");
+  const std::string args = "--method drrqr --keep 16 --calib " + (kCorpora / "pydocs_train.txt").string() +
+                           " --calib-seqs 3 --calib-len 129 --json --stream-weights ";
+  const CliRun off = run_statecut(prune(args + "off", d / "off"));
+  ASSERT_EQ(off.code, 0) << off.err;
+  const CliRun on = run_statecut(prune(args + "on", d / "on"));
+  ASSERT_EQ(on.code, 0) << on.err;
+  EXPECT_FALSE(json::parse(off.out)["streamed_weights"].get<bool>());
+  EXPECT_TRUE(json::parse(on.out)["streamed_weights"].get<bool>());
+  EXPECT_EQ(slurp(d.path / "off" / "model.safetensors"), slurp(d.path / "on" / "model.safetensors"));
+  EXPECT_EQ(slurp(d.path / "off" / "statecut.json"), slurp(d.path / "on" / "statecut.json"));
+}
+
+TEST(Cli_PruneOptions, streamedWeightsRefuseGradCudaAndUnknownValues) {
+  TempDir d("pstreambad");
+  const std::string calib = " --calib " + (kCorpora / "pydocs_train.txt").string();
+  const std::pair<std::string, std::string> cases[] = {
+      {"--method grad --keep 16 --stream-weights on" + calib, "--method grad needs every block's weights at once"},
+      {"--method drrqr --keep 16 --device cuda --stream-weights on" + calib, "--stream-weights on runs on the CPU"},
+      {"--method drrqr --keep 16 --stream-weights sometimes" + calib, "unknown --stream-weights 'sometimes'"}};
+  for (const auto& [args, want] : cases) {
+    const CliRun r = run_statecut(prune(args, d / "out"));
+    EXPECT_NE(r.code, 0) << args;
+    ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "out")) << "no partial output";
+  }
+}

@@ -82,11 +82,13 @@ class FlaCausalLM final : public CausalLM {
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
     ForwardResult res;
+    enter_block(opt, -1);
     auto h = embed_tokens(input_ids, embeddings_);
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
     torch::Tensor delta;  // the last layer's MLP output, added to h together with the next norm (add_rms_norm)
     for (std::size_t i = 0; i < layers_.size(); ++i) {
+      enter_block(opt, static_cast<int64_t>(i));
       const auto& lw = layers_[i];
       torch::Tensor x, y;
       std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
@@ -96,6 +98,8 @@ class FlaCausalLM final : public CausalLM {
       std::tie(h, y) = add_rms_norm(h, attention(lw, x, opt.mode, b, nullptr), lw.mlp_norm, cfg_.norm_eps);
       delta = mlp(lw, y);
     }
+    if (!opt.logits) return res;
+    enter_block(opt, static_cast<int64_t>(layers_.size()));
     return finish(h, delta, std::move(res));
   }
 

@@ -157,13 +157,17 @@ class HfMamba2 final : public CausalLM {
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
+    enter_block(opt, -1);
     auto h = embed_tokens(input_ids, embeddings_);
     ForwardResult res;
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
+      enter_block(opt, static_cast<int64_t>(i));
       h = block(h, layers_[i], opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr, nullptr);
       if (opt.output_hidden_states) res.hidden_states.push_back(h);
     }
+    if (!opt.logits) return res;
+    enter_block(opt, static_cast<int64_t>(layers_.size()));
     auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
     res.logits = torch::matmul(hn.to(lm_head_.scalar_type()), lm_head_.t()).to(torch::kFloat32);

@@ -151,6 +151,7 @@ class QwenHybrid final : public CausalLM {
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
     ForwardResult res;
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
+    enter_block(opt, -1);
     return run(embed_tokens(input_ids, embeddings_), nullptr, opt, std::move(res));
   }
 
@@ -181,6 +182,7 @@ class QwenHybrid final : public CausalLM {
     const FullAttentionConfig ac{cfg_.heads, cfg_.kv_heads, cfg_.head_dim, cfg_.eps, cfg_.output_gate};
     torch::Tensor delta, x;  // the last block's output, not yet added
     for (size_t i = 0; i < layers_.size(); ++i) {
+      if (!cache) enter_block(opt, static_cast<int64_t>(i));
       const auto& l = layers_[i];
       std::tie(h, x) = add_rms_norm_zero_centered(h, delta, l.input_norm, cfg_.eps);
       if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);  // after layers 0 … L−2
@@ -198,6 +200,8 @@ class QwenHybrid final : public CausalLM {
       delta = use_packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
                                  : gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
     }
+    if (!opt.logits && !cache) return res;
+    if (!cache) enter_block(opt, static_cast<int64_t>(layers_.size()));
     const auto hn = add_rms_norm_zero_centered(h, delta, norm_, cfg_.eps).second;
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);  // transformers records the normed last state
     res.logits = statecut::linear(hn, lm_head_).to(torch::kFloat32);
