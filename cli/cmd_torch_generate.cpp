@@ -81,6 +81,7 @@ int run_generate(GenerateArgs& a) {
                      {"decode_seconds", r.decode_seconds},
                      {"decode_tokens_per_s", decode_tps},
                      {"state_bytes", r.state_bytes},
+                     {"cuda_graph", r.cuda_graph},
                      {"temperature", a.gen.sampling.temperature},
                      {"top_k", a.gen.sampling.top_k},
                      {"top_p", a.gen.sampling.top_p},
@@ -90,9 +91,9 @@ int run_generate(GenerateArgs& a) {
   } else {
     print(stream.finish());
     std::printf("\n");
-    std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s; state %lld bytes\n",
+    std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s%s; state %lld bytes\n",
                  out.size(), static_cast<long long>(r.prompt_tokens), r.prefill_seconds, decode_tps,
-                 static_cast<long long>(r.state_bytes));
+                 r.cuda_graph ? " (CUDA graph)" : "", static_cast<long long>(r.state_bytes));
   }
   return 0;
 }
@@ -116,6 +117,8 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
       ->capture_default_str();
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print one object {ids, text, speeds} on stdout");
+  app.add_flag_function("--no-graphs", [a](int64_t) { a->gen.cuda_graphs = false; },
+                        "decode eagerly on CUDA (no CUDA graph)");
   return [a]() { return run_generate(*a); };
 });
 

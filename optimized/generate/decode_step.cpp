@@ -41,8 +41,8 @@ GreedyStepper::GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::T
       stream.synchronize();
       graph_ = std::make_unique<Graph>();
       graph_->graph.capture_begin();
-      logits_ = model_.forward_cached(ids_, cache_).logits;
-      ids_.copy_(logits_.select(1, 0).argmax(-1).view({-1, 1}));
+      graph_logits_ = model_.forward_cached(ids_, cache_).logits;
+      ids_.copy_(graph_logits_.select(1, 0).argmax(-1).view({-1, 1}));
       graph_->graph.capture_end();
     }
     stream.synchronize();
@@ -51,6 +51,7 @@ GreedyStepper::GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::T
 #else
   (void)use_graph;
 #endif
+  if (!graph_) eager_step();  // the step the capture path ran on its stream
 }
 
 GreedyStepper::~GreedyStepper() = default;
@@ -69,10 +70,17 @@ void GreedyStepper::step() {
   if (graph_) {
     graph_->graph.replay();
     cache_.position += 1;
+    logits_ = graph_logits_;
     return;
   }
 #endif
   eager_step();
+}
+
+void GreedyStepper::step(const torch::Tensor& next_ids) {
+  TORCH_CHECK(next_ids.sizes() == ids_.sizes(), "GreedyStepper::step: next_ids must be [B,1] like ids()");
+  ids_.copy_(next_ids);  // in place: the captured step reads this buffer
+  step();
 }
 
 DecodeCache clone_cache(const DecodeCache& c) {

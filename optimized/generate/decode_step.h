@@ -18,15 +18,19 @@ class GreedyStepper {
  public:
   /// cache: already prefilled (its tensors allocated); first_ids [B,1] int64 on the model's device. use_graph: capture
   /// when possible (graphed() says whether it did). planned_steps: how many step() calls the KV room is reserved for.
-  /// Runs `warmup` eager steps first (they advance the cache).
+  /// Runs `warmup` greedy eager steps (they advance the cache), then one more eager step that consumes the current
+  /// ids (on CUDA with a graph: on the capture stream, before capturing the step): afterwards logits() are that
+  /// step's logits and ids() their argmax, on every device.
   GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::Tensor& first_ids, bool use_graph,
                 int64_t planned_steps = 256, int warmup = 2);
   ~GreedyStepper();
   GreedyStepper(const GreedyStepper&) = delete;
   GreedyStepper& operator=(const GreedyStepper&) = delete;
 
-  /// One token for every row; the new ids are ids(), the step's logits [B,1,V] logits().
+  /// One token for every row: feeds ids(); the step's logits [B,1,V] are logits() and their argmax the new ids().
   void step();
+  /// One token for every row, feeding next_ids [B,1] instead of ids() (a sampler's choice: `statecut generate`).
+  void step(const torch::Tensor& next_ids);
   bool graphed() const;
   const torch::Tensor& ids() const { return ids_; }
   const torch::Tensor& logits() const { return logits_; }
@@ -36,6 +40,7 @@ class GreedyStepper {
   CausalLM& model_;
   DecodeCache& cache_;
   torch::Tensor ids_, logits_;
+  torch::Tensor graph_logits_;  ///< the captured step's output buffer (rewritten by every replay)
   struct Graph;
   std::unique_ptr<Graph> graph_;
 };

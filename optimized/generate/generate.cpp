@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 
+#include "optimized/generate/decode_step.h"
 #include "optimized/models/decode_cache.h"
 
 namespace statecut {
@@ -35,6 +37,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   auto t0 = std::chrono::steady_clock::now();
   auto logits = model.forward_cached(prompt.to(device, torch::kInt64), cache, fo).logits.select(1, -1);
   std::vector<bool> stopped(static_cast<size_t>(B), false);
+  std::unique_ptr<GreedyStepper> stepper;
   auto is_stop = [&](int64_t id) { return std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end(); };
   for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
     auto next = sample_next(logits, opt.sampling, rng);
@@ -54,7 +57,13 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     if (on_token) on_token(i, next);
     if (i + 1 == opt.max_new_tokens || std::all_of(stopped.begin(), stopped.end(), [](bool s) { return s; })) break;
     auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
-    logits = model.forward_cached(ids, cache, fo).logits.select(1, 0);
+    if (stepper) {
+      stepper->step(ids);
+    } else {  // the first step: the stepper's construction runs it (and on CUDA captures the next)
+      stepper = std::make_unique<GreedyStepper>(model, cache, ids, opt.cuda_graphs, opt.max_new_tokens, /*warmup=*/0);
+      res.cuda_graph = stepper->graphed();
+    }
+    logits = stepper->logits().select(1, 0);
     ++res.steps;
   }
   res.decode_seconds = generate_seconds_since(t0);

@@ -1,7 +1,8 @@
 /// The decode loop of `statecut generate`: prefill the prompt into a DecodeCache (one forward_cached over it), then
 /// one forward_cached step per new token, each token chosen from the previous position's logits (sampling.h).
 ///   ids_0 = pick(logits(prompt)[last]),  ids_i = pick(forward_cached(ids_{i−1})),  i < max_new_tokens
-/// so N new tokens cost one prefill and N − 1 steps. Greedy decoding therefore equals repeating "argmax of a full
+/// so N new tokens cost one prefill and N − 1 steps, run by a GreedyStepper fed the picked ids (on CUDA replayed from
+/// one captured step, the KV room of softmax layers reserved for max_new_tokens). Greedy decoding therefore equals repeating "argmax of a full
 /// forward over prompt + tokens so far" (tests/cli/generate_cli.cpp checks that on the shipped model).
 /// Text: Tokenizer::decode (optimized/text/tokenizer.h) for every tokenizer, streamed by TextStream (text_stream.h);
 /// decode_bytes is the byte-level case without a Tokenizer.
@@ -24,6 +25,7 @@ struct GenerateOptions {
   uint64_t seed = 42;                              ///< the sampler's std::mt19937_64 seed (unused when greedy)
   RecurrenceMode prefill_mode = RecurrenceMode::Chunk;
   std::vector<int64_t> stop_ids;                   ///< a row stops after emitting one of these (kept in its output)
+  bool cuda_graphs = true;  ///< on CUDA, replay each step from a CUDA graph (GreedyStepper, fed the sampled ids)
 };
 
 struct GenerateResult {
@@ -33,6 +35,7 @@ struct GenerateResult {
   double decode_seconds = 0.0;               ///< the steps after it
   int64_t steps = 0;                         ///< forward_cached steps run (new tokens − 1 when no row stopped early)
   int64_t state_bytes = 0;                   ///< the cache at the end, whole batch (DecodeCache::bytes)
+  bool cuda_graph = false;                   ///< the steps were replayed from a CUDA graph
 };
 
 /// prompt [B, T] int64 (T ≥ 1; on any device, moved to the model's). on_token(step, ids) is called with the B ids

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "optimized/generate/decode_step.h"
+#include "optimized/generate/generate.h"
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/model.h"
 #include "optimized/models/recurrence.h"
@@ -226,6 +227,28 @@ TEST_P(Equiv_Decode, graphedStepsMatchEagerSteps) {
   std::printf("[errors] %s graphed vs eager steps: worst %.3e (threshold %.0e)\n", decode_case_name({c, 0}).c_str(),
               worst, tol);
   EXPECT_EQ(stepper.graphed(), !has_kv) << "softmax families run past the reserved room and must drop the graph";
+}
+
+// `statecut generate` on CUDA feeds its sampled ids to a replayed graph step (generate.h): the same tokens as the
+// eager loop, greedy and sampled, for 40 new tokens after a 33-token prompt (past the KV room reserved for softmax
+// layers: the graph is dropped there and the loop goes on eagerly). Exact equality: the replay is bit-identical to
+// the eager step (graphedStepsMatchEagerSteps: worst difference 0), so the sampler sees the same logits.
+TEST_P(Equiv_Decode, generateWithAGraphPicksTheEagerLoopsTokens) {
+  const auto& c = GetParam();
+  if (!c.cuda) GTEST_SKIP() << "CUDA graphs: CUDA cases only";
+  auto prompt = random_ids(2, 33, model_->vocab_size(), test::env_seed(14)).to(torch::kCUDA);
+  for (const double temperature : {0.0, 0.8}) {
+    GenerateOptions eager, graphed;
+    eager.max_new_tokens = graphed.max_new_tokens = 40;
+    eager.sampling.temperature = graphed.sampling.temperature = temperature;
+    eager.cuda_graphs = false;
+    const GenerateResult want = generate(*model_, prompt, eager);
+    const GenerateResult got = generate(*model_, prompt, graphed);
+    EXPECT_FALSE(want.cuda_graph);
+    EXPECT_TRUE(got.cuda_graph) << "the first step is captured";
+    EXPECT_EQ(got.tokens, want.tokens) << "temperature " << temperature;
+    EXPECT_EQ(got.steps, 39);
+  }
 }
 
 std::vector<DecodeCase> decode_cases() {
