@@ -7,6 +7,7 @@
 
 #if defined(STATECUT_WITH_CUDA_KERNELS) && (TORCH_VERSION_MAJOR > 1 || TORCH_VERSION_MINOR >= 10)
 #define STATECUT_CUDA_GRAPHS 1
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -17,6 +18,14 @@ namespace statecut {
 struct GreedyStepper::Graph {
 #ifdef STATECUT_CUDA_GRAPHS
   at::cuda::CUDAGraph graph;
+#endif
+};
+
+/// Ids on their way to the host: a pinned copy and the event after it (CUDA), or the copy itself (CPU).
+struct GreedyStepper::Posted {
+  torch::Tensor host;
+#ifdef STATECUT_CUDA_GRAPHS
+  std::unique_ptr<at::cuda::CUDAEvent> done;
 #endif
 };
 
@@ -55,6 +64,33 @@ GreedyStepper::GreedyStepper(CausalLM& model, DecodeCache& cache, const torch::T
 }
 
 GreedyStepper::~GreedyStepper() = default;
+
+void GreedyStepper::post_ids() {
+  Posted p;
+#ifdef STATECUT_CUDA_GRAPHS
+  if (ids_.is_cuda()) {
+    p.host = torch::empty(ids_.sizes(), torch::TensorOptions().dtype(torch::kInt64).pinned_memory(true));
+    p.host.copy_(ids_, /*non_blocking=*/true);  // on the current stream, after the step that wrote ids_
+    p.done = std::make_unique<at::cuda::CUDAEvent>();
+    p.done->record(c10::cuda::getCurrentCUDAStream(ids_.device().index()));
+    posted_.push_back(std::move(p));
+    return;
+  }
+#endif
+  p.host = ids_.to(torch::kCPU).clone();
+  posted_.push_back(std::move(p));
+}
+
+std::vector<int64_t> GreedyStepper::take_ids() {
+  TORCH_CHECK(!posted_.empty(), "GreedyStepper::take_ids: nothing posted");
+  Posted p = std::move(posted_.front());
+  posted_.pop_front();
+#ifdef STATECUT_CUDA_GRAPHS
+  if (p.done) p.done->synchronize();
+#endif
+  const torch::Tensor h = p.host.reshape({-1}).contiguous();
+  return std::vector<int64_t>(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
+}
 
 bool GreedyStepper::graphed() const { return graph_ != nullptr; }
 

@@ -8,7 +8,10 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <deque>
 #include <memory>
+#include <vector>
 
 #include "optimized/models/model.h"
 
@@ -31,6 +34,11 @@ class GreedyStepper {
   void step();
   /// One token for every row, feeding next_ids [B,1] instead of ids() (a sampler's choice: `statecut generate`).
   void step(const torch::Tensor& next_ids);
+  /// Greedy decoding with a step in flight: post_ids() starts copying ids() to the host (on CUDA into pinned memory,
+  /// queued behind the step just launched, without waiting) and take_ids() returns the oldest posted ids, waiting for
+  /// that copy alone: the host reads step i's ids while step i+1 runs (`statecut generate`, greedy).
+  void post_ids();
+  std::vector<int64_t> take_ids();
   bool graphed() const;
   const torch::Tensor& ids() const { return ids_; }
   const torch::Tensor& logits() const { return logits_; }
@@ -43,6 +51,8 @@ class GreedyStepper {
   torch::Tensor graph_logits_;  ///< the captured step's output buffer (rewritten by every replay)
   struct Graph;
   std::unique_ptr<Graph> graph_;
+  struct Posted;
+  std::deque<Posted> posted_;
 };
 
 /// A deep copy of a cache (every tensor cloned), e.g. to run the same step twice.

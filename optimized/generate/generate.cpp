@@ -38,12 +38,16 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   auto logits = model.forward_cached(prompt.to(device, torch::kInt64), cache, fo).logits.select(1, -1);
   std::vector<bool> stopped(static_cast<size_t>(B), false);
   std::unique_ptr<GreedyStepper> stepper;
+  // Greedy: the stepper's argmax (on the device, in the captured step; the lowest id among equal maxima, as
+  // sample_next) picks the ids, and the step after the one being read is already running. Sampling: each step waits
+  // for the host's draw.
+  const bool greedy = opt.sampling.temperature == 0;
   auto is_stop = [&](int64_t id) { return std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end(); };
-  for (int64_t i = 0; i < opt.max_new_tokens; ++i) {
-    auto next = sample_next(logits, opt.sampling, rng);
+  auto next = sample_next(logits, opt.sampling, rng);
+  for (int64_t i = 0;; ++i) {
     for (int64_t b = 0; b < B; ++b) {
       auto& row = res.tokens[static_cast<size_t>(b)];
-      if (stopped[static_cast<size_t>(b)]) {
+      if (stopped[static_cast<size_t>(b)]) {  // a stopped row repeats its stop id (its steps run on, unread)
         next[static_cast<size_t>(b)] = row.back();
         continue;
       }
@@ -56,15 +60,26 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     }
     if (on_token) on_token(i, next);
     if (i + 1 == opt.max_new_tokens || std::all_of(stopped.begin(), stopped.end(), [](bool s) { return s; })) break;
-    auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
-    if (stepper) {
-      stepper->step(ids);
-    } else {  // the first step: the stepper's construction runs it (and on CUDA captures the next)
+    if (!stepper) {  // the step feeding token 0: run by the stepper's construction (on CUDA it captures the next)
+      auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
       stepper = std::make_unique<GreedyStepper>(model, cache, ids, opt.cuda_graphs, opt.max_new_tokens, /*warmup=*/0);
       res.cuda_graph = stepper->graphed();
+      ++res.steps;
+      if (greedy) stepper->post_ids();  // token 1
+    } else if (!greedy) {
+      stepper->step(torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device));
+      ++res.steps;
     }
-    logits = stepper->logits().select(1, 0);
-    ++res.steps;
+    if (greedy) {
+      if (i + 2 < opt.max_new_tokens) {  // token i + 2 starts before token i + 1 is read
+        stepper->step();
+        stepper->post_ids();
+        ++res.steps;
+      }
+      next = stepper->take_ids();
+    } else {
+      next = sample_next(stepper->logits().select(1, 0), opt.sampling, rng);
+    }
   }
   res.decode_seconds = generate_seconds_since(t0);
   res.state_bytes = cache.bytes();

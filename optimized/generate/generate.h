@@ -1,8 +1,10 @@
 /// The decode loop of `statecut generate`: prefill the prompt into a DecodeCache (one forward_cached over it), then
 /// one forward_cached step per new token, each token chosen from the previous position's logits (sampling.h).
 ///   ids_0 = pick(logits(prompt)[last]),  ids_i = pick(forward_cached(ids_{i−1})),  i < max_new_tokens
-/// so N new tokens cost one prefill and N − 1 steps, run by a GreedyStepper fed the picked ids (on CUDA replayed from
-/// one captured step, the KV room of softmax layers reserved for max_new_tokens). Greedy decoding therefore equals repeating "argmax of a full
+/// so N new tokens cost one prefill and N − 1 steps, run by a GreedyStepper (on CUDA replayed from one captured step,
+/// the KV room of softmax layers reserved for max_new_tokens). Greedy: the stepper's own argmax picks ids_i (equal
+/// to sample_next's greedy pick: the lowest id among equal maxima) and step i + 1 runs while the host reads ids_i;
+/// sampling: each step is fed the host's draw. Greedy decoding therefore equals repeating "argmax of a full
 /// forward over prompt + tokens so far" (tests/cli/generate_cli.cpp checks that on the shipped model).
 /// Text: Tokenizer::decode (optimized/text/tokenizer.h) for every tokenizer, streamed by TextStream (text_stream.h);
 /// decode_bytes is the byte-level case without a Tokenizer.
@@ -33,7 +35,7 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;                 ///< T of the prompt
   double prefill_seconds = 0.0;              ///< the prefill forward and the first pick
   double decode_seconds = 0.0;               ///< the steps after it
-  int64_t steps = 0;                         ///< forward_cached steps run (new tokens − 1 when no row stopped early)
+  int64_t steps = 0;  ///< steps run: new tokens − 1 when no row stopped early (greedy may have one more in flight)
   int64_t state_bytes = 0;                   ///< the cache at the end, whole batch (DecodeCache::bytes)
   bool cuda_graph = false;                   ///< the steps were replayed from a CUDA graph
 };

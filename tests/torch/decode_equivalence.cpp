@@ -229,25 +229,53 @@ TEST_P(Equiv_Decode, graphedStepsMatchEagerSteps) {
   EXPECT_EQ(stepper.graphed(), !has_kv) << "softmax families run past the reserved room and must drop the graph";
 }
 
-// `statecut generate` on CUDA feeds its sampled ids to a replayed graph step (generate.h): the same tokens as the
-// eager loop, greedy and sampled, for 40 new tokens after a 33-token prompt (past the KV room reserved for softmax
-// layers: the graph is dropped there and the loop goes on eagerly). Exact equality: the replay is bit-identical to
-// the eager step (graphedStepsMatchEagerSteps: worst difference 0), so the sampler sees the same logits.
+// `statecut generate` on CUDA replays a captured step (generate.h): the same tokens as the eager loop, greedy (the
+// stepper's argmax, one step in flight) and sampled (fed the host's draw), for 40 new tokens after a 33-token prompt.
+// Exact equality: the replay is bit-identical to the eager step (graphedStepsMatchEagerSteps: worst difference 0).
+// And greedy equals the host sampler's pick: top-k 1 at temperature 1 goes through sample_next (lowest id among
+// equal maxima), the device argmax must agree.
 TEST_P(Equiv_Decode, generateWithAGraphPicksTheEagerLoopsTokens) {
   const auto& c = GetParam();
   if (!c.cuda) GTEST_SKIP() << "CUDA graphs: CUDA cases only";
   auto prompt = random_ids(2, 33, model_->vocab_size(), test::env_seed(14)).to(torch::kCUDA);
-  for (const double temperature : {0.0, 0.8}) {
-    GenerateOptions eager, graphed;
-    eager.max_new_tokens = graphed.max_new_tokens = 40;
-    eager.sampling.temperature = graphed.sampling.temperature = temperature;
-    eager.cuda_graphs = false;
-    const GenerateResult want = generate(*model_, prompt, eager);
-    const GenerateResult got = generate(*model_, prompt, graphed);
-    EXPECT_FALSE(want.cuda_graph);
-    EXPECT_TRUE(got.cuda_graph) << "the first step is captured";
-    EXPECT_EQ(got.tokens, want.tokens) << "temperature " << temperature;
-    EXPECT_EQ(got.steps, 39);
+  auto run = [&](double temperature, int64_t top_k, bool graphs) {
+    GenerateOptions o;
+    o.max_new_tokens = 40;
+    o.sampling.temperature = temperature;
+    o.sampling.top_k = top_k;
+    o.cuda_graphs = graphs;
+    const GenerateResult r = generate(*model_, prompt, o);
+    EXPECT_EQ(r.cuda_graph, graphs);
+    EXPECT_EQ(r.steps, 39);
+    return r.tokens;
+  };
+  const auto greedy = run(0.0, 0, true);
+  EXPECT_EQ(greedy, run(0.0, 0, false)) << "greedy, graph vs eager";
+  EXPECT_EQ(greedy, run(1.0, 1, true)) << "the device argmax vs the host's top-1 draw";
+  EXPECT_EQ(run(0.8, 0, true), run(0.8, 0, false)) << "sampled, graph vs eager";
+}
+
+// A row stops after emitting a stop id (kept), the others go on; the run ends when every row has stopped. Greedy
+// (the stepper's argmax with a step in flight) and the host's top-1 draw stop at the same place: each row's tokens
+// are its unstopped tokens up to and including the first stop id.
+TEST_P(Equiv_Decode, generateStopsEachRowAfterItsFirstStopId) {
+  const auto& c = GetParam();
+  if (c.dtype == torch::kFloat64) GTEST_SKIP() << "the f32 CPU case covers the loop";
+  auto prompt = random_ids(2, 9, model_->vocab_size(), test::env_seed(14) + 3).to(c.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU));
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  const GenerateResult full = generate(*model_, prompt, o);
+  o.stop_ids = {full.tokens[0][5]};  // row 0 stops at (or before) its 6th token
+  for (const int64_t top_k : {int64_t{0}, int64_t{1}}) {
+    o.sampling.temperature = top_k ? 1.0 : 0.0;
+    o.sampling.top_k = top_k;
+    const GenerateResult got = generate(*model_, prompt, o);
+    for (size_t b = 0; b < 2; ++b) {
+      const auto& f = full.tokens[b];
+      const auto stop = std::find(f.begin(), f.end(), o.stop_ids[0]);
+      const std::vector<int64_t> want(f.begin(), stop == f.end() ? f.end() : stop + 1);
+      EXPECT_EQ(got.tokens[b], want) << "row " << b << " top_k " << top_k;
+    }
   }
 }
 

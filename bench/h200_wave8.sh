@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Wave 8 on one H100/H200: `statecut generate` on CUDA replays one captured step per token (GreedyStepper fed the
+# sampled ids) instead of an eager forward_cached.
+#   A  configure + build (Release, sm_90a) the CLI and every GPU test; `ctest -L GPU`; the CUDA cases of
+#      decode_equivalence (incl. generateWithAGraphPicksTheEagerLoopsTokens: graphed generate = eager generate,
+#      greedy and sampled); then `statecut generate --device cuda --dtype bf16` of 256 tokens after a 512-byte prompt on
+#      random checkpoints of fla DeltaNet 1.3B, Gated DeltaNet 1.3B and the Qwen3.5-style hybrid (2.3B), with graphs
+#      and with --no-graphs: decode tokens/s of each, and the two runs' ids compared (greedy: must be equal).
+#      (Its run at 18:58 UTC: build, ctest -L GPU 64/64, decode_equivalence 90/90; the 1.3B checkpoints' 32,000-id
+#      vocabularies cannot be printed through the byte-level tokenizer, so generate refused them.)
+#   B  the same generate runs on checkpoints with a 256-id vocabulary (the head 0.5 MB instead of 131 / 311 MB).
+#      (Its run at 19:03 UTC, each step fed the host's pick: graph / eager 635 / 511, 593 / 467, 390 / 278 tokens/s.)
+#   C  greedy generate takes the stepper's argmax with the next step in flight: the build, decode_equivalence's CUDA
+#      cases (graphed generate = eager generate = the host's top-1 draw; stop ids), then phase B's runs.
+# Results under $OUT: 00_summary.log, gen_*.json, failing logs. Run from the repository root: bash bench/h200_wave8.sh A
+set -uo pipefail
+PHASE=${1:-A}
+TAG=w8
+# shellcheck source=bench/device_env.sh
+source "$(dirname "$0")/device_env.sh"
+GPU_TESTS="fused_ops_cuda golden_models_cuda metamorphic_gated_delta_cuda equiv_gated_delta_cuda badinput_gated_delta_cuda
+  calibration_cuda train_cuda"
+
+gen() {  # NAME: generate 256 tokens with and without graphs; tokens/s and whether the ids agree
+  local n=$1 m
+  head -c 512 assets/corpora/pydocs_train.txt >"$WORK/prompt.txt"
+  for m in graph eager; do
+    local f=""; [ $m = eager ] && f="--no-graphs"
+    # shellcheck disable=SC2086
+    timeout 120 "$SC" generate --checkpoint "$WORK/$n" --prompt-file "$WORK/prompt.txt" --tokenizer bytes \
+      --max-new-tokens 256 --device cuda --dtype bf16 --json $f >"$OUT/gen_${n}_$m.json" 2>"$LOGS/gen_${n}_$m.err" ||
+      { rc=1; keep "$LOGS/gen_${n}_$m.err"; say "generate $n $m FAILED"; return 0; }
+  done
+  python3 - "$OUT/gen_${n}_graph.json" "$OUT/gen_${n}_eager.json" "$n" >>"$S" 2>&1 <<'PY'
+import json, sys
+g, e = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"generate {sys.argv[3]}: graph {g['decode_tokens_per_s']:.1f} tok/s (cuda_graph={g['cuda_graph']}), "
+      f"eager {e['decode_tokens_per_s']:.1f} tok/s: {g['decode_tokens_per_s'] / e['decode_tokens_per_s']:.2f}x; "
+      f"prefill {g['prefill_seconds']*1e3:.1f} / {e['prefill_seconds']*1e3:.1f} ms; "
+      f"{g['new_tokens']} tokens, ids {'EQUAL' if g['ids'] == e['ids'] else 'DIFFER'}")
+PY
+}
+
+if [ "$PHASE" = A ]; then
+  # shellcheck disable=SC2086
+  configure_and_build $GPU_TESTS decode_equivalence streamed_model
+  (cd "$BUILD" && timeout 300 ctest -L GPU --output-on-failure -j4 >"$LOGS/ctest_gpu.log" 2>&1) ||
+    { rc=1; keep "$LOGS/ctest_gpu.log"; }
+  say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log")"
+  grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|SEGFAULT" "$LOGS/ctest_gpu.log" | head -20 >>"$S"
+  run_tests decode_equivalence streamed_model
+  grep -h "graphed vs eager" "$LOGS/decode_equivalence.log" | head -12 >>"$S"
+  for n in dn13 gdn13 q35; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && gen $n
+  done
+elif [ "$PHASE" = B ]; then  # generate only; vocabulary 256 so that byte-level text decodes (random weights)
+  configure_and_build
+  for n in dn13 gdn13 q35; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
+    # shellcheck disable=SC2086
+    checkpoint ${n}v $f --vocab 256 && gen ${n}v
+  done
+elif [ "$PHASE" = C ]; then
+  configure_and_build decode_equivalence
+  run_tests decode_equivalence
+  for n in dn13 gdn13 q35; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
+    # shellcheck disable=SC2086
+    checkpoint ${n}v $f --vocab 256 && gen ${n}v
+  done
+fi
+say "phase $PHASE done at $(elapsed) s, rc $rc"
+exit $rc
