@@ -12,6 +12,9 @@
 #      (Its run at 19:03 UTC, each step fed the host's pick: graph / eager 635 / 511, 593 / 467, 390 / 278 tokens/s.)
 #   C  greedy generate takes the stepper's argmax with the next step in flight: the build, decode_equivalence's CUDA
 #      cases (graphed generate = eager generate = the host's top-1 draw; stop ids), then phase B's runs.
+#      (Its run at 19:11 UTC: 108/108; 642 / 494 and 604 / 456 tokens/s; the hybrid's graph run 117 tokens/s with its
+#      prefill 4x slower than in every other run, 1.35 s: the machine, not the step; ids equal in all three.)
+#   D  phase B's runs, 512 tokens, the hybrid twice, with the setup (first step + capture) timed apart.
 # Results under $OUT: 00_summary.log, gen_*.json, failing logs. Run from the repository root: bash bench/h200_wave8.sh A
 set -uo pipefail
 PHASE=${1:-A}
@@ -28,12 +31,15 @@ gen() {  # NAME: generate 256 tokens with and without graphs; tokens/s and wheth
     local f=""; [ $m = eager ] && f="--no-graphs"
     # shellcheck disable=SC2086
     timeout 120 "$SC" generate --checkpoint "$WORK/$n" --prompt-file "$WORK/prompt.txt" --tokenizer bytes \
-      --max-new-tokens 256 --device cuda --dtype bf16 --json $f >"$OUT/gen_${n}_$m.json" 2>"$LOGS/gen_${n}_$m.err" ||
+      --max-new-tokens "${NEW:-256}" --device cuda --dtype bf16 --json $f >"$OUT/gen_${n}_$m.json" 2>"$LOGS/gen_${n}_$m.err" ||
       { rc=1; keep "$LOGS/gen_${n}_$m.err"; say "generate $n $m FAILED"; return 0; }
   done
   python3 - "$OUT/gen_${n}_graph.json" "$OUT/gen_${n}_eager.json" "$n" >>"$S" 2>&1 <<'PY'
 import json, sys
 g, e = (json.load(open(p)) for p in sys.argv[1:3])
+steady = lambda j: (j['new_tokens'] - 2) / (j['decode_seconds'] - j.get('setup_seconds', 0))
+print(f"generate {sys.argv[3]}: steady (after the first step and the capture) graph {steady(g):.1f} / eager {steady(e):.1f} "
+      f"tok/s = {steady(g) / steady(e):.2f}x; setup {g.get('setup_seconds', 0)*1e3:.0f} / {e.get('setup_seconds', 0)*1e3:.0f} ms")
 print(f"generate {sys.argv[3]}: graph {g['decode_tokens_per_s']:.1f} tok/s (cuda_graph={g['cuda_graph']}), "
       f"eager {e['decode_tokens_per_s']:.1f} tok/s: {g['decode_tokens_per_s'] / e['decode_tokens_per_s']:.2f}x; "
       f"prefill {g['prefill_seconds']*1e3:.1f} / {e['prefill_seconds']*1e3:.1f} ms; "
@@ -69,6 +75,13 @@ elif [ "$PHASE" = C ]; then
     f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
     # shellcheck disable=SC2086
     checkpoint ${n}v $f --vocab 256 && gen ${n}v
+  done
+elif [ "$PHASE" = D ]; then
+  configure_and_build
+  for n in q35 dn13 gdn13 q35; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
+    # shellcheck disable=SC2086
+    checkpoint ${n}v $f --vocab 256 && NEW=512 gen ${n}v
   done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"

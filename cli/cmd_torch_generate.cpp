@@ -80,6 +80,7 @@ int run_generate(GenerateArgs& a) {
                      {"prefill_seconds", r.prefill_seconds},
                      {"decode_seconds", r.decode_seconds},
                      {"decode_tokens_per_s", decode_tps},
+                     {"setup_seconds", r.setup_seconds},
                      {"state_bytes", r.state_bytes},
                      {"cuda_graph", r.cuda_graph},
                      {"temperature", a.gen.sampling.temperature},

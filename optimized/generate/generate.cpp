@@ -62,7 +62,9 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     if (i + 1 == opt.max_new_tokens || std::all_of(stopped.begin(), stopped.end(), [](bool s) { return s; })) break;
     if (!stepper) {  // the step feeding token 0: run by the stepper's construction (on CUDA it captures the next)
       auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
+      const auto t_setup = std::chrono::steady_clock::now();
       stepper = std::make_unique<GreedyStepper>(model, cache, ids, opt.cuda_graphs, opt.max_new_tokens, /*warmup=*/0);
+      res.setup_seconds = generate_seconds_since(t_setup);
       res.cuda_graph = stepper->graphed();
       ++res.steps;
       if (greedy) stepper->post_ids();  // token 1

@@ -34,7 +34,8 @@ struct GenerateResult {
   std::vector<std::vector<int64_t>> tokens;  ///< per row, the new ids (≤ max_new_tokens)
   int64_t prompt_tokens = 0;                 ///< T of the prompt
   double prefill_seconds = 0.0;              ///< the prefill forward and the first pick
-  double decode_seconds = 0.0;               ///< the steps after it
+  double decode_seconds = 0.0;               ///< the steps after it (setup_seconds included)
+  double setup_seconds = 0.0;                ///< the stepper's construction: the first step and, on CUDA, the capture
   int64_t steps = 0;  ///< steps run: new tokens − 1 when no row stopped early (greedy may have one more in flight)
   int64_t state_bytes = 0;                   ///< the cache at the end, whole batch (DecodeCache::bytes)
   bool cuda_graph = false;                   ///< the steps were replayed from a CUDA graph
