@@ -4,6 +4,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include "optimized/models/model_registry.h"
 
@@ -84,6 +85,12 @@ void StreamedModel::give_back(Entry& e) {
   e.t.set_(torch::empty({0}, torch::TensorOptions().dtype(e.dtype)));  // frees the block's storage
   e.resident = false;
   resident_bytes_ -= nbytes_of(e.shape, e.dtype);
+}
+
+PassModel::PassModel(const std::string& dir, torch::Dtype dtype, torch::Device device, bool stream) {
+  if (stream && !device.is_cpu()) throw std::runtime_error("streamed weights run on the CPU only");
+  if (stream) streamed_ = std::make_unique<StreamedModel>(StreamedModel::load(dir, dtype));
+  else whole_ = load_causal_lm(dir, dtype, device);
 }
 
 int64_t weights_bytes_as(const std::string& dir, torch::Dtype dtype) {

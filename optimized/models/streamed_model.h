@@ -78,6 +78,21 @@ class StreamedModel {
   int64_t resident_bytes_ = 0, peak_resident_bytes_ = 0, streamed_bytes_ = 0;
 };
 
+/// A model for a no-grad pass (calibration): loaded whole by load_causal_lm, or a StreamedModel (CPU) when `stream`.
+/// prune and verify's certificate check decide `stream` by the same rule (weights_fit_in_memory).
+class PassModel {
+ public:
+  PassModel(const std::string& dir, torch::Dtype dtype, torch::Device device, bool stream);
+  CausalLM& model() { return streamed_ ? streamed_->model() : *whole_; }
+  /// The forward hook to pass on (empty for a whole model).
+  BlockHook hook() { return streamed_ ? streamed_->options().before_block : BlockHook(); }
+  bool streamed() const { return streamed_ != nullptr; }
+
+ private:
+  std::unique_ptr<CausalLM> whole_;
+  std::unique_ptr<StreamedModel> streamed_;
+};
+
 /// Bytes of dir's tensors converted to dtype (from the safetensors headers alone).
 int64_t weights_bytes_as(const std::string& dir, torch::Dtype dtype);
 /// The memory available to a new allocation now (MemAvailable of /proc/meminfo), or −1 where it cannot be read.

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -144,11 +143,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   res.streamed_weights = dev.is_cpu() && !needs.grad &&
                          (opt.stream_weights == "on" ||
                           (opt.stream_weights == "auto" && !weights_fit_in_memory(opt.checkpoint, torch::kFloat32)));
-  std::unique_ptr<CausalLM> whole;
-  std::optional<StreamedModel> streamed;
-  if (res.streamed_weights) streamed.emplace(StreamedModel::load(opt.checkpoint, torch::kFloat32));
-  else whole = load_causal_lm(opt.checkpoint, torch::kFloat32, dev);
-  CausalLM& model = streamed ? streamed->model() : *whole;
+  PassModel model(opt.checkpoint, torch::kFloat32, dev, res.streamed_weights);
   const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   const int64_t vocab = cfg_int(cfg, "vocab_size", tok.vocab_size(), (fs::path(opt.checkpoint) / "config.json").string());
   TokenStream all;
@@ -165,7 +160,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   needs.seed = opt.seed;
   needs.batch = opt.batch;
   CalibrationRun run;
-  run.cal = calibrate(model, w.ids, needs, progress, streamed ? streamed->options().before_block : BlockHook());
+  run.cal = calibrate(model.model(), w.ids, needs, progress, model.hook());
   res.seconds_calibrate = prune_seconds_since(t0);
   std::vector<std::string> files;
   for (const auto& f : opt.calib) files.push_back(absolute_path(f));

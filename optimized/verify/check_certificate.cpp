@@ -10,6 +10,7 @@
 
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/layers_common.h"
+#include "optimized/models/streamed_model.h"
 #include "optimized/prune/calibration.h"
 #include "optimized/prune/prune.h"
 #include "optimized/text/token_stream.h"
@@ -70,7 +71,9 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
     ids.insert(ids.end(), stream.begin() + s, stream.begin() + s + len);
   }
   const torch::Tensor windows = torch::tensor(ids, torch::kInt64).view({static_cast<int64_t>(starts.size()), len});
-  auto model = load_causal_lm(source, torch::kFloat32, torch::Device(torch::kCPU));
+  // As prune calibrated: whole, or one block at a time when the fp32 model would not fit (streamed_model.h).
+  PassModel pass(source, torch::kFloat32, torch::Device(torch::kCPU), !weights_fit_in_memory(source, torch::kFloat32));
+  CausalLM* model = &pass.model();
   // What prune's calibration collected for this record (the R factor of the --select side's features).
   CalibrationNeeds needs = calibration_needs(ref::SelectMethod::Drrqr, /*faithful=*/false);
   const std::string side = rec.value("select", std::string("qk"));
@@ -80,7 +83,7 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
     throw std::runtime_error("statecut.json: unknown select '" + side + "' (one of qk, q, k)");
   }
   needs.seed = rec.value("seed", uint64_t{42});
-  const Calibration c = calibrate(*model, windows, needs);
+  const Calibration c = calibrate(*model, windows, needs, {}, pass.hook());
 
   std::map<int, std::vector<std::vector<int64_t>>> keep;
   for (const auto& l : rec["selection"]["layers"]) keep[l.at("layer").get<int>()] = l.at("keep").get<std::vector<std::vector<int64_t>>>();
