@@ -151,6 +151,7 @@ RankReport analyze_rank(CausalLM& model, const torch::Tensor& ids, const RankOpt
   torch::NoGradGuard no_grad;
   ForwardOptions fo;
   fo.capture_boundary = true;
+  fo.logits = false;  // the states are read from the boundaries alone
   ForwardResult res = model.forward(ids, fo);
   RankReport rep;
   rep.tokens = ids.size(1);
