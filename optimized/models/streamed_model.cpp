@@ -100,16 +100,77 @@ int64_t weights_bytes_as(const std::string& dir, torch::Dtype dtype) {
   return total;
 }
 
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
+namespace {
+
+/// The first number in a file ("max", absent or unreadable: −1).
+int64_t read_bytes(const std::string& path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  return in >> v ? v : -1;
+}
+
+/// The value of `key` in a "key value" file (memory.stat), or 0.
+int64_t stat_value(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string k;
+  int64_t v = 0;
+  while (in >> k >> v)
+    if (k == key) return v;
+  return 0;
+}
+
+/// The room under the memory limits of this process's cgroup and its ancestors (a container's or a CI job's limit,
+/// which /proc/meminfo does not show): min over limited levels of limit − usage + inactive file pages (reclaimable,
+/// as the page cache of a mapped checkpoint is). cgroup v2 (memory.max, memory.current) and v1 (memory controller:
+/// memory.limit_in_bytes, memory.usage_in_bytes). −1 when no level has a limit.
+int64_t cgroup_room(const std::string& root) {
+  std::ifstream in(root + "/proc/self/cgroup");
+  std::string line, v2, v1;
+  while (std::getline(in, line)) {  // "id:controllers:path"
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string id = line.substr(0, a), ctl = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (id == "0" && ctl.empty()) v2 = path;
+    std::istringstream cs(ctl);
+    for (std::string c; std::getline(cs, c, ',');)
+      if (c == "memory") v1 = path;
+  }
+  constexpr int64_t kNoLimit = int64_t{1} << 60;  // v1 writes "no limit" as ~2^63
+  int64_t room = -1;
+  auto level = [&](const std::string& dir, const char* limit, const char* usage, const char* inactive) {
+    const int64_t lim = read_bytes(dir + "/" + limit), use = read_bytes(dir + "/" + usage);
+    if (lim < 0 || lim >= kNoLimit || use < 0) return;
+    const int64_t r = std::max<int64_t>(0, lim - use + stat_value(dir + "/memory.stat", inactive));
+    room = room < 0 ? r : std::min(room, r);
+  };
+  auto walk = [&](const std::string& base, std::string path, const char* limit, const char* usage, const char* inactive) {
+    while (true) {
+      level(base + (path == "/" ? "" : path), limit, usage, inactive);
+      if (path.empty() || path == "/") break;
+      const auto cut = path.find_last_of('/');
+      path = cut == 0 || cut == std::string::npos ? "/" : path.substr(0, cut);
+    }
+  };
+  if (!v1.empty()) walk(root + "/sys/fs/cgroup/memory", v1, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file");
+  if (!v2.empty()) walk(root + "/sys/fs/cgroup", v2, "memory.max", "memory.current", "inactive_file");
+  return room;
+}
+
+}  // namespace
+
+int64_t available_memory_bytes(const std::string& root) {
+  int64_t avail = -1;
+  std::ifstream in(root + "/proc/meminfo");
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream ls(line);
     std::string key;
     int64_t kib = 0;
-    if (ls >> key >> kib && key == "MemAvailable:") return kib * 1024;
+    if (ls >> key >> kib && key == "MemAvailable:") avail = kib * 1024;
   }
-  return -1;
+  const int64_t room = cgroup_room(root);
+  if (room >= 0) avail = avail < 0 ? room : std::min(avail, room);
+  return avail;
 }
 
 bool weights_fit_in_memory(const std::string& dir, torch::Dtype dtype) {

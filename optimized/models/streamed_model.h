@@ -95,8 +95,10 @@ class PassModel {
 
 /// Bytes of dir's tensors converted to dtype (from the safetensors headers alone).
 int64_t weights_bytes_as(const std::string& dir, torch::Dtype dtype);
-/// The memory available to a new allocation now (MemAvailable of /proc/meminfo), or −1 where it cannot be read.
-int64_t available_memory_bytes();
+/// The memory available to a new allocation now: MemAvailable of /proc/meminfo, or less where a cgroup memory limit
+/// of this process (a container's, a CI job's; v1 or v2) leaves less room; −1 where neither can be read.
+/// root: a folder standing for / (tests give a fake /proc and /sys/fs/cgroup).
+int64_t available_memory_bytes(const std::string& root = "");
 /// True when dir's weights in dtype take at most half the available memory (the rest: activations, the calibration
 /// statistics, the file pages), or when the available memory is unknown: `prune --stream-weights auto`'s rule.
 bool weights_fit_in_memory(const std::string& dir, torch::Dtype dtype);

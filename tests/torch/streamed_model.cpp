@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <string>
@@ -153,4 +154,43 @@ TEST(Unit_StreamedModel, calibrationStreamedCollectsExactlyWhatItCollectsWhole) 
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("gradient pass"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+void put(const fs::path& f, const std::string& text) {
+  fs::create_directories(f.parent_path());
+  std::ofstream(f) << text;
+}
+}  // namespace
+
+// `prune --stream-weights auto` decides on the memory a new allocation can get: /proc/meminfo's MemAvailable, or less
+// where a cgroup limit of the process or of an ancestor leaves less (containers and CI jobs; /proc/meminfo shows the
+// host). A fake / with both cgroup versions: the tightest level wins, reclaimable file pages count as room, "max" and
+// v1's 2^63 are no limit.
+TEST(Unit_StreamedModel, availableMemoryHonoursTheTightestCgroupLimit) {
+  pipeline_test::TempDir d("memroot");
+  const fs::path r = d.path;
+  put(r / "proc/meminfo", "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n");
+  EXPECT_EQ(available_memory_bytes(r.string()), int64_t{20000000} * 1024) << "no cgroup file: MemAvailable";
+  put(r / "proc/self/cgroup", "4:memory:/job/step\n0::/\n");
+  const fs::path v1 = r / "sys/fs/cgroup/memory";
+  put(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // the root: no limit
+  put(v1 / "memory.usage_in_bytes", "1000\n");
+  put(v1 / "job/memory.limit_in_bytes", "3000000000\n");
+  put(v1 / "job/memory.usage_in_bytes", "1000000000\n");
+  put(v1 / "job/memory.stat", "cache 5\ntotal_inactive_file 200000000\n");
+  put(v1 / "job/step/memory.limit_in_bytes", "9223372036854771712\n");
+  put(v1 / "job/step/memory.usage_in_bytes", "900000000\n");
+  EXPECT_EQ(available_memory_bytes(r.string()), int64_t{3000000000} - 1000000000 + 200000000) << "the parent's limit";
+  put(v1 / "job/step/memory.limit_in_bytes", "1500000000\n");
+  EXPECT_EQ(available_memory_bytes(r.string()), int64_t{1500000000} - 900000000) << "the tighter leaf";
+  put(r / "proc/self/cgroup", "0::/pod\n");  // cgroup v2
+  const fs::path v2 = r / "sys/fs/cgroup";
+  put(v2 / "pod/memory.max", "max\n");
+  put(v2 / "pod/memory.current", "5\n");
+  EXPECT_EQ(available_memory_bytes(r.string()), int64_t{20000000} * 1024) << "v2 'max': no limit";
+  put(v2 / "pod/memory.max", "4000000000\n");
+  put(v2 / "pod/memory.current", "1000000000\n");
+  put(v2 / "pod/memory.stat", "anon 1\ninactive_file 100\n");
+  EXPECT_EQ(available_memory_bytes(r.string()), int64_t{3000000100});
 }
