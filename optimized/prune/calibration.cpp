@@ -119,37 +119,49 @@ void boundary_pass(CalibrationPass& p, Calibration& cal) {
   // per layer and head: the picked [m_b, dk] f32 pieces of Q (or the one side) and of K, in row order
   std::vector<std::vector<std::vector<torch::Tensor>>> row_parts(p.layers.size()), row_parts_k(p.layers.size());
   torch::NoGradGuard no_grad;
+  std::map<int64_t, size_t> index_of;  // model layer → prunable-layer index
+  for (size_t li = 0; li < p.layers.size(); ++li) index_of[p.layers[li].layer] = li;
+  std::vector<char> seen(p.layers.size());
+  int64_t b0 = 0, nb = 0;  // the current mini-batch: windows b0 … b0 + nb − 1
+  // Folds one layer's boundary into its statistics as soon as its block has run (ForwardOptions::on_boundary): the
+  // pass holds one layer's boundary tensors, not every layer's.
+  auto fold = [&](int64_t layer, LayerBoundary& bd) {
+    const auto it = index_of.find(layer);
+    if (it == index_of.end()) return;
+    const size_t li = it->second;
+    seen[li] = 1;
+    LayerCalibration& lc = cal.layers[li];
+    if (needs.rms) accumulate_rms(bd, lc);
+    if (!(needs.features || needs.rows || needs.pca)) return;
+    // The row picks and PCA sums stay on the host; the R factor is folded where the activations are.
+    const torch::Device host(torch::kCPU);
+    const bool host_copy = needs.rows || needs.pca || bd.q.device().is_cpu();
+    const torch::Tensor q = host_copy ? head_rows(bd.q, host) : torch::Tensor();  // [H, nb·L, dk]
+    const torch::Tensor k = host_copy ? head_rows(bd.k, host) : torch::Tensor();
+    if (needs.features) accumulate_features(bd, q, k, needs.side, lc);
+    if (needs.rows) {
+      if (needs.side == ref::ScoreSide::Joint) {
+        pick_rows(q, take[li], 0, b0 * L, nb * L, row_parts[li]);
+        pick_rows(k, take[li], N * L, b0 * L, nb * L, row_parts_k[li]);
+      } else {
+        pick_rows(needs.side == ref::ScoreSide::QOnly ? q : k, take[li], 0, b0 * L, nb * L, row_parts[li]);
+      }
+    }
+    if (needs.pca) accumulate_pca(q, k, lc);
+  };
   ForwardOptions fo;
   fo.capture_boundary = true;
   fo.logits = false;  // only the boundaries are read
   fo.before_block = p.before_block;
-  for (int64_t b0 = 0; b0 < N; b0 += p.batch) {
-    const int64_t nb = std::min(p.batch, N - b0);
-    ForwardResult res = p.model.forward(p.ids.narrow(0, b0, nb), fo);
-    for (size_t li = 0; li < p.layers.size(); ++li) {
-      const int layer = p.layers[li].layer;
-      if (layer >= static_cast<int>(res.boundary.size()) || !res.boundary[layer].q.defined())
-        throw std::runtime_error("calibration: model returned no boundary tensors for layer " + std::to_string(layer));
-      const LayerBoundary& bd = res.boundary[layer];
-      LayerCalibration& lc = cal.layers[li];
-      if (needs.rms) accumulate_rms(bd, lc);
-      if (!(needs.features || needs.rows || needs.pca)) continue;
-      // The row picks and PCA sums stay on the host; the R factor is folded where the activations are.
-      const torch::Device host(torch::kCPU);
-      const bool host_copy = needs.rows || needs.pca || bd.q.device().is_cpu();
-      const torch::Tensor q = host_copy ? head_rows(bd.q, host) : torch::Tensor();  // [H, nb·L, dk]
-      const torch::Tensor k = host_copy ? head_rows(bd.k, host) : torch::Tensor();
-      if (needs.features) accumulate_features(bd, q, k, needs.side, lc);
-      if (needs.rows) {
-        if (needs.side == ref::ScoreSide::Joint) {
-          pick_rows(q, take[li], 0, b0 * L, nb * L, row_parts[li]);
-          pick_rows(k, take[li], N * L, b0 * L, nb * L, row_parts_k[li]);
-        } else {
-          pick_rows(needs.side == ref::ScoreSide::QOnly ? q : k, take[li], 0, b0 * L, nb * L, row_parts[li]);
-        }
-      }
-      if (needs.pca) accumulate_pca(q, k, lc);
-    }
+  fo.on_boundary = fold;
+  for (b0 = 0; b0 < N; b0 += p.batch) {
+    nb = std::min(p.batch, N - b0);
+    std::fill(seen.begin(), seen.end(), 0);
+    p.model.forward(p.ids.narrow(0, b0, nb), fo);
+    for (size_t li = 0; li < p.layers.size(); ++li)
+      if (!seen[li])
+        throw std::runtime_error("calibration: model returned no boundary tensors for layer " +
+                                 std::to_string(p.layers[li].layer));
     if (p.progress) p.progress(++p.done, p.steps);
   }
   for (size_t li = 0; needs.rows && li < p.layers.size(); ++li) {

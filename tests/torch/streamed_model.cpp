@@ -81,6 +81,45 @@ TEST(Unit_StreamedModel, everyFamilyStreamedGivesTheWholeModelsLogitsAndBoundari
   }
 }
 
+// ForwardOptions::on_boundary: each linear-attention layer's boundary is handed over once, in layer order, as soon as
+// its block has run (the same tensors a forward without the callback returns), and dropped from the result; with a
+// StreamedModel's hook the handed-over layer is the resident block. Calibration folds boundaries this way, so its
+// pass holds one layer's boundary instead of every layer's.
+TEST(Unit_StreamedModel, boundariesAreHandedOverLayerByLayerAndDropped) {
+  const uint64_t seed = pipeline_test::master_seed();
+  for (const char* family : kFamilies) {
+    const fs::path dir = kRoot / family;
+    if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
+    SCOPED_TRACE(std::string(family) + " seed " + std::to_string(seed));
+    StreamedModel s = StreamedModel::load(dir.string(), torch::kFloat32, 1);
+    auto whole = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
+    const torch::Tensor ids = seeded_ids(*whole, 2, 17, seed);
+    torch::NoGradGuard ng;
+    ForwardOptions fo;
+    fo.capture_boundary = true;
+    const ForwardResult want = whole->forward(ids, fo);
+    std::vector<int64_t> order;
+    int64_t entered = -2;
+    fo.logits = false;
+    fo = s.options(fo);
+    const BlockHook enter = fo.before_block;
+    fo.before_block = [&](int64_t b) { entered = b, enter(b); };
+    fo.on_boundary = [&](int64_t layer, LayerBoundary& bd) {
+      order.push_back(layer);
+      EXPECT_EQ(entered, layer) << "handed over while its block is resident";
+      EXPECT_TRUE(torch::equal(bd.q, want.boundary[layer].q)) << "layer " << layer;
+      EXPECT_TRUE(torch::equal(bd.attn_in, want.boundary[layer].attn_in)) << "layer " << layer;
+    };
+    const ForwardResult got = s.model().forward(ids, fo);
+    std::vector<int64_t> linear;
+    for (size_t l = 0; l < want.boundary.size(); ++l)
+      if (want.boundary[l].q.defined()) linear.push_back(static_cast<int64_t>(l));
+    EXPECT_EQ(order, linear);
+    for (const auto& b : got.boundary) EXPECT_FALSE(b.q.defined()) << "dropped after the hand-over";
+    EXPECT_FALSE(got.logits.defined()) << "logits = false stops before the head";
+  }
+}
+
 // A tensor outside the resident block holds no storage: a read of it cannot silently see stale weights.
 TEST(Unit_StreamedModel, tensorsOutsideTheResidentBlockHoldNoStorage) {
   const fs::path dir = kRoot / "fla_delta_net";

@@ -96,6 +96,7 @@ class FlaCausalLM final : public CausalLM {
       LayerBoundary* b = opt.capture_boundary ? &res.boundary[i] : nullptr;
       if (b) b->attn_in = x;
       std::tie(h, y) = add_rms_norm(h, attention(lw, x, opt.mode, b, nullptr), lw.mlp_norm, cfg_.norm_eps);
+      hand_over_boundary(opt, res, i);
       delta = mlp(lw, y);
     }
     if (!opt.logits) return res;

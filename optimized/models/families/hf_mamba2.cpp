@@ -164,6 +164,7 @@ class HfMamba2 final : public CausalLM {
     for (size_t i = 0; i < layers_.size(); ++i) {
       enter_block(opt, static_cast<int64_t>(i));
       h = block(h, layers_[i], opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr, nullptr);
+      hand_over_boundary(opt, res, i);
       if (opt.output_hidden_states) res.hidden_states.push_back(h);
     }
     if (!opt.logits) return res;

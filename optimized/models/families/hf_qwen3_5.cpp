@@ -195,6 +195,7 @@ class QwenHybrid final : public CausalLM {
       } else {
         y = linear_mixer(x, l, opt.mode, opt.capture_boundary && !cache ? &res.boundary[i] : nullptr,
                          cache ? &cache->layers[i] : nullptr);
+        if (!cache) hand_over_boundary(opt, res, i);
       }
       std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
       delta = use_packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
