@@ -15,6 +15,9 @@
 #      (Its run at 19:11 UTC: 108/108; 642 / 494 and 604 / 456 tokens/s; the hybrid's graph run 117 tokens/s with its
 #      prefill 4x slower than in every other run, 1.35 s: the machine, not the step; ids equal in all three.)
 #   D  phase B's runs, 512 tokens, the hybrid twice, with the setup (first step + capture) timed apart.
+#   E  the final tree (boundaries handed over layer by layer, logits = false in calibration and rank): the build,
+#      `ctest -L GPU`, decode_equivalence's CUDA cases, and the 1.3B DeltaNet drrqr prune on CUDA at 16 x 2048
+#      (wall, calibrate, peak host RSS; last measured 16.4 s, bench/README "Pruning speed" (b)).
 # Results under $OUT: 00_summary.log, gen_*.json, failing logs. Run from the repository root: bash bench/h200_wave8.sh A
 set -uo pipefail
 PHASE=${1:-A}
@@ -82,6 +85,22 @@ elif [ "$PHASE" = D ]; then
     f=""; [ $n = gdn13 ] && f="--family gated_deltanet"; [ $n = q35 ] && f="--family qwen3_5"
     # shellcheck disable=SC2086
     checkpoint ${n}v $f --vocab 256 && NEW=512 gen ${n}v
+  done
+elif [ "$PHASE" = E ]; then
+  # shellcheck disable=SC2086
+  configure_and_build $GPU_TESTS decode_equivalence
+  (cd "$BUILD" && timeout 300 ctest -L GPU --output-on-failure -j4 >"$LOGS/ctest_gpu.log" 2>&1) ||
+    { rc=1; keep "$LOGS/ctest_gpu.log"; }
+  say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log")"
+  grep -E "^\s+[0-9]+ - .*\(Failed|Timeout|SEGFAULT" "$LOGS/ctest_gpu.log" | head -20 >>"$S"
+  run_tests decode_equivalence
+  checkpoint dn13 && for i in 1 2; do
+    rm -rf "$WORK/dn13_drrqr"
+    /usr/bin/time -v -o "$LOGS/prune_time.txt" timeout 200 "$SC" prune --checkpoint "$WORK/dn13" --method drrqr \
+      --ratio 0.5 --calib assets/corpora/pydocs_train.txt --calib-seqs 16 --calib-len 2048 --tokenizer bytes \
+      --device cuda --quiet --out "$WORK/dn13_drrqr" >"$LOGS/prune_drrqr.log" 2>&1 || { rc=1; keep "$LOGS/prune_drrqr.log"; }
+    say "prune drrqr 16x2048 cuda (run $i): $(grep '^time:' "$LOGS/prune_drrqr.log"); wall $(awk -F': ' '/Elapsed/ {print $2}' \
+      "$LOGS/prune_time.txt"), peak host RSS $(awk '/Maximum resident/ {printf "%.2f GB", $6 / 1e6}' "$LOGS/prune_time.txt")"
   done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
