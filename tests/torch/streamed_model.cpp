@@ -21,19 +21,19 @@ using namespace statecut;
 
 namespace {
 
-const fs::path kRoot = pipeline_test::fixture_root();
+const fs::path kStreamRoot = pipeline_test::fixture_root();
 
 /// The fixtures of every registered family with linear-attention layers.
-const char* const kFamilies[] = {"fla_delta_net", "fla_gated_deltanet", "hf_mamba2", "hf_qwen3_5", "hf_qwen3_next"};
+const char* const kStreamFamilies[] = {"fla_delta_net", "fla_gated_deltanet", "hf_mamba2", "hf_qwen3_5", "hf_qwen3_next"};
 
-torch::Tensor seeded_ids(const CausalLM& m, int64_t n, int64_t len, uint64_t seed) {
+torch::Tensor stream_ids(const CausalLM& m, int64_t n, int64_t len, uint64_t seed) {
   torch::manual_seed(seed);
   return torch::randint(0, std::min<int64_t>(m.vocab_size(), 256), {n, len}, torch::kInt64);
 }
 
 /// The most bytes one block boundary may hold, formed from the whole model's own tensors (not from StreamedModel):
 /// the largest "layers.<i>." group, or every outer tensor (before the head: the head may be the tied embedding).
-int64_t largest_group_bytes(CausalLM& whole) {
+int64_t largest_block_bytes(CausalLM& whole) {
   static const std::regex layer_re(R"((^|\.)layers\.(\d+)\.)");
   std::map<int64_t, int64_t> bytes;  // layer → bytes; −1: outer
   for (const auto& [name, t] : whole.named_parameters()) {
@@ -50,15 +50,15 @@ int64_t largest_group_bytes(CausalLM& whole) {
 
 TEST(Unit_StreamedModel, everyFamilyStreamedGivesTheWholeModelsLogitsAndBoundaries) {
   const uint64_t seed = pipeline_test::master_seed();
-  for (const char* family : kFamilies) {
-    const fs::path dir = kRoot / family;
+  for (const char* family : kStreamFamilies) {
+    const fs::path dir = kStreamRoot / family;
     if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
     SCOPED_TRACE(std::string(family) + " seed " + std::to_string(seed));
     auto whole = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
     // min_numel 1 streams every tensor, norms and decay parameters included: a family that kept anything derived
     // from a weight at construction, or read a weight outside the block it announced, fails here.
     StreamedModel streamed = StreamedModel::load(dir.string(), torch::kFloat32, /*min_numel=*/1);
-    const torch::Tensor ids = seeded_ids(*whole, 2, 33, seed);
+    const torch::Tensor ids = stream_ids(*whole, 2, 33, seed);
     torch::NoGradGuard ng;
     ForwardOptions fo;
     fo.capture_boundary = true;
@@ -76,7 +76,7 @@ TEST(Unit_StreamedModel, everyFamilyStreamedGivesTheWholeModelsLogitsAndBoundari
     int64_t all_bytes = 0;
     for (const auto& [n, t] : whole->named_parameters()) all_bytes += static_cast<int64_t>(t.nbytes());
     EXPECT_EQ(streamed.streamed_bytes(), all_bytes);
-    EXPECT_EQ(streamed.peak_resident_bytes(), largest_group_bytes(*whole));
+    EXPECT_EQ(streamed.peak_resident_bytes(), largest_block_bytes(*whole));
     EXPECT_LT(streamed.peak_resident_bytes(), all_bytes);
   }
 }
@@ -87,13 +87,13 @@ TEST(Unit_StreamedModel, everyFamilyStreamedGivesTheWholeModelsLogitsAndBoundari
 // pass holds one layer's boundary instead of every layer's.
 TEST(Unit_StreamedModel, boundariesAreHandedOverLayerByLayerAndDropped) {
   const uint64_t seed = pipeline_test::master_seed();
-  for (const char* family : kFamilies) {
-    const fs::path dir = kRoot / family;
+  for (const char* family : kStreamFamilies) {
+    const fs::path dir = kStreamRoot / family;
     if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
     SCOPED_TRACE(std::string(family) + " seed " + std::to_string(seed));
     StreamedModel s = StreamedModel::load(dir.string(), torch::kFloat32, 1);
     auto whole = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
-    const torch::Tensor ids = seeded_ids(*whole, 2, 17, seed);
+    const torch::Tensor ids = stream_ids(*whole, 2, 17, seed);
     torch::NoGradGuard ng;
     ForwardOptions fo;
     fo.capture_boundary = true;
@@ -122,7 +122,7 @@ TEST(Unit_StreamedModel, boundariesAreHandedOverLayerByLayerAndDropped) {
 
 // A tensor outside the resident block holds no storage: a read of it cannot silently see stale weights.
 TEST(Unit_StreamedModel, tensorsOutsideTheResidentBlockHoldNoStorage) {
-  const fs::path dir = kRoot / "fla_delta_net";
+  const fs::path dir = kStreamRoot / "fla_delta_net";
   if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
   StreamedModel s = StreamedModel::load(dir.string(), torch::kFloat32, 1);
   ASSERT_GE(s.num_blocks(), 2);
@@ -145,7 +145,7 @@ TEST(Unit_StreamedModel, tensorsOutsideTheResidentBlockHoldNoStorage) {
 // Tensors below the threshold are copied at load and stay (a real model's norms, biases and short convs); only the
 // others are streamed.
 TEST(Unit_StreamedModel, tensorsBelowTheThresholdAreLoadedAndStay) {
-  const fs::path dir = kRoot / "fla_gated_deltanet";
+  const fs::path dir = kStreamRoot / "fla_gated_deltanet";
   if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
   constexpr int64_t kMin = 1024;
   auto whole = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
@@ -167,12 +167,12 @@ TEST(Unit_StreamedModel, tensorsBelowTheThresholdAreLoadedAndStay) {
 }
 
 TEST(Unit_StreamedModel, calibrationStreamedCollectsExactlyWhatItCollectsWhole) {
-  const fs::path dir = kRoot / "hf_qwen3_5";
+  const fs::path dir = kStreamRoot / "hf_qwen3_5";
   if (!fs::exists(dir / "config.json")) GTEST_SKIP() << "no fixture " << dir;
   const uint64_t seed = pipeline_test::master_seed();
   auto whole = load_causal_lm(dir.string(), torch::kFloat32, torch::kCPU);
   StreamedModel s = StreamedModel::load(dir.string(), torch::kFloat32, 1);
-  const torch::Tensor ids = seeded_ids(*whole, 3, 17, seed);
+  const torch::Tensor ids = stream_ids(*whole, 3, 17, seed);
   CalibrationNeeds nd;
   nd.features = nd.pca = nd.rms = true;
   nd.batch = 2;
@@ -196,7 +196,7 @@ TEST(Unit_StreamedModel, calibrationStreamedCollectsExactlyWhatItCollectsWhole) 
 }
 
 namespace {
-void put(const fs::path& f, const std::string& text) {
+void put_file(const fs::path& f, const std::string& text) {
   fs::create_directories(f.parent_path());
   std::ofstream(f) << text;
 }
@@ -209,27 +209,27 @@ void put(const fs::path& f, const std::string& text) {
 TEST(Unit_StreamedModel, availableMemoryHonoursTheTightestCgroupLimit) {
   pipeline_test::TempDir d("memroot");
   const fs::path r = d.path;
-  put(r / "proc/meminfo", "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n");
+  put_file(r / "proc/meminfo", "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n");
   EXPECT_EQ(available_memory_bytes(r.string()), int64_t{20000000} * 1024) << "no cgroup file: MemAvailable";
-  put(r / "proc/self/cgroup", "4:memory:/job/step\n0::/\n");
+  put_file(r / "proc/self/cgroup", "4:memory:/job/step\n0::/\n");
   const fs::path v1 = r / "sys/fs/cgroup/memory";
-  put(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // the root: no limit
-  put(v1 / "memory.usage_in_bytes", "1000\n");
-  put(v1 / "job/memory.limit_in_bytes", "3000000000\n");
-  put(v1 / "job/memory.usage_in_bytes", "1000000000\n");
-  put(v1 / "job/memory.stat", "cache 5\ntotal_inactive_file 200000000\n");
-  put(v1 / "job/step/memory.limit_in_bytes", "9223372036854771712\n");
-  put(v1 / "job/step/memory.usage_in_bytes", "900000000\n");
+  put_file(v1 / "memory.limit_in_bytes", "9223372036854771712\n");  // the root: no limit
+  put_file(v1 / "memory.usage_in_bytes", "1000\n");
+  put_file(v1 / "job/memory.limit_in_bytes", "3000000000\n");
+  put_file(v1 / "job/memory.usage_in_bytes", "1000000000\n");
+  put_file(v1 / "job/memory.stat", "cache 5\ntotal_inactive_file 200000000\n");
+  put_file(v1 / "job/step/memory.limit_in_bytes", "9223372036854771712\n");
+  put_file(v1 / "job/step/memory.usage_in_bytes", "900000000\n");
   EXPECT_EQ(available_memory_bytes(r.string()), int64_t{3000000000} - 1000000000 + 200000000) << "the parent's limit";
-  put(v1 / "job/step/memory.limit_in_bytes", "1500000000\n");
+  put_file(v1 / "job/step/memory.limit_in_bytes", "1500000000\n");
   EXPECT_EQ(available_memory_bytes(r.string()), int64_t{1500000000} - 900000000) << "the tighter leaf";
-  put(r / "proc/self/cgroup", "0::/pod\n");  // cgroup v2
+  put_file(r / "proc/self/cgroup", "0::/pod\n");  // cgroup v2
   const fs::path v2 = r / "sys/fs/cgroup";
-  put(v2 / "pod/memory.max", "max\n");
-  put(v2 / "pod/memory.current", "5\n");
+  put_file(v2 / "pod/memory.max", "max\n");
+  put_file(v2 / "pod/memory.current", "5\n");
   EXPECT_EQ(available_memory_bytes(r.string()), int64_t{20000000} * 1024) << "v2 'max': no limit";
-  put(v2 / "pod/memory.max", "4000000000\n");
-  put(v2 / "pod/memory.current", "1000000000\n");
-  put(v2 / "pod/memory.stat", "anon 1\ninactive_file 100\n");
+  put_file(v2 / "pod/memory.max", "4000000000\n");
+  put_file(v2 / "pod/memory.current", "1000000000\n");
+  put_file(v2 / "pod/memory.stat", "anon 1\ninactive_file 100\n");
   EXPECT_EQ(available_memory_bytes(r.string()), int64_t{3000000100});
 }
