@@ -12,6 +12,9 @@
 namespace statecut {
 
 namespace {
+/// 16,384 positions: 200 MB of KV buffers a sequence for the Qwen3.5-style 2.3B hybrid in bf16.
+constexpr int64_t kMaxReservedSteps = 16384;
+
 double generate_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -63,7 +66,10 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     if (!stepper) {  // the step feeding token 0: run by the stepper's construction (on CUDA it captures the next)
       auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
       const auto t_setup = std::chrono::steady_clock::now();
-      stepper = std::make_unique<GreedyStepper>(model, cache, ids, opt.cuda_graphs, opt.max_new_tokens, /*warmup=*/0);
+      // KV room for the planned tokens, at most kMaxReservedSteps ahead (a softmax layer's buffers are reserved at
+      // once; past the room the stepper drops its graph and the buffers grow as they need).
+      const int64_t planned = std::min(opt.max_new_tokens, kMaxReservedSteps);
+      stepper = std::make_unique<GreedyStepper>(model, cache, ids, opt.cuda_graphs, planned, /*warmup=*/0);
       res.setup_seconds = generate_seconds_since(t_setup);
       res.cuda_graph = stepper->graphed();
       ++res.steps;

@@ -279,6 +279,22 @@ TEST_P(Equiv_Decode, generateStopsEachRowAfterItsFirstStopId) {
   }
 }
 
+// --max-new-tokens far beyond any memory: the KV room reserved ahead is capped (generate.cpp), so a run that a stop id
+// ends after two tokens does not try to allocate buffers for 2^40 positions first.
+TEST_P(Equiv_Decode, generateWithAHugeTokenBudgetReservesBoundedRoom) {
+  const auto& c = GetParam();
+  if (c.cuda || c.dtype != torch::kFloat32) GTEST_SKIP() << "one case per family";
+  auto prompt = random_ids(1, 9, model_->vocab_size(), test::env_seed(14) + 5);
+  GenerateOptions o;
+  o.max_new_tokens = 3;
+  const GenerateResult first = generate(*model_, prompt, o);
+  o.max_new_tokens = int64_t{1} << 40;
+  o.stop_ids = {first.tokens[0][1]};
+  const GenerateResult got = generate(*model_, prompt, o);
+  ASSERT_GE(got.tokens[0].size(), 1u);
+  EXPECT_LE(got.tokens[0].size(), 2u) << "stopped at the second token at the latest";
+}
+
 std::vector<DecodeCase> decode_cases() {
   std::vector<DecodeCase> cs;
   for (const auto& f : kDecodeFixtures) {
