@@ -58,7 +58,7 @@ else
   grep -q '^STATECUT_TORCH:BOOL=ON' "$build/CMakeCache.txt" ||
     { echo "ci/mutate.sh: --optimized needs a build with STATECUT_TORCH=ON" >&2; exit 2; }
   [ ${#exes[@]} -gt 0 ] || exes=(tests/calib_streaming tests/surgery_fixtures tests/surgery_qwen_layouts tests/keep_file_badinput
-    tests/select_prune_agree)
+    tests/select_prune_agree tests/prune_options_cli)
 fi
 echo "ci/mutate.sh: seed $seed, $n mutants of ${paths[*]}, min score $min%, build options from $build" >&2
 echo "ci/mutate.sh: tests: ${exes[*]}" >&2
