@@ -282,6 +282,31 @@ TEST(BadInput_PruneOptions, keepFromWithAMethodRatioOrKeepIsRefused) {
   }
 }
 
+// The library refuses a ratio outside (0, 1) and a negative keep count with the message it documents, whoever calls
+// it (the CLI checks --ratio itself first; seed 303: the interval's `&&` turned into `||`, and ">= 1" into "> 1" in
+// the keep message, survived).
+TEST(BadInput_PruneOptions, ratioOutsideTheOpenIntervalAndNegativeKeepAreRefused) {
+  TempDir dir("ratio-options");
+  auto refusal = [&](double ratio, int keep) -> std::string {
+    PruneOptions o;
+    o.checkpoint = dir.path.string();
+    o.out = (dir.path / "out").string();
+    o.method = "l1";
+    o.ratio = ratio;
+    o.keep = keep;
+    try {
+      validate_prune_options(o);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const double r : {1.0, 1.5, -0.25})
+    EXPECT_NE(refusal(r, 0).find("--ratio must lie in the open interval (0, 1)"), std::string::npos) << "ratio " << r;
+  EXPECT_EQ(refusal(0.5, 0), "") << "an inner ratio is accepted";
+  EXPECT_EQ(refusal(0, -3), "--keep must be >= 1, got -3");
+}
+
 TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
   REQUIRE_QWEN_FIXTURES();
   const fs::path flat = test::fixture_dir("hf_qwen3_5");
