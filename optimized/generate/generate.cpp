@@ -46,6 +46,9 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   // for the host's draw.
   const bool greedy = opt.sampling.temperature == 0;
   auto is_stop = [&](int64_t id) { return std::find(opt.stop_ids.begin(), opt.stop_ids.end(), id) != opt.stop_ids.end(); };
+  auto to_ids = [&](const std::vector<int64_t>& ids) {  // [B, 1] on the model's device
+    return torch::tensor(ids, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
+  };
   auto next = sample_next(logits, opt.sampling, rng);
   for (int64_t i = 0;; ++i) {
     for (int64_t b = 0; b < B; ++b) {
@@ -64,7 +67,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
     if (on_token) on_token(i, next);
     if (i + 1 == opt.max_new_tokens || std::all_of(stopped.begin(), stopped.end(), [](bool s) { return s; })) break;
     if (!stepper) {  // the step feeding token 0: run by the stepper's construction (on CUDA it captures the next)
-      auto ids = torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
+      const auto ids = to_ids(next);
       const auto t_setup = std::chrono::steady_clock::now();
       // KV room for the planned tokens, at most kMaxReservedSteps ahead (a softmax layer's buffers are reserved at
       // once; past the room the stepper drops its graph and the buffers grow as they need).
@@ -75,7 +78,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
       ++res.steps;
       if (greedy) stepper->post_ids();  // token 1
     } else if (!greedy) {
-      stepper->step(torch::tensor(next, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device));
+      stepper->step(to_ids(next));
       ++res.steps;
     }
     if (greedy) {

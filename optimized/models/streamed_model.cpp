@@ -178,4 +178,9 @@ bool weights_fit_in_memory(const std::string& dir, torch::Dtype dtype) {
   return avail < 0 || weights_bytes_as(dir, dtype) <= avail / 2;
 }
 
+bool should_stream_weights(const std::string& mode, const std::string& dir, torch::Device device, bool needs_grad) {
+  if (!device.is_cpu() || needs_grad || mode == "off") return false;
+  return mode == "on" || !weights_fit_in_memory(dir, torch::kFloat32);
+}
+
 }  // namespace statecut

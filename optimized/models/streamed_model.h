@@ -79,7 +79,7 @@ class StreamedModel {
 };
 
 /// A model for a no-grad pass (calibration): loaded whole by load_causal_lm, or a StreamedModel (CPU) when `stream`.
-/// prune and verify's certificate check decide `stream` by the same rule (weights_fit_in_memory).
+/// prune and verify's certificate check decide `stream` by one rule (should_stream_weights).
 class PassModel {
  public:
   PassModel(const std::string& dir, torch::Dtype dtype, torch::Device device, bool stream);
@@ -102,5 +102,8 @@ int64_t available_memory_bytes(const std::string& root = "");
 /// True when dir's weights in dtype take at most half the available memory (the rest: activations, the calibration
 /// statistics, the file pages), or when the available memory is unknown: `prune --stream-weights auto`'s rule.
 bool weights_fit_in_memory(const std::string& dir, torch::Dtype dtype);
+/// `--stream-weights` MODE ("on", "off" or "auto") for a pass over dir's fp32 model on `device`: never off the CPU
+/// or for a pass that needs gradients (every block at once); "auto" streams when !weights_fit_in_memory.
+bool should_stream_weights(const std::string& mode, const std::string& dir, torch::Device device, bool needs_grad);
 
 }  // namespace statecut

@@ -140,9 +140,7 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
   // The checkpoint first: a broken one is named as such before its text is tokenised.
   CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
-  res.streamed_weights = dev.is_cpu() && !needs.grad &&
-                         (opt.stream_weights == "on" ||
-                          (opt.stream_weights == "auto" && !weights_fit_in_memory(opt.checkpoint, torch::kFloat32)));
+  res.streamed_weights = should_stream_weights(opt.stream_weights, opt.checkpoint, dev, needs.grad);
   PassModel model(opt.checkpoint, torch::kFloat32, dev, res.streamed_weights);
   const Tokenizer tok = Tokenizer::for_checkpoint(opt.checkpoint, opt.tokenizer);
   const int64_t vocab = cfg_int(cfg, "vocab_size", tok.vocab_size(), (fs::path(opt.checkpoint) / "config.json").string());

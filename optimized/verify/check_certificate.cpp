@@ -72,7 +72,8 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   }
   const torch::Tensor windows = torch::tensor(ids, torch::kInt64).view({static_cast<int64_t>(starts.size()), len});
   // As prune calibrated: whole, or one block at a time when the fp32 model would not fit (streamed_model.h).
-  PassModel pass(source, torch::kFloat32, torch::Device(torch::kCPU), !weights_fit_in_memory(source, torch::kFloat32));
+  const torch::Device cpu(torch::kCPU);
+  PassModel pass(source, torch::kFloat32, cpu, should_stream_weights("auto", source, cpu, /*needs_grad=*/false));
   CausalLM* model = &pass.model();
   // What prune's calibration collected for this record (the R factor of the --select side's features).
   CalibrationNeeds needs = calibration_needs(ref::SelectMethod::Drrqr, /*faithful=*/false);
