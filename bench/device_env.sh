@@ -4,7 +4,8 @@
 # t0), run_tests (GPU test executables of BUILD by name: a summary line each, failures set rc), bench (`statecut bench`
 # of WORK/NAME against WORK/NAME_p50 on the issue-14 shapes, its table into the summary); writes the machine, the date
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
-# and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune).
+# and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
+# profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary).
 # Each may be overridden from the environment.
 # The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
 # binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
@@ -62,4 +63,12 @@ pruned() {  # name: its 50% rand prune
   [ -f "$WORK/${n}_p50/model.safetensors" ] && return 0
   timeout 200 "$SC" prune --checkpoint "$WORK/$n" --method rand --ratio 0.5 --device cuda --out "$WORK/${n}_p50" \
     >"$LOGS/prune_$n.log" 2>&1 || { keep "$LOGS/prune_$n.log"; say "prune $n FAILED"; return 1; }
+}
+
+profile_decode() {  # name, batch
+  local n=$1 b=$2
+  timeout 120 "$BUILD/cli/statecut-profile-step" "$WORK/$n" "$LOGS/decode_${n}_$b.json" "$b" 16 32 >/dev/null 2>&1 ||
+    { say "profile $n B=$b FAILED"; return 0; }
+  say "--- kernels of a $n decode step at batch $b (eager, Kineto, 32 steps)"
+  python3 bench/profile_summary.py "$LOGS/decode_${n}_$b.json" 22 --within statecut_decode_step >>"$S" 2>&1
 }

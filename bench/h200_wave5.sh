@@ -19,14 +19,6 @@ TAG=w5
 source "$(dirname "$0")/device_env.sh"
 TESTS="fused_ops_cuda decode_equivalence golden_models_cuda"
 
-profile_decode() {  # name, batch
-  local n=$1 b=$2
-  timeout 120 "$BUILD/cli/statecut-profile-step" "$WORK/$n" "$LOGS/decode_${n}_$b.json" "$b" 16 32 >/dev/null 2>&1 ||
-    { say "profile $n B=$b FAILED"; return 0; }
-  say "--- kernels of a $n decode step at batch $b (eager, Kineto, 32 steps)"
-  python3 bench/profile_summary.py "$LOGS/decode_${n}_$b.json" 22 --within statecut_decode_step >>"$S" 2>&1
-}
-
 mutant() {  # deliberate bugs must fail their tests: beta not rounded to bf16; the add not rounded before the norm
   cp kernels/gated_delta_recurrent.cu "$LOGS/rec.orig"; cp kernels/fused_layer_ops.cu "$LOGS/flo.orig"
   sed -i 's/return a.beta_round ? to_f<T>(detail::from_f<T>(b)) : b;/return b;/' kernels/gated_delta_recurrent.cu
