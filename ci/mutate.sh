@@ -13,6 +13,7 @@
 #              launchers, Torch_DIR, ...) for its own tree BUILD_DIR/mutate/{src,build}, built on a copy of the
 #              git-tracked sources, so neither the checkout nor BUILD_DIR is ever mutated.
 #   --seed     default: a fresh one; printed either way (rerun with --seed to replay a sample).
+#   --jobs     parallel build jobs, and test executables run at once per mutant (the first failure kills it).
 # Needs mutate.py (../shared/tools/mutate.py next to the repository, or $STATECUT_MUTATE_PY) for the sampling
 # and the operators; without it the gate says so and exits 77 (skipped).
 # Exit: 0 score >= min, 1 score below it, 2 usage or baseline failure, 77 skipped.
@@ -63,7 +64,7 @@ fi
 echo "ci/mutate.sh: seed $seed, $n mutants of ${paths[*]}, min score $min%, build options from $build" >&2
 echo "ci/mutate.sh: tests: ${exes[*]}" >&2
 exec python3 - "$root" "$build" "$mutate_py" "$seed" "$n" "$min" "$jobs" "$timeout" "${paths[*]}" "${exes[@]}" <<'PY'
-import importlib.util, os, random, re, shutil, subprocess, sys, time
+import concurrent.futures, importlib.util, os, random, re, shutil, subprocess, sys, time
 root, build, mutate_py, seed, n, min_score, jobs, timeout, paths = sys.argv[1:10]
 exes = sys.argv[10:]
 seed, n, min_score, jobs, timeout, paths = int(seed), int(n), float(min_score), int(jobs), int(timeout), paths.split()
@@ -113,12 +114,27 @@ for line in open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8"):
             not m.group(3).startswith(root):
         opts.append(f"-D{m.group(1)}:{m.group(2)}={m.group(3)}")
 opts.append("-DSTATECUT_COVERAGE=OFF")  # coverage counters only slow every mutant's run
+if paths == ["reference"]:
+    # Checked indexing for the Eigen-only reference (cheap to rebuild): without NDEBUG Eigen asserts every index, and
+    # libstdc++'s assertions check std::vector's, so an index or loop-bound mutant that reads or writes one past a
+    # buffer fails loudly instead of passing on whatever lies there (seed 304: rrqr.cpp's `t < rows.size()` turned
+    # into `<=` survived, writing a row past the subsample). The LibTorch side keeps its release flags: every flag
+    # change there rebuilds LibTorch-heavy objects for ~20 minutes on two cores.
+    for cfg in ("RELEASE", "RELWITHDEBINFO"):
+        opts.append(f"-DCMAKE_CXX_FLAGS_{cfg}=-O2 -g0")
+    opts.append("-DCMAKE_CXX_FLAGS=-D_GLIBCXX_ASSERTIONS")
+
+
+last_output = [""]  # the latest command's output, shown when the baseline fails
 
 
 def run(cmd, cwd, limit):
     try:
-        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=limit).returncode
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=limit)
+        last_output[0] = p.stdout + p.stderr
+        return p.returncode
     except subprocess.TimeoutExpired:
+        last_output[0] = f"timed out after {limit} s: {' '.join(cmd)}"
         return 124
 
 
@@ -127,17 +143,29 @@ def build_exes():
 
 
 def tests():
-    for e in exes:
-        if run([os.path.join(b, e)], b, timeout):
-            return 1
+    """1 when any test executable fails. They run --jobs at a time (they are independent processes), so a mutant
+    costs about its slowest executable, not their sum; the first failure ends the wait (the others still finish)."""
+    def one(e):
+        try:
+            return subprocess.run([os.path.join(b, e)], cwd=b, capture_output=True, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            return 124
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, e) for e in exes]
+        for f in concurrent.futures.as_completed(futures):
+            if f.result():
+                for g in futures:
+                    g.cancel()
+                return 1
     return 0
 
 
 t0 = time.time()
 if run(["cmake", "-S", src, "-B", b, "-G", "Ninja"] + opts, src, 900) or build_exes():
-    sys.exit(print("ci/mutate.sh: baseline build failed in " + b) or 2)
+    sys.exit(print("\n".join(last_output[0].splitlines()[-30:]) + "\nci/mutate.sh: baseline build failed in " + b) or 2)
 if tests():
-    sys.exit(print("ci/mutate.sh: baseline tests fail: the score is undefined") or 2)
+    sys.exit(print("\n".join(last_output[0].splitlines()[-30:]) +
+                   "\nci/mutate.sh: baseline tests fail: the score is undefined") or 2)
 print(f"baseline built and passing in {time.time() - t0:.0f} s", flush=True)
 
 # mutate.py walks folders; a file path is taken as its folder's sites in that file
