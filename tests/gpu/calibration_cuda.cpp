@@ -79,3 +79,45 @@ TEST(Gpu_Calibration, rFactorFoldedOnTheGpuReproducesTheFeatureGram) {
   // same CUDA model's on the same mini-batches, so they agree bit for bit.
   EXPECT_LT(worst, 1e-11);
 }
+
+// The faithful rows and the PCA moments are gathered on the host whatever the model's device: a CUDA calibration picks
+// the same rows and sums the same moments as a CPU one of the same checkpoint (optimized/prune/calibration.cpp's
+// host copy; the CPU-only mutation gate cannot reach it: seed 306 weakened `rows || pca` to `rows && pca`).
+TEST(Gpu_Calibration, faithfulRowsAndPcaMomentsOnTheGpuEqualTheCpus) {
+  if (!cuda_ready()) GTEST_SKIP() << "no CUDA device or built without the kernels";
+  const std::string dir = test::fixture_dir("fla_gated_deltanet");
+  if (dir.empty()) GTEST_SKIP() << "no fixture fla_gated_deltanet";
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  const uint64_t seed = test::env_seed(20261203);
+  torch::manual_seed(seed);
+  const torch::Tensor ids = torch::randint(0, 256, {3, 65}, torch::kInt64);
+  auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat64) - b.to(torch::kFloat64)).norm() / b.to(torch::kFloat64).norm()).item<double>();
+  };
+  for (const bool pca : {false, true}) {
+    CalibrationNeeds nd;
+    (pca ? nd.pca : nd.rows) = true;
+    nd.faithful_rows = 100;  // fewer than the 2 x 3 x 65 rows of [Q; K]: the subsample draws
+    nd.seed = seed;
+    nd.batch = 2;
+    auto g = load_causal_lm(dir, torch::kFloat32, torch::kCUDA);
+    auto c = load_causal_lm(dir, torch::kFloat32, torch::kCPU);
+    const Calibration a = calibrate(*g, ids, nd), b = calibrate(*c, ids, nd);
+    ASSERT_EQ(a.layers.size(), b.layers.size());
+    double worst = 0;
+    for (size_t li = 0; li < a.layers.size(); ++li) {
+      const auto& x = pca ? a.layers[li].pca_outer_q : a.layers[li].rows;
+      const auto& y = pca ? b.layers[li].pca_outer_q : b.layers[li].rows;
+      ASSERT_EQ(x.size(), y.size()) << (pca ? "pca" : "rows") << " layer " << li;
+      ASSERT_FALSE(x.empty());
+      for (size_t h = 0; h < x.size(); ++h) {
+        ASSERT_EQ(x[h].sizes(), y[h].sizes());
+        worst = std::max(worst, rel(x[h], y[h]));
+      }
+    }
+    std::printf("[errors] %s on CUDA vs CPU: worst %.2e\n", pca ? "PCA second moments" : "faithful rows", worst);
+    // fp32 features from two devices' kernels differ by ~1e-6 relative; a wrong row or a missing window is O(1).
+    EXPECT_LT(worst, 1e-4) << (pca ? "pca" : "rows");
+  }
+}

@@ -3,6 +3,7 @@
 // runs), or strong_rrqr's faithful mode given the whole matrix — and the faithful subsample is one function.
 #include "reference/rrqr.h"
 #include "reference/selectors.h"
+#include "tests/ref/ref_test_util.h"
 #include "tests/ref/selector_util.h"
 
 #include <gtest/gtest.h>
@@ -73,6 +74,15 @@ TEST(Unit_SeedRule, faithfulSubsampleIsSortedDistinctAndAllRowsWhenFew) {
   ASSERT_EQ(all.size(), 4000u);
   EXPECT_EQ(all.back(), 3999);
   EXPECT_TRUE(faithful_subsample(0, 5, rng).empty()) << "no calibration rows: an empty sample, not an error";
+}
+
+// A negative row count or a sample of no rows is a caller's bug, refused by name; either alone is enough (seed 307:
+// the `||` of the two tests weakened to `&&` survived).
+TEST(BadInput_SeedRule, faithfulSubsampleRefusesNegativeRowsOrAnEmptySample) {
+  SelectRng rng = SelectRng::for_head(master_seed(), 0, 2);
+  STATECUT_EXPECT_SHAPE_ERROR(faithful_subsample(-1, 5, rng), "need m >= 0 and take >= 1");
+  STATECUT_EXPECT_SHAPE_ERROR(faithful_subsample(5, 0, rng), "need m >= 0 and take >= 1");
+  STATECUT_EXPECT_SHAPE_ERROR(faithful_subsample(-1, 0, rng), "need m >= 0 and take >= 1");
 }
 
 TEST(Unit_SeedRule, faithfulSubsampleOfOneRowIsOneValidRow) {

@@ -1,6 +1,7 @@
 // Strong RRQR on inputs with meaning: the Kahan matrix (QRCP fails, swaps repair), rank-deficient,
 // exact rank r < k, duplicated and zero columns, geometric spectra, edge sizes, bad arguments.
 #include "reference/rrqr.h"
+#include "reference/select_rng.h"
 #include "tests/ref/ref_test_util.h"
 #include "tests/ref/selector_util.h"
 
@@ -10,6 +11,8 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace {
 using namespace statecut::ref;
@@ -184,6 +187,13 @@ TEST(Unit_Qrcp, singleSampleRowIsAValidInput) {
   EXPECT_TRUE(is_permutation(q.perm, 5));
 }
 
+// qrcp needs a sample and a channel: an empty side on either axis is refused by name (seed 305: the `||` of the two
+// emptiness tests weakened to `&&` survived, since no test gave an empty side).
+TEST(BadInput_Qrcp, noRowsOrNoColumnsIsRefused) {
+  STATECUT_EXPECT_SHAPE_ERROR(qrcp(Mat(0, 3)), "qrcp: M must be non-empty");
+  STATECUT_EXPECT_SHAPE_ERROR(qrcp(Mat(3, 0)), "qrcp: M must be non-empty");
+}
+
 TEST(Unit_RrqrCertificate, keepAllHasEmptyRhoAndZeroMaxRho) {
   // k = n: nothing is discarded, rho is k x 0 and max rho is 0 by definition (no swap can help).
   statecut::ref::SelectRng rng(statecut::test::master_seed(), 8);
@@ -210,6 +220,7 @@ TEST(BadInput_StrongRrqr, rejectsBadKAndF) {
   EXPECT_THROW(strong_rrqr(M, 5), ShapeError);   // k > d
   EXPECT_THROW(strong_rrqr(M, 0), ShapeError);
   EXPECT_THROW(strong_rrqr(M, 2, {1.0}), ShapeError);
+  STATECUT_EXPECT_SHAPE_ERROR(strong_rrqr(M, 2, {1.0}), "f must be finite and > 1");  // f = 1 is the bound itself
   Mat bad = M;
   bad(1, 2) = std::nan("");
   EXPECT_THROW(strong_rrqr(bad, 2), ShapeError);
@@ -250,6 +261,57 @@ TEST(Unit_FaithfulDrrqr, stopsAfterTwentySwapsAndSubsamples) {
   RrqrOptions f;
   f.mode = DrrqrMode::Faithful;
   EXPECT_EQ(drrqr_pivots(M, 16, f), drrqr_pivots(M, 16, f));
+}
+
+// The faithful subsample may be as small as one row (the loop then works on a 1 x n R); none is refused (seed 307:
+// `faithful_rows < 1` tightened to `<= 1` survived).
+TEST(BadInput_FaithfulDrrqr, subsampleOfOneRowIsTheSmallestAccepted) {
+  statecut::ref::SelectRng rng(statecut::test::master_seed(), 11);
+  const Mat M = statecut::test::gaussian(7, 4, rng);
+  RrqrOptions o;
+  o.mode = DrrqrMode::Faithful;
+  o.faithful_rows = 1;
+  const RrqrResult r = strong_rrqr(M, 1, o);
+  EXPECT_TRUE(is_permutation(r.perm, 4));
+  o.faithful_rows = 0;
+  STATECUT_EXPECT_SHAPE_ERROR(strong_rrqr(M, 1, o), "faithful_rows must be >= 1");
+}
+
+TEST(Unit_FaithfulDrrqr, subsampleIsTheSeedRulesRowsInTheirOrder) {
+  // Past faithful_rows the loop runs on the rows faithful_subsample draws for (seed, layer, head), kept in their
+  // order: the same answer as the loop on exactly those rows, which are few enough not to be subsampled again.
+  statecut::ref::SelectRng rng(statecut::test::master_seed(), 9);
+  const Mat M = with_spectrum(5003, 24, geometric(24, 1e3), rng);
+  RrqrOptions o;
+  o.mode = DrrqrMode::Faithful;
+  o.seed = 1234, o.layer = 2, o.head = 1;
+  auto draw = statecut::ref::SelectRng::for_head(o.seed, o.layer, o.head);
+  const std::vector<Index> rows = statecut::ref::faithful_subsample(M.rows(), o.faithful_rows, draw);
+  ASSERT_EQ(static_cast<Index>(rows.size()), o.faithful_rows);
+  Mat picked(o.faithful_rows, M.cols());
+  for (Index t = 0; t < o.faithful_rows; ++t) picked.row(t) = M.row(rows[static_cast<std::size_t>(t)]);
+  const RrqrResult whole = strong_rrqr(M, 12, o), sub = strong_rrqr(picked, 12, o);
+  EXPECT_EQ(whole.perm, sub.perm);
+  EXPECT_EQ(whole.swaps, sub.swaps);
+  EXPECT_EQ(whole.log_abs_det, sub.log_abs_det);
+}
+
+TEST(Unit_FaithfulDrrqr, selectionIsInvariantToScalingByAPowerOfTwo) {
+  // 2^27 M has every float/double operation of the loop scaled exactly (no rounding), so only rrqr.py's 1e-12 floor
+  // on 1/omega could tell the two apart; with A^{-1}'s row norms >= 2^-27 / sigma_max it moves rho by <= 1e-3
+  // relative here, far below these matrices' gaps between rho and f. Two cases: Kahan (many swaps, A^{-1} huge) and a
+  // Gaussian head (A^{-1} rows of norm ~0.07 before scaling, ~5e-10 after: seed 304's floor of 1e-6, which dominates
+  // them and makes the scaled head swap 20 times instead of none, survived the Kahan case alone).
+  statecut::ref::SelectRng rng(statecut::test::master_seed(), 10);
+  const Mat K = kahan(90, 0.285), G = statecut::test::gaussian(200, 32, rng);
+  RrqrOptions o;
+  o.mode = DrrqrMode::Faithful;
+  for (const auto& [M, k] : {std::pair<Mat, Index>{K, 89}, {G, 16}}) {
+    const RrqrResult a = strong_rrqr(M, k, o), b = strong_rrqr(std::ldexp(1.0, 27) * M, k, o);
+    EXPECT_EQ(b.swaps, a.swaps) << M.rows() << "x" << M.cols();
+    EXPECT_EQ(b.perm, a.perm) << M.rows() << "x" << M.cols();
+  }
+  EXPECT_GE(strong_rrqr(K, 89, o).swaps, 1);
 }
 
 TEST(Unit_Compression, choleskyOnlyWhenWellConditioned) {

@@ -115,6 +115,46 @@ TEST(Unit_Calibration, layersAreLabelledWithTheirModelLayer) {
   for (size_t i = 0; i < layers.size(); ++i) EXPECT_EQ(cal.layers[i].layer, layers[i].layer) << "entry " << i;
 }
 
+// The gradient pass switches requires_grad on for the q/k weights only while it runs and hands every parameter back as
+// it found it: a pattern that alternates along the parameter list (q/k weights included) must come back unchanged
+// (seed 304: the restore reading the next parameter's saved flag survived, since every flag had been false).
+TEST(Unit_Calibration, gradientPassRestoresEveryParametersRequiresGrad) {
+  REQUIRE_FIXTURE("fla_delta_net");
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 2, 16);
+  std::vector<bool> before;
+  size_t i = 0;
+  for (auto& [name, p] : m->named_parameters()) {
+    p.requires_grad_(i++ % 3 == 1);
+    before.push_back(p.requires_grad());
+  }
+  CalibrationNeeds nd;
+  nd.grad = true;
+  calibrate(*m, ids, nd);
+  i = 0;
+  for (auto& [name, p] : m->named_parameters()) {
+    EXPECT_EQ(p.requires_grad(), before[i]) << name;
+    ++i;
+  }
+}
+
+// Windows must be [N, L] with N >= 1 and L >= 2 (a next token to predict): anything else is refused with that bound
+// (seed 305: the message's ">= 2" changed survived).
+TEST(Unit_Calibration, windowsBelowTwoTokensAreRefusedWithTheBound) {
+  REQUIRE_FIXTURE("fla_delta_net");
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 1, 2);
+  CalibrationNeeds nd;
+  nd.rms = true;
+  EXPECT_NO_THROW(calibrate(*m, ids, nd)) << "one window of two tokens is the smallest";
+  for (const auto& bad : {ids.narrow(1, 0, 1), ids.narrow(0, 0, 0), ids[0]}) {
+    try {
+      calibrate(*m, bad, nd);
+      ADD_FAILURE() << "windows " << bad.sizes() << " accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "calibration: token windows must be [N, L] with L >= 2");
+    }
+  }
+}
+
 // The progress callback counts every mini-batch of every pass against a fixed total: 5 windows in batches of 2 are 3
 // forward batches plus 3 gradient batches, 6 calls (1/6 … 6/6) (seed 301: the total's product turned into a quotient,
 // 3 / 2 = 1, survived).

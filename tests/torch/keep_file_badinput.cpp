@@ -36,6 +36,25 @@ TEST(BadInput_KeepFile, keyThatIsNotLayerDotHeadNamesTheFile) {
   EXPECT_EQ(refusal(R"({"keep": {"0.0": [0, 1], "0.1": [1, 2]}})"), "(accepted)");  // the positive control
 }
 
+// An index has at most nine digits (it must fit an int): nine are read, ten refused as not '<layer>.<head>' (seed 305:
+// the bound moved to eight digits survived).
+TEST(BadInput_KeepFile, nineDigitIndicesAreTheLongestAccepted) {
+  EXPECT_EQ(refusal(R"({"keep": {"123456789.0": [0, 1]}})"), "(accepted)");
+  EXPECT_EQ(refusal(R"({"keep": {"0.000000000": [0, 1]}})"), "(accepted)");
+  for (const char* key : {"1234567890.0", "0.0000000000"}) {
+    const std::string m = refusal(std::string(R"({"keep": {")") + key + R"(": [0, 1]}})");
+    EXPECT_NE(m.find(std::string("keep key '") + key + "' is not '<layer>.<head>'"), std::string::npos) << m;
+  }
+  const auto sel = statecut::read_keep_file([] {
+    static pipeline_test::TempDir d("keep_file_nine");
+    const std::string p = d / "keep.json";
+    std::ofstream(p) << R"({"keep": {"123456789.0": [3]}})";
+    return p;
+  }());
+  ASSERT_EQ(sel.size(), 1u);
+  EXPECT_EQ(sel[0].layer, 123456789);
+}
+
 TEST(BadInput_KeepFile, valueOfTheWrongTypeNamesTheFile) {
   EXPECT_NE(refusal(R"({"keep": {"0.0": "0, 1"}})"), "(accepted)");
   EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": "zero", "keep": [[0, 1]]}]}})"), "(accepted)");

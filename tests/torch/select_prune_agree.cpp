@@ -209,6 +209,33 @@ TEST_F(Equiv_SelectPrune, swandaOnTheHeadWeightsAndCalibrationRmsKeepsThePrunedC
   }
 }
 
+// grad scores a head by its own rows of dL/dWq and dL/dWk: prune's keep set of head 1 of layer 1 is what `select`
+// keeps from that head's weights and the gradients of the same calibration (seed 304: every head scored with head
+// 0's gradient rows survived, since no test looked past head 0).
+TEST_F(Equiv_SelectPrune, gradOnTheHeadsOwnGradientRowsKeepsThePrunedChannels) {
+  const PruneResult res = select_for_checkpoint(prune_options("grad", seed_));
+  check_windows(res);
+  auto model = load_causal_lm(kModel.string(), torch::kFloat32, torch::Device(torch::kCPU));
+  const Calibration g = calibrate(*model, windows_->ids, calibration_needs(ref::SelectMethod::Grad, false));
+  const WeightSource w = WeightSource::open_dir(kModel.string());
+  for (const auto& [layer, head] : kOneHead) {
+    const PrunableLayer& L = (*layers_)[index_of(layer)];
+    const LayerCalibration& lc = g.layers[index_of(layer)];
+    const int64_t dk = L.head_k_dim;
+    auto rows = [&](const torch::Tensor& t) { return t.to(torch::kFloat64).narrow(0, head * dk, dk); };
+    const std::string f = dir / "g.safetensors";
+    fs::remove(f);
+    write_tensors(f, {{"wq", rows(q_block_rows(w.raw(L.q_weight), L))},
+                      {"wk", rows(k_block_rows(w.raw(L.k_weight), L))},
+                      {"gq", rows(lc.grad_q)},
+                      {"gk", rows(lc.grad_k)}});
+    const json j = select("--matrix " + f + " --method grad --wq wq --wk wk --grad-wq gq --grad-wk gk --ratio 0.5" +
+                          head_args(layer, head));
+    EXPECT_EQ(j.value("keep", std::vector<int64_t>{}), pruned_keep(res, layer, head))
+        << "layer " << layer << " head " << head;
+  }
+}
+
 TEST_F(Equiv_SelectPrune, randWithTheHeadsLayerAndHeadDrawsThePrunedSubset) {
   const PruneResult res = select_for_checkpoint(prune_options("rand", seed_));
   const std::string f = dir / "any.safetensors";

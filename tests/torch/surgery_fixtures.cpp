@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "optimized/models/model_registry.h"
 #include "optimized/prune/surgery.h"
@@ -177,6 +180,67 @@ TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
     const auto c = pruned_config(cfg, k);
     EXPECT_EQ(c["head_dim"].get<int>(), k);
     EXPECT_EQ(static_cast<int64_t>(k * c["expand_v"].get<double>()), 64) << "k' = " << k;
+  }
+}
+
+// k' = max(1, floor(dk (1 - ratio))) for a ratio strictly inside (0, 1); the ends and outside are refused by the
+// library itself, with the message (seeds 304 and 306: `&&` weakened to `||` and `ratio > 0` to `>= 0` survived:
+// only the CLI's own check had been tested).
+TEST(BadInput_Surgery, budgetForARatioOutsideTheOpenIntervalIsRefused) {
+  EXPECT_EQ(budget_for_ratio(64, 0.5), 32);
+  EXPECT_EQ(budget_for_ratio(89, 0.5), 44);
+  EXPECT_EQ(budget_for_ratio(64, 0.999), 1);  // never below one channel
+  for (const double r : {0.0, 1.0, -0.25, 1.5, std::nan("")}) {
+    try {
+      budget_for_ratio(64, r);
+      ADD_FAILURE() << "ratio " << r << " accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--ratio must lie in (0, 1), got ", 0), 0u) << e.what();
+    }
+  }
+}
+
+// HF Mamba-2's depthwise conv has a bias: a subset prune slices conv1d.bias with exactly the channels of its filters
+// (the B and C blocks, each kept head's channels in keep order) and leaves the x channels (seed 306: the bias name
+// built as "<weight>.weight.bias", so the bias was silently left unpruned, survived).
+TEST(Golden_SurgeryFixture, mamba2SubsetSlicesTheConvBiasWithItsFilters) {
+  REQUIRE_FIXTURES();
+  const fs::path src = kSurgeryFixtures / "hf_mamba2";
+  const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
+  std::vector<LayerSelection> sel;
+  for (const auto& L : layers) {
+    LayerSelection s;
+    s.layer = L.layer;
+    for (int h = 0; h < L.num_key_heads; ++h) {
+      std::vector<int64_t> keep;
+      for (int c = L.head_k_dim - 1 - h; c >= 0; c -= 2) keep.push_back(c);  // reversed, every other channel
+      s.keep.push_back(keep);
+    }
+    sel.push_back(s);
+  }
+  const WeightSource w = WeightSource::open_dir(src.string());
+  const auto out = apply_selection(w, layers, sel);
+  for (size_t li = 0; li < layers.size(); ++li) {
+    const PrunableLayer& L = layers[li];
+    const std::string conv = L.q_conv, bias = conv.substr(0, conv.size() - std::string(".weight").size()) + ".bias";
+    ASSERT_TRUE(w.has(bias)) << bias;
+    ASSERT_TRUE(out.count(bias)) << "conv bias not pruned: " << bias;
+    const torch::Tensor b = w.raw(bias), fw = w.raw(conv);
+    std::vector<int64_t> rows;  // every channel outside the two blocks in order, each block's kept channels in place
+    const int64_t span = L.num_key_heads * L.head_k_dim;
+    for (int64_t r = 0; r < b.size(0); ++r) {
+      for (const int64_t off : {L.k_conv_offset, L.q_conv_offset}) {
+        if (r != off) continue;
+        for (int64_t h = 0; h < L.num_key_heads; ++h)
+          for (int64_t c : sel[li].keep[h]) rows.push_back(off + h * L.head_k_dim + c);
+      }
+      const bool in_block = (r >= L.k_conv_offset && r < L.k_conv_offset + span) ||
+                            (r >= L.q_conv_offset && r < L.q_conv_offset + span);
+      if (!in_block) rows.push_back(r);
+    }
+    const torch::Tensor idx = torch::tensor(rows, torch::kInt64);
+    EXPECT_TRUE(torch::equal(out.at(bias), b.index_select(0, idx))) << bias;
+    EXPECT_TRUE(torch::equal(out.at(conv), fw.index_select(0, idx))) << conv;
   }
 }
 

@@ -6,14 +6,13 @@
 //   pruned, it must hold the flat checkpoint's pruned tensors under the nested names and give the same logits.
 #include <gtest/gtest.h>
 
-#include <utility>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "optimized/io/safetensors.h"
 #include "optimized/models/model.h"
@@ -305,6 +304,56 @@ TEST(BadInput_PruneOptions, ratioOutsideTheOpenIntervalAndNegativeKeepAreRefused
     EXPECT_NE(refusal(r, 0).find("--ratio must lie in the open interval (0, 1)"), std::string::npos) << "ratio " << r;
   EXPECT_EQ(refusal(0.5, 0), "") << "an inner ratio is accepted";
   EXPECT_EQ(refusal(0, -3), "--keep must be >= 1, got -3");
+}
+
+// The strong-RRQR bound f must exceed 1 (rho <= 1 cannot be asked of every swap): f = 1 itself is refused with the
+// message, a bound just above it accepted (seeds 304 and 306: `f > 1` weakened to `f >= 1`, and the message's "> 1"
+// turned into ">= 1", survived).
+TEST(BadInput_PruneOptions, rrqrBoundOfOneOrLessIsRefused) {
+  TempDir dir("f-options");
+  auto refusal = [&](double f) -> std::string {
+    PruneOptions o;
+    o.checkpoint = dir.path.string();
+    o.out = (dir.path / "out").string();
+    o.method = "l1";  // --f is checked for every method (prune records it)
+    o.ratio = 0.5;
+    o.f = f;
+    try {
+      validate_prune_options(o);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const double f : {1.0, 0.5, -2.0}) EXPECT_EQ(refusal(f), "--f must be > 1") << "f " << f;
+  EXPECT_EQ(refusal(1.0 + 1e-9), "") << "a bound just above 1 is accepted";
+}
+
+// Calibration text too short for the windows is named: the one file given, or "calibration files" when several were
+// pooled (no single file is to blame; seed 305: the choice inverted survived).
+TEST(BadInput_PruneCalibration, tooShortCalibrationNamesItsFileOrTheFiles) {
+  REQUIRE_QWEN_FIXTURES();
+  TempDir dir("qwen-next-short-calib");
+  const std::string a = (dir.path / "a.txt").string(), b = (dir.path / "b.txt").string();
+  std::ofstream(a) << "def f(x):\n    return x\n";
+  std::ofstream(b) << "import os\n";
+  auto message = [&](const std::vector<std::string>& files) -> std::string {
+    PruneOptions o;
+    o.checkpoint = test::fixture_dir("hf_qwen3_next");
+    o.out = (dir.path / "out").string();
+    o.method = "swanda";
+    o.ratio = 0.5;
+    o.calib = files, o.calib_seqs = 2, o.calib_len = 4096;
+    try {
+      prune_checkpoint(o);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(message({a}).rfind(a + ": too short for 2", 0), 0u) << message({a});
+  EXPECT_EQ(message({a, b}).rfind("calibration files: too short for 2", 0), 0u) << message({a, b});
+  EXPECT_FALSE(fs::exists(dir.path / "out")) << "no partial output";
 }
 
 TEST(Golden_SurgeryQwenNested, nestedQwen35PruneEqualsFlatPrune) {
