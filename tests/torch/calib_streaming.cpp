@@ -155,6 +155,52 @@ TEST(Unit_Calibration, windowsBelowTwoTokensAreRefusedWithTheBound) {
   }
 }
 
+/// A model that forwards to `inner` but never hands over block `skip`'s boundary (a family that forgot to capture one).
+class DropsOneBoundary : public CausalLM {
+ public:
+  DropsOneBoundary(CausalLM& inner, int64_t skip) : inner_(inner), skip_(skip) {
+    set_prunable_layers(inner.prunable_layers());
+  }
+  ForwardResult forward(const torch::Tensor& ids, const ForwardOptions& opt) override {
+    ForwardOptions o = opt;
+    if (opt.on_boundary)
+      o.on_boundary = [this, &opt](int64_t layer, LayerBoundary& b) {
+        if (layer != skip_) opt.on_boundary(layer, b);
+      };
+    return inner_.forward(ids, o);
+  }
+  const std::string& model_type() const override { return inner_.model_type(); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return inner_.named_parameters(); }
+
+ private:
+  CausalLM& inner_;
+  int64_t skip_;
+};
+
+// A prunable layer whose boundary never arrives is named by its model layer, never skipped silently (seed 306: the
+// check reading the next layer's flag survived, and seed 304 the message naming the next layer).
+TEST(Unit_Calibration, layerWithoutBoundaryTensorsIsNamed) {
+  REQUIRE_FIXTURE("hf_qwen3_5");
+  auto [m, ids, seed] = fixture_case("hf_qwen3_5", torch::kFloat32, 2, 16);
+  CalibrationNeeds nd;
+  nd.rms = true;
+  const auto layers = m->prunable_layers();
+  ASSERT_GE(layers.size(), 3u);
+  for (const size_t i : {size_t{0}, size_t{1}, layers.size() - 1}) {
+    DropsOneBoundary d(*m, layers[i].layer);
+    try {
+      calibrate(d, ids, nd);
+      ADD_FAILURE() << "layer " << layers[i].layer << " without boundary accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "calibration: model returned no boundary tensors for layer " + std::to_string(layers[i].layer));
+    }
+  }
+  DropsOneBoundary none(*m, -1);
+  EXPECT_NO_THROW(calibrate(none, ids, nd)) << "the wrapper itself changes nothing";
+}
+
 // The progress callback counts every mini-batch of every pass against a fixed total: 5 windows in batches of 2 are 3
 // forward batches plus 3 gradient batches, 6 calls (1/6 … 6/6) (seed 301: the total's product turned into a quotient,
 // 3 / 2 = 1, survived).
