@@ -14,6 +14,7 @@
 #include "optimized/prune/surgery.h"
 #include "optimized/models/weight_source.h"
 #include "tests/torch/pipeline_util.h"
+#include "tests/torch/selection_util.h"
 
 namespace fs = std::filesystem;
 using namespace statecut;
@@ -68,17 +69,11 @@ TEST(Golden_SurgeryFixture, keepEverythingIsTheIdentity) {
   for (const std::string family : {"fla_delta_net", "fla_gated_deltanet", "fla_gated_deltanet_gva", "hf_mamba2", "hf_qwen3_5"}) {
     const fs::path src = kSurgeryFixtures / family;
     const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
-    std::vector<LayerSelection> sel;
-    for (const auto& L : layers) {
-      LayerSelection s;
-      s.layer = L.layer;
-      for (int h = 0; h < L.num_key_heads; ++h) {
-        std::vector<int64_t> all(L.head_k_dim);
-        for (int c = 0; c < L.head_k_dim; ++c) all[c] = c;
-        s.keep.push_back(all);
-      }
-      sel.push_back(s);
-    }
+    const auto sel = test::keep_per_head(layers, [](const PrunableLayer& L, int) {
+      std::vector<int64_t> all(L.head_k_dim);
+      for (int c = 0; c < L.head_k_dim; ++c) all[c] = c;
+      return all;
+    });
     TempDir out(family + "-id");
     write_pruned_checkpoint(src.string(), sel, out.path.string());
     EXPECT_TRUE(slurp(out.path / "model.safetensors") == slurp(src / "model.safetensors")) << family;
@@ -207,17 +202,11 @@ TEST(Golden_SurgeryFixture, mamba2SubsetSlicesTheConvBiasWithItsFilters) {
   REQUIRE_FIXTURES();
   const fs::path src = kSurgeryFixtures / "hf_mamba2";
   const auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
-  std::vector<LayerSelection> sel;
-  for (const auto& L : layers) {
-    LayerSelection s;
-    s.layer = L.layer;
-    for (int h = 0; h < L.num_key_heads; ++h) {
-      std::vector<int64_t> keep;
-      for (int c = L.head_k_dim - 1 - h; c >= 0; c -= 2) keep.push_back(c);  // reversed, every other channel
-      s.keep.push_back(keep);
-    }
-    sel.push_back(s);
-  }
+  const auto sel = test::keep_per_head(layers, [](const PrunableLayer& L, int h) {
+    std::vector<int64_t> keep;
+    for (int c = L.head_k_dim - 1 - h; c >= 0; c -= 2) keep.push_back(c);  // reversed, every other channel
+    return keep;
+  });
   const WeightSource w = WeightSource::open_dir(src.string());
   const auto out = apply_selection(w, layers, sel);
   for (size_t li = 0; li < layers.size(); ++li) {

@@ -21,6 +21,7 @@
 #include "optimized/models/weight_source.h"
 #include "tests/test_env.h"
 #include "tests/torch/pipeline_util.h"
+#include "tests/torch/selection_util.h"
 
 namespace fs = std::filesystem;
 using namespace statecut;
@@ -107,18 +108,11 @@ double layout_rel(const torch::Tensor& a, const torch::Tensor& b) {
 
 /// Keep 16 of 32 channels per head, in a scrambled order that differs by head and layer (7 is prime to 32).
 std::vector<LayerSelection> scrambled_half(const std::vector<PrunableLayer>& layers) {
-  std::vector<LayerSelection> sel;
-  for (const auto& L : layers) {
-    LayerSelection s;
-    s.layer = L.layer;
-    for (int h = 0; h < L.num_key_heads; ++h) {
-      std::vector<int64_t> keep;
-      for (int c = 0; c < L.head_k_dim / 2; ++c) keep.push_back((7 * c + 3 * h + L.layer) % L.head_k_dim);
-      s.keep.push_back(keep);
-    }
-    sel.push_back(s);
-  }
-  return sel;
+  return test::keep_per_head(layers, [](const PrunableLayer& L, int h) {
+    std::vector<int64_t> keep;
+    for (int c = 0; c < L.head_k_dim / 2; ++c) keep.push_back((7 * c + 3 * h + L.layer) % L.head_k_dim);
+    return keep;
+  });
 }
 
 // fp32 forwards of the same weights in the two layouts differ only in how the BLAS blocks a [256, 64] product
