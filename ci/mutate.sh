@@ -82,7 +82,10 @@ for line in open(os.path.join(root, "ci", "mutate_equivalent.txt"), encoding="ut
     equivalent.add((parts[0], parts[1], parts[2]))
 
 # Work tree: a copy of the tracked sources (as in the working tree), and a build configured like BUILD_DIR.
-work = os.path.join(build, "mutate"); src = os.path.join(work, "src"); b = os.path.join(work, "build")
+# One tree per target: their compile flags differ (below), so sharing a tree would rebuild it whole at every switch,
+# and two gates running at once would overwrite each other's sources.
+work = os.path.join(build, "mutate" if paths != ["reference"] else "mutate-reference")
+src = os.path.join(work, "src"); b = os.path.join(work, "build")
 ls = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=root, capture_output=True,
                     text=True)
 if ls.returncode == 0:
@@ -114,7 +117,15 @@ for line in open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8"):
             not m.group(3).startswith(root):
         opts.append(f"-D{m.group(1)}:{m.group(2)}={m.group(3)}")
 opts.append("-DSTATECUT_COVERAGE=OFF")  # coverage counters only slow every mutant's run
-if paths == ["reference"]:
+flag_names = ("CMAKE_CXX_FLAGS", "CMAKE_CXX_FLAGS_RELEASE", "CMAKE_CXX_FLAGS_RELWITHDEBINFO")
+if paths != ["reference"]:
+    # BUILD_DIR's own flags, given explicitly: a value left in this tree's cache by an earlier configure would
+    # otherwise stay.
+    for line in open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8"):
+        name, _, rest = line.strip().partition(":")
+        if name in flag_names and "=" in rest:
+            opts.append(f"-D{name}={rest.split('=', 1)[1]}")
+else:
     # Checked indexing for the Eigen-only reference (cheap to rebuild): without NDEBUG Eigen asserts every index, and
     # libstdc++'s assertions check std::vector's, so an index or loop-bound mutant that reads or writes one past a
     # buffer fails loudly instead of passing on whatever lies there (seed 304: rrqr.cpp's `t < rows.size()` turned
