@@ -137,6 +137,30 @@ TEST(Unit_Calibration, gradientPassRestoresEveryParametersRequiresGrad) {
   }
 }
 
+// The grad pass reports the mean next-token cross-entropy of the calibration sequences (statecut.json's mean_loss):
+// over 4 windows in batches of 2 (a whole number of batches, where a loop running one batch too far would add an
+// empty one) it equals the mean of each sequence's loss from a plain forward, and progress counts 2 steps (seed 307:
+// `b0 < N` → `b0 <= N` survived, its empty batch turning the loss into NaN).
+TEST(Unit_Calibration, gradientPassMeanLossIsTheMeanSequenceLoss) {
+  REQUIRE_FIXTURE("fla_delta_net");
+  auto [m, ids, seed] = fixture_case("fla_delta_net", torch::kFloat32, 4, 24);
+  CalibrationNeeds nd;
+  nd.grad = true;
+  nd.batch = 2;
+  int64_t calls = 0;
+  const Calibration cal = calibrate(*m, ids, nd, [&calls](int64_t, int64_t) { ++calls; });
+  EXPECT_EQ(calls, 2);
+  double sum = 0;
+  {
+    torch::NoGradGuard ng;
+    const torch::Tensor logits = m->forward(ids).logits.to(torch::kFloat64);
+    for (int64_t b = 0; b < ids.size(0); ++b)
+      sum += torch::nn::functional::cross_entropy(logits[b].narrow(0, 0, 23), ids[b].narrow(0, 1, 23)).item<double>();
+  }
+  // fp32 logits from batch-2 and batch-4 forwards, reduced in f32 vs f64: ~1e-6 relative.
+  EXPECT_NEAR(cal.mean_loss, sum / 4, 1e-5 * sum / 4) << "seed " << seed;
+}
+
 // Windows must be [N, L] with N >= 1 and L >= 2 (a next token to predict): anything else is refused with that bound
 // (seed 305: the message's ">= 2" changed survived).
 TEST(Unit_Calibration, windowsBelowTwoTokensAreRefusedWithTheBound) {
