@@ -233,6 +233,10 @@ TEST(BadInput_SelectionBudget, rejectsRatiosAndKeepsOutOfRange) {
     return std::string("no error");
   };
   EXPECT_NE(message([] { validate_keep(1, 0); }).find("dk must be >= 1, got 0"), std::string::npos);
+  // keep 1 is the smallest budget, so the rule reads ">= 1" (seed 307: "> 1" in the message survived)
+  EXPECT_EQ(message([] { validate_keep(0, 8); }), "budget: keep must be >= 1, got 0");
+  EXPECT_EQ(message([] { validate_keep(9, 8); }), "budget: keep = 9 exceeds the 8 channels of a head");
+  EXPECT_EQ(validate_keep(1, 8), 1);
   // options with neither keep nor a ratio set: the default ratio 0 is refused by name, not a silent budget
   SelectOptions unset;
   unset.method = SelectMethod::L1;
