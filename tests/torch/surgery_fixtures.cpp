@@ -233,6 +233,37 @@ TEST(Golden_SurgeryFixture, mamba2SubsetSlicesTheConvBiasWithItsFilters) {
   }
 }
 
+// Heads of one channel (dk = 1, the smallest head "any key dim" allows): Mamba-2's B and C blocks read as G·N heads of
+// width 1, each keeping its channel (subset) or rotated by [1] (pca path): every tensor comes back unchanged, the rows
+// after the blocks (dt) included. With dk = 1 the next row belongs to the next head, so reading a row's owner one
+// row off moves every head (seed 307: owner[r + 1] in the rotation path, seed 305 in both, survived at dk >= 2, where
+// the next row is the same head's).
+TEST(Golden_SurgeryFixture, oneChannelHeadsKeepEveryRowInPlace) {
+  REQUIRE_FIXTURES();
+  const fs::path src = kSurgeryFixtures / "hf_mamba2";
+  auto layers = prunable_layers_from_config(nlohmann::json::parse(slurp(src / "config.json")));
+  for (auto& L : layers) {
+    L.num_key_heads *= L.head_k_dim;
+    L.head_k_dim = 1;
+    L.q_row_stride = L.k_row_stride = 0;  // contiguous: head h is row offset + h
+  }
+  const auto subset = test::keep_per_head(layers, [](const PrunableLayer&, int) { return std::vector<int64_t>{0}; });
+  std::vector<LayerSelection> rot;
+  for (const auto& L : layers) {
+    LayerSelection r;
+    r.layer = L.layer;
+    r.rotation.assign(L.num_key_heads, torch::ones({1, 1}, torch::kFloat64));
+    rot.push_back(r);
+  }
+  const WeightSource w = WeightSource::open_dir(src.string());
+  for (const std::vector<LayerSelection>* sel : {&subset, static_cast<const std::vector<LayerSelection>*>(&rot)}) {
+    const auto out = apply_selection(w, layers, *sel);
+    ASSERT_EQ(out.size(), 3 * layers.size()) << "each layer's in_proj, conv1d weight and conv1d bias";
+    for (const auto& [name, t] : out)
+      EXPECT_TRUE(torch::equal(t, w.raw(name))) << (sel == &subset ? "subset " : "rotation ") << name;
+  }
+}
+
 TEST(BadInput_Surgery, keepSetsOutsideTheHeadAreRejected) {
   REQUIRE_FIXTURES();
   const fs::path src = kSurgeryFixtures / "fla_delta_net";
