@@ -18,15 +18,21 @@ NEEDS = {
 }
 
 
-def problems(root):
+def entries(root):
+    """(where, parts) for each entry line of ROOT/ci/mutate_equivalent.txt: parts = [file, line, operator, why, ...]
+    stripped, or None when the line lacks one of the four (ci/mutate.sh reads the file through this too)."""
     path = os.path.join(root, "ci", "mutate_equivalent.txt")
-    out = []
     for no, line in enumerate(open(path, encoding="utf-8"), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
-        where = f"{path}:{no}"
-        if len(parts) < 4 or not parts[3]:
+        yield f"{path}:{no}", (parts if len(parts) >= 4 and parts[3] else None)
+
+
+def problems(root):
+    out = []
+    for where, parts in entries(root):
+        if parts is None:
             out.append(f"{where}: needs 'file | line | operator | why'")
             continue
         rel, text, op = parts[:3]

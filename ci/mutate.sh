@@ -71,15 +71,15 @@ seed, n, min_score, jobs, timeout, paths = int(seed), int(n), float(min_score), 
 spec = importlib.util.spec_from_file_location("mutate", mutate_py)
 mut = importlib.util.module_from_spec(spec); spec.loader.exec_module(mut)
 
-# Known-equivalent mutants: "file | line text (stripped, before the mutation) | operator | why".
+# Known-equivalent mutants: "file | line text (stripped, before the mutation) | operator | why", read by the parser
+# of ci/check_mutate_equivalent.py (the L0 check that every entry still names a line of the code).
+spec = importlib.util.spec_from_file_location("check_eq", os.path.join(root, "ci", "check_mutate_equivalent.py"))
+check_eq = importlib.util.module_from_spec(spec); spec.loader.exec_module(check_eq)
 equivalent = set()
-for line in open(os.path.join(root, "ci", "mutate_equivalent.txt"), encoding="utf-8"):
-    if not line.strip() or line.lstrip().startswith("#"):
-        continue
-    parts = [p.strip() for p in line.rstrip("\n").split(" | ")]
-    if len(parts) < 4 or not parts[3]:
-        sys.exit(f"ci/mutate_equivalent.txt: needs 'file | line | operator | why': {line.strip()}")
-    equivalent.add((parts[0], parts[1], parts[2]))
+for where, parts in check_eq.entries(root):
+    if parts is None:
+        sys.exit(f"{where}: needs 'file | line | operator | why'")
+    equivalent.add(tuple(parts[:3]))
 
 # Work tree: a copy of the tracked sources (as in the working tree), and a build configured like BUILD_DIR.
 # One tree per target: their compile flags differ (below), so sharing a tree would rebuild it whole at every switch,
@@ -109,22 +109,22 @@ for f in filter(None, files):
         shutil.copy(s, d)
 keep = re.compile(r"^(STATECUT_\w+|CMAKE_BUILD_TYPE|CMAKE_\w*COMPILER_LAUNCHER|CMAKE_CXX_COMPILER|CMAKE_CUDA_\w+|"
                   r"CMAKE_PREFIX_PATH|Torch_DIR|\w+_DIR):(\w+)=(.*)$")
-opts = []
+flag_names = ("CMAKE_CXX_FLAGS", "CMAKE_CXX_FLAGS_RELEASE", "CMAKE_CXX_FLAGS_RELWITHDEBINFO")
+opts, flags = [], []
 for line in open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8"):
     m = keep.match(line.strip())
     if m and m.group(2) != "INTERNAL" and m.group(3) and "NOTFOUND" not in m.group(3) and \
             not m.group(1).startswith(("CMAKE_CUDA_COMPILER_ID", "CMAKE_CUDA_COMPILER_VERSION")) and \
             not m.group(3).startswith(root):
         opts.append(f"-D{m.group(1)}:{m.group(2)}={m.group(3)}")
+    name, _, rest = line.strip().partition(":")
+    if name in flag_names and "=" in rest:
+        flags.append(f"-D{name}={rest.split('=', 1)[1]}")
 opts.append("-DSTATECUT_COVERAGE=OFF")  # coverage counters only slow every mutant's run
-flag_names = ("CMAKE_CXX_FLAGS", "CMAKE_CXX_FLAGS_RELEASE", "CMAKE_CXX_FLAGS_RELWITHDEBINFO")
 if paths != ["reference"]:
     # BUILD_DIR's own flags, given explicitly: a value left in this tree's cache by an earlier configure would
     # otherwise stay.
-    for line in open(os.path.join(build, "CMakeCache.txt"), encoding="utf-8"):
-        name, _, rest = line.strip().partition(":")
-        if name in flag_names and "=" in rest:
-            opts.append(f"-D{name}={rest.split('=', 1)[1]}")
+    opts += flags
 else:
     # Checked indexing for the Eigen-only reference (cheap to rebuild): without NDEBUG Eigen asserts every index, and
     # libstdc++'s assertions check std::vector's, so an index or loop-bound mutant that reads or writes one past a
@@ -136,17 +136,21 @@ else:
     opts.append("-DCMAKE_CXX_FLAGS=-D_GLIBCXX_ASSERTIONS")
 
 
-last_output = [""]  # the latest command's output, shown when the baseline fails
+last_output = [""]  # the failing command's output (the last build, or the failing test), shown when the baseline fails
+
+
+def execute(cmd, cwd, limit):
+    """(exit status, stdout + stderr); 124 when it runs past limit seconds."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, errors="replace", timeout=limit)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return 124, f"timed out after {limit} s: {' '.join(cmd)}"
 
 
 def run(cmd, cwd, limit):
-    try:
-        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=limit)
-        last_output[0] = p.stdout + p.stderr
-        return p.returncode
-    except subprocess.TimeoutExpired:
-        last_output[0] = f"timed out after {limit} s: {' '.join(cmd)}"
-        return 124
+    rc, last_output[0] = execute(cmd, cwd, limit)
+    return rc
 
 
 def build_exes():
@@ -156,15 +160,12 @@ def build_exes():
 def tests():
     """1 when any test executable fails. They run --jobs at a time (they are independent processes), so a mutant
     costs about its slowest executable, not their sum; the first failure ends the wait (the others still finish)."""
-    def one(e):
-        try:
-            return subprocess.run([os.path.join(b, e)], cwd=b, capture_output=True, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            return 124
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(one, e) for e in exes]
+        futures = {pool.submit(execute, [os.path.join(b, e)], b, timeout): e for e in exes}
         for f in concurrent.futures.as_completed(futures):
-            if f.result():
+            rc, out = f.result()
+            if rc:
+                last_output[0] = f"{futures[f]} exited {rc}:\n{out}"
                 for g in futures:
                     g.cancel()
                 return 1
