@@ -45,12 +45,10 @@ TEST(BadInput_KeepFile, nineDigitIndicesAreTheLongestAccepted) {
     const std::string m = refusal(std::string(R"({"keep": {")") + key + R"(": [0, 1]}})");
     EXPECT_NE(m.find(std::string("keep key '") + key + "' is not '<layer>.<head>'"), std::string::npos) << m;
   }
-  const auto sel = statecut::read_keep_file([] {
-    static pipeline_test::TempDir d("keep_file_nine");
-    const std::string p = d / "keep.json";
-    std::ofstream(p) << R"({"keep": {"123456789.0": [3]}})";
-    return p;
-  }());
+  pipeline_test::TempDir d("keep_file_nine");
+  const std::string p = d / "keep.json";
+  std::ofstream(p) << R"({"keep": {"123456789.0": [3]}})";
+  const auto sel = read_keep_file(p);
   ASSERT_EQ(sel.size(), 1u);
   EXPECT_EQ(sel[0].layer, 123456789);
 }

@@ -120,6 +120,25 @@ std::vector<LayerSelection> scrambled_half(const std::vector<PrunableLayer>& lay
 // and a q/k row taken from the wrong group (the bug this file guards against) moves the logits by >= 1e-2.
 constexpr double kLayoutTol = 1e-5;
 
+/// Options naming a checkpoint directory and an output in it (validate_prune_options reads neither), to which a test
+/// adds the fields it varies.
+PruneOptions options_in(const fs::path& dir) {
+  PruneOptions o;
+  o.checkpoint = dir.string();
+  o.out = (dir / "out").string();
+  return o;
+}
+
+/// validate_prune_options' message for o, or "" when it accepts them.
+std::string validation_refusal(const PruneOptions& o) {
+  try {
+    validate_prune_options(o);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 TEST(Unit_SurgeryLayout, qwen3NextBlocksStrideOverEachKeyHeadsGroup) {
@@ -258,20 +277,14 @@ TEST(BadInput_PruneOptions, keepFromWithAMethodRatioOrKeepIsRefused) {
   const std::string keep = (dir.path / "keep.json").string();
   std::ofstream(keep) << R"({"keep": {"0.0": [0]}})";
   for (int which = 0; which < 3; ++which) {
-    PruneOptions o;
-    o.checkpoint = dir.path.string();
-    o.out = (dir.path / "out").string();
+    PruneOptions o = options_in(dir.path);
     o.keep_from = keep;
     if (which == 0) o.method = "l1";
     if (which == 1) o.ratio = 0.5;
     if (which == 2) o.keep = 8;
-    try {
-      validate_prune_options(o);
-      ADD_FAILURE() << "option " << which << " accepted beside --keep-from";
-    } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("--keep-from replaces --method/--ratio/--keep"), std::string::npos)
-          << e.what();
-    }
+    const std::string m = validation_refusal(o);
+    EXPECT_NE(m.find("--keep-from replaces --method/--ratio/--keep"), std::string::npos)
+        << "option " << which << " beside --keep-from: " << (m.empty() ? "accepted" : m);
   }
 }
 
@@ -280,19 +293,12 @@ TEST(BadInput_PruneOptions, keepFromWithAMethodRatioOrKeepIsRefused) {
 // the keep message, survived).
 TEST(BadInput_PruneOptions, ratioOutsideTheOpenIntervalAndNegativeKeepAreRefused) {
   TempDir dir("ratio-options");
-  auto refusal = [&](double ratio, int keep) -> std::string {
-    PruneOptions o;
-    o.checkpoint = dir.path.string();
-    o.out = (dir.path / "out").string();
+  auto refusal = [&](double ratio, int keep) {
+    PruneOptions o = options_in(dir.path);
     o.method = "l1";
     o.ratio = ratio;
     o.keep = keep;
-    try {
-      validate_prune_options(o);
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "";
+    return validation_refusal(o);
   };
   for (const double r : {1.0, 1.5, -0.25})
     EXPECT_NE(refusal(r, 0).find("--ratio must lie in the open interval (0, 1)"), std::string::npos) << "ratio " << r;
@@ -305,19 +311,12 @@ TEST(BadInput_PruneOptions, ratioOutsideTheOpenIntervalAndNegativeKeepAreRefused
 // turned into ">= 1", survived).
 TEST(BadInput_PruneOptions, rrqrBoundOfOneOrLessIsRefused) {
   TempDir dir("f-options");
-  auto refusal = [&](double f) -> std::string {
-    PruneOptions o;
-    o.checkpoint = dir.path.string();
-    o.out = (dir.path / "out").string();
+  auto refusal = [&](double f) {
+    PruneOptions o = options_in(dir.path);
     o.method = "l1";  // --f is checked for every method (prune records it)
     o.ratio = 0.5;
     o.f = f;
-    try {
-      validate_prune_options(o);
-    } catch (const std::runtime_error& e) {
-      return e.what();
-    }
-    return "";
+    return validation_refusal(o);
   };
   for (const double f : {1.0, 0.5, -2.0}) EXPECT_EQ(refusal(f), "--f must be > 1") << "f " << f;
   EXPECT_EQ(refusal(1.0 + 1e-9), "") << "a bound just above 1 is accepted";
