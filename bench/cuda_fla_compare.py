@@ -4,7 +4,10 @@ bench_cuda_gated_delta (STATECUT_FLA_TIMES) and prints a table. fla is read from
 for the measurement only.
 
 usage: PYTHONPATH=.fla python3 bench/cuda_fla_compare.py <libstatecut_cuda_torch.so> <out.txt>
-env: FLA_K=128,64 times only those key dims (default 128,96,64,32).
+env: FLA_K=128,64 times only those key dims (default 128,96,64,32); FLA_H (heads, default 16), FLA_V (value dim,
+default 128) and FLA_SHAPES (B x T list, default 1x8192,8x2048,8x8192,32x2048) time another layer's shape, e.g. Gated
+DeltaNet 1.3B's FLA_H=6 FLA_K=256,128 FLA_V=512 FLA_SHAPES=8x2048 (its full and 50%-pruned key dims). The out file's
+lines carry B, T and K only: keep it for bench_cuda_gated_delta at the default H and V.
 
 Triton compiles (and autotunes) fla's kernels once per key dim: on a fresh GPU machine that took ~60 s for the first
 shape and ~45 s for each new K (2026-11-30), so all 16 shapes need ~4-5 minutes. The key dim is the outer loop (one
@@ -39,13 +42,16 @@ def bench(fn, reps=15):
     return times[len(times) // 2]
 
 
-H, V = 16, 128
+H = int(os.environ.get("FLA_H", "16"))
+V = int(os.environ.get("FLA_V", "128"))
 KS = [int(x) for x in os.environ.get("FLA_K", "128,96,64,32").split(",")]
+SHAPES = [tuple(int(n) for n in bt.split("x"))
+          for bt in os.environ.get("FLA_SHAPES", "1x8192,8x2048,8x8192,32x2048").split(",")]
 rows = []
 t_start = time.time()
 with open(out_path, "w") as f:
     for K in KS:
-        for B, T in [(1, 8192), (8, 2048), (8, 8192), (32, 2048)]:
+        for B, T in SHAPES:
             g0 = torch.Generator(device="cuda").manual_seed(K)
             q = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16, generator=g0)
             k = torch.randn(B, T, H, K, device="cuda", dtype=torch.bfloat16, generator=g0)
@@ -72,6 +78,7 @@ with open(out_path, "w") as f:
             rows.append((B, T, K, t_f, t_o, err, serr))
             print(f"B={B} T={T} K={K}: fla {t_f:.3f} ms ours {t_o:.3f} ms ratio {t_f / t_o:.2f}  "
                   f"|o_fla-o_ours|/|o_fla| {err:.2e} state {serr:.2e}  [{time.time() - t_start:.0f} s]", flush=True)
+print(f"H = {H}, V = {V}")
 print("| B x T | K | fla ms | ours ms | fla/ours |")
 print("| --- | --- | --- | --- | --- |")
 for B, T, K, t_f, t_o, err, serr in rows:
