@@ -5,7 +5,8 @@
 # of WORK/NAME against WORK/NAME_p50 on the issue-14 shapes, its table into the summary); writes the machine, the date
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
 # and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
-# profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary).
+# profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
+# profile_prefill NAME B T (the same for one prefill of B x T tokens).
 # Each may be overridden from the environment.
 # The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
 # binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
@@ -63,6 +64,14 @@ pruned() {  # name: its 50% rand prune
   [ -f "$WORK/${n}_p50/model.safetensors" ] && return 0
   timeout 200 "$SC" prune --checkpoint "$WORK/$n" --method rand --ratio 0.5 --device cuda --out "$WORK/${n}_p50" \
     >"$LOGS/prune_$n.log" 2>&1 || { keep "$LOGS/prune_$n.log"; say "prune $n FAILED"; return 1; }
+}
+
+profile_prefill() {  # name, batch, tokens: one eager prefill of B x T under Kineto, its kernel table into the summary
+  local n=$1 b=$2 t=$3
+  timeout 120 "$BUILD/cli/statecut-profile-step" "$WORK/$n" "$LOGS/prefill_${n}_$b.json" "$b" "$t" 0 >/dev/null 2>&1 ||
+    { say "profile prefill $n FAILED"; return 0; }
+  say "--- kernels of a $n prefill of $b x $t (eager, Kineto)"
+  python3 bench/profile_summary.py "$LOGS/prefill_${n}_$b.json" 25 --within statecut_prefill >>"$S" 2>&1
 }
 
 profile_decode() {  # name, batch

@@ -3,9 +3,8 @@
 # the twelfth wave while DeltaNet's was 1.05x): where the Gated DeltaNet prefill's time goes, and how the chunk kernel
 # does at that layer's shape against fla's.
 #   G  configure + build (Release, sm_90a, the CLI and tools); a random Gated DeltaNet 1.3B and its 50% rand prune; a
-#      Kineto profile of one 8x2048 prefill of each (statecut-profile-step, STEPS 0; kernels summed within
-#      statecut_prefill); fla's chunk_gated_delta_rule against ours at H 6, dk 256 and 128, dv 512, 8x2048
-#      (bench/cuda_fla_compare.py, fla carried in .fla).
+#      Kineto profile of one 8x2048 prefill of each (device_env.sh's profile_prefill); fla's chunk_gated_delta_rule
+#      against ours at H 6, dk 256 and 128, dv 512, 8x2048 (bench/cuda_fla_compare.py, fla carried in .fla).
 # Results under $OUT: 00_summary.log, fla_gdn.txt. Run from the repository root: bash bench/h200_wave13.sh G
 set -uo pipefail
 PHASE=${1:-G}
@@ -15,12 +14,8 @@ source "$(dirname "$0")/device_env.sh"
 if [ "$PHASE" = G ]; then
   configure_and_build
   checkpoint gdn13 --family gated_deltanet && pruned gdn13
-  for n in gdn13 gdn13_p50; do
-    timeout 120 "$BUILD/cli/statecut-profile-step" "$WORK/$n" "$LOGS/prefill_$n.json" 8 2048 0 >/dev/null 2>&1 ||
-      { say "profile $n FAILED"; continue; }
-    say "--- kernels of a $n prefill of 8 x 2048 (eager, Kineto)"
-    python3 bench/profile_summary.py "$LOGS/prefill_$n.json" 25 --within statecut_prefill >>"$S" 2>&1
-  done
+  profile_prefill gdn13 8 2048
+  profile_prefill gdn13_p50 8 2048
   if [ -d .fla/fla ]; then
     FLA_H=6 FLA_K=256,128 FLA_V=512 FLA_SHAPES=8x2048 PYTHONPATH=.fla timeout $(( 560 - $(elapsed) )) \
       python3 bench/cuda_fla_compare.py "$BUILD/kernels/libstatecut_cuda_torch.so" "$OUT/fla_gdn.txt" \
