@@ -6,7 +6,8 @@
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
 # and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
 # profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
-# profile_prefill NAME B T (the same for one prefill of B x T tokens).
+# profile_prefill NAME B T (the same for one prefill of B x T tokens), profile_train STUDENT TEACHER (two bf16 LoRA + KD
+# finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator into the summary).
 # Each may be overridden from the environment.
 # The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
 # binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
@@ -80,4 +81,15 @@ profile_decode() {  # name, batch
     { say "profile $n B=$b FAILED"; return 0; }
   say "--- kernels of a $n decode step at batch $b (eager, Kineto, 32 steps)"
   python3 bench/profile_summary.py "$LOGS/decode_${n}_$b.json" 22 --within statecut_decode_step >>"$S" 2>&1
+}
+
+profile_train() {  # student, teacher: two bf16 LoRA + KD steps of 4 x 2048 random tokens under Kineto
+  local st=$1 te=$2
+  [ -f "$WORK/tok.bin" ] || python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 32000, 4_000_000, \
+dtype=np.uint16).tofile('$WORK/tok.bin')"
+  timeout 150 "$BUILD/cli/statecut-profile-step" --train "$WORK/$st" "$WORK/$te" "$WORK/tok.bin" \
+    "$LOGS/train_$st.json" 4 2048 2 bf16 >"$LOGS/profile_train_$st.log" 2>&1 ||
+    { keep "$LOGS/profile_train_$st.log"; say "profile train $st FAILED"; return 0; }
+  say "--- kernels of a bf16 LoRA + KD finetune step of $st from $te (4 x 2048, Kineto)"
+  python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op >>"$S" 2>&1
 }

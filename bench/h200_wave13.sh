@@ -5,7 +5,11 @@
 #   G  configure + build (Release, sm_90a, the CLI and tools); a random Gated DeltaNet 1.3B and its 50% rand prune; a
 #      Kineto profile of one 8x2048 prefill of each (device_env.sh's profile_prefill); fla's chunk_gated_delta_rule
 #      against ours at H 6, dk 256 and 128, dv 512, 8x2048 (bench/cuda_fla_compare.py, fla carried in .fla).
-# Results under $OUT: 00_summary.log, fla_gdn.txt. Run from the repository root: bash bench/h200_wave13.sh G
+#   T  (after G, same machine) a Kineto profile of two bf16 LoRA + KD finetune steps of DeltaNet 1.3B's 50% prune
+#      from the full model (device_env.sh's profile_train): where a training step's time goes, by kernel and by
+#      operator (issue 13).
+# Results under $OUT: 00_summary.log, fla_gdn.txt. Run from the repository root: bash bench/h200_wave13.sh G; bash
+# bench/h200_wave13.sh T
 set -uo pipefail
 PHASE=${1:-G}
 TAG=w13
@@ -23,6 +27,10 @@ if [ "$PHASE" = G ]; then
     say "--- chunk kernel vs fla at Gated DeltaNet 1.3B's layer (H 6, dv 512, 8 x 2048)"
     tail -6 "$LOGS/fla_gdn.log" >>"$S"
   fi
+fi
+if [ "$PHASE" = T ]; then
+  [ -x "$SC" ] || configure_and_build
+  checkpoint dn13 && pruned dn13 && profile_train dn13_p50 dn13
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

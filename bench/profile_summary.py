@@ -5,6 +5,9 @@ usage: python3 bench/profile_summary.py TRACE.json [TOP=25] [--within RANGE]
   --within RANGE  only the kernels launched inside the CPU ranges named RANGE (statecut-profile-step records
                   "statecut_prefill" and "statecut_decode_step"), linked to their launch by Kineto's correlation id;
                   counts are then also given per range (launches per decode step).
+  --by-op         also sums the GPU time by the CPU operator that launched it: the innermost aten:: operator and,
+                  in a backward pass, the autograd node around it ("MmBackward0 > aten::mm"), so one look says which
+                  operations of a training step cost what.
 """
 import collections
 import json
@@ -14,6 +17,9 @@ import sys
 def main():
     args = sys.argv[1:]
     within = None
+    by_op = "--by-op" in args
+    if by_op:
+        args.remove("--by-op")
     if "--within" in args:
         i = args.index("--within")
         within = args[i + 1]
@@ -50,7 +56,46 @@ def main():
     for name, us in sorted(tot.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x "
               f"({cnt[name] / ranges:5.1f}/range) {us / cnt[name]:8.2f} us  {name}")
+    if by_op:
+        print_by_op(events, ev, ranges, busy, top)
     return 0
+
+
+def launch_owners(events):
+    """Correlation id of each launch -> "node > innermost op", from the CPU operator spans enclosing the launch."""
+    ops = collections.defaultdict(list)
+    launches = collections.defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launches[e.get("tid")].append((e["ts"], e["args"]["correlation"]))
+    owner = {}
+    for tid, ls in launches.items():
+        spans = sorted(ops.get(tid, []), key=lambda s: (s[0], -s[1]))
+        stack, i = [], 0
+        for ts, corr in sorted(ls):
+            while i < len(spans) and spans[i][0] <= ts:
+                stack.append(spans[i])
+                i += 1
+            stack = [s for s in stack if s[1] >= ts]  # spans still open at this launch, outermost first
+            node = next((s[2].split(": ", 1)[-1] for s in stack if s[2].startswith("autograd::engine")), "forward")
+            inner = next((s[2] for s in reversed(stack) if s[2].startswith("aten::")), stack[-1][2] if stack else "?")
+            owner[corr] = f"{node} > {inner}"
+    return owner
+
+
+def print_by_op(events, ev, ranges, busy, top):
+    owner = launch_owners(events)
+    tot = collections.defaultdict(float)
+    cnt = collections.Counter()
+    for e in ev:
+        name = owner.get(e.get("args", {}).get("correlation"), "?")
+        tot[name] += e["dur"]
+        cnt[name] += 1
+    print("--- by operator (autograd node > innermost aten op)")
+    for name, us in sorted(tot.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x ({cnt[name] / ranges:7.1f}/range)  {name}")
 
 
 if __name__ == "__main__":
