@@ -25,6 +25,7 @@
 // g = 0 and beta = 0, so they change neither the state nor the cumulative gate.
 // Kernel 1 is in gated_delta_chunk_prep.cu, the shared primitives in gated_delta_chunk.cuh.
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/gated_delta_chunk.cuh"
@@ -45,11 +46,13 @@ namespace {
 // scheduler; ncu at 1x8192: 3.9 cycles per instruction, 1.6 of them fixed-latency dependencies), so every address
 // the loop needs is computed once and stepped per chunk, and no value loaded for the next chunk is copied between
 // registers before it is used (such a copy waits for the load: the chunk's decay, once 7% of the stall samples).
-template <int BV>
+// KB: k row buffers (2: the next chunk's k streams in while this chunk runs; 1: it is copied after the state update,
+// which at Kp = 256 halves the q/k rows' 101 KiB so that two blocks share an SM and hide each other's waits).
+template <int BV, int KB = 2>
 __host__ __device__ inline size_t state_smem_bytes(int Kp, int elem_bytes) {
   constexpr int lds = BV + 8;
   return sizeof(float) * 3 * C * lds + sizeof(uint16_t) * 2 * BV * static_cast<size_t>(qk_stride(Kp)) +
-         static_cast<size_t>(elem_bytes) * 3 * C * qk_stride(Kp);
+         static_cast<size_t>(elem_bytes) * (1 + KB) * C * qk_stride(Kp);
 }
 
 struct TokScal {
@@ -162,7 +165,7 @@ struct RowCopy {
   }
 };
 
-template <typename T, int BV, int MI>
+template <typename T, int BV, int MI, int KB>
 __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a, const int Kp, const int maxC,
                                                          const float* __restrict__ wsT,
                                                          const float* __restrict__ wsP,
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   __nv_bfloat16* Sh = reinterpret_cast<__nv_bfloat16*>(Vq + C * lds);  // [BV][ldb] state, bf16 high term
   __nv_bfloat16* Sl = Sh + BV * ldb;                                   // [BV][ldb] low term
   T* Qb = reinterpret_cast<T*>(Sl + BV * ldb);  // [C][ldb] raw q
-  T* Kb0 = Qb + C * ldb;                        // [2][C][ldb] raw k, double buffered
+  T* Kb0 = Qb + C * ldb;                        // [KB][C][ldb] raw k
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int v0 = blockIdx.x * BV, hv = blockIdx.y, n = blockIdx.z;
@@ -296,10 +299,10 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     const bool more = ci + 1 < nC;
     const long c1 = c0 + C;
     const int Lc1 = more ? static_cast<int>(min(static_cast<long>(C), eos - c1)) : 0;
-    T* Kb = Kb0 + (ci & 1) * C * ldb;
+    T* Kb = Kb0 + (KB == 2 ? (ci & 1) * C * ldb : 0);
     cp_async_wait_all();
     __syncthreads();  // q, k of this chunk landed; state terms written; Y, V' buffers free
-    if (more) {
+    if (KB == 2 && more) {
       copy_rows(Kb0 + ((ci + 1) & 1) * C * ldb, kp, kp + ro + row_chunk, c1, Lc1);
       cp_async_commit();
     }
@@ -454,6 +457,11 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
     }
     // the next chunk's decay, now that this one's is used (loaded straight into its register: no copy to wait on)
     if (more) decay = __ldg(wsS + so + 4 * C - m0 - g);
+    if (KB == 1 && more) {  // every warp is done with this chunk's k: the next chunk's rows into the one buffer
+      __syncthreads();
+      copy_rows(Kb0, kp, kp + ro, c1, Lc1);  // ro already stepped to chunk ci + 1 with q's copy
+      cp_async_commit();
+    }
     store_terms();
   }
   if (s1 == nullptr) return;
@@ -462,11 +470,11 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
   });
 }
 
-template <typename T, int BV, int MI>
+template <typename T, int BV, int MI, int KB = 2>
 cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
                          int sms) {
-  const size_t bytes = state_smem_bytes<BV>(Kp, sizeof(T));
-  auto kern = state_kernel<T, BV, MI>;
+  const size_t bytes = state_smem_bytes<BV, KB>(Kp, sizeof(T));
+  auto kern = state_kernel<T, BV, MI, KB>;
   cudaError_t e = set_smem(kern, bytes);
   if (e != cudaSuccess) return e;
   // Programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains. Only
@@ -487,6 +495,24 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
   return cudaLaunchKernelEx(&cfg, kern, a, Kp, maxC, wsT, wsP, wsS);
 }
 
+/// Blocks of `bytes` dynamic shared memory that fit on one SM of the current device (1 KiB reserved per block).
+int blocks_per_sm(size_t bytes) {
+  int dev = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess)
+    return 1;
+  return static_cast<int>(static_cast<size_t>(per_sm) / (bytes + 1024));
+}
+
+/// STATECUT_CHUNK_K_BUFFERS = 1 or 2 (read once): the state kernel's k buffers at Kp > 128, for measurements.
+int forced_k_buffers() {
+  static const int forced = [] {
+    const char* e = std::getenv("STATECUT_CHUNK_K_BUFFERS");
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+  }();
+  return forced;
+}
+
 template <typename T, int BV>
 cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* ws, size_t slots, cudaStream_t s,
                         int sms) {
@@ -496,6 +522,14 @@ cudaError_t dispatch_mi(const GatedDeltaArgs& a, int Kp, int maxC, const float* 
     return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, sms);
   } else {
     if (ktiles <= 8) return launch_state<T, BV, 2>(a, Kp, maxC, ws, slots, s, sms);
+    // Kp > 128: double-buffered k rows leave room for one block per SM; one buffer for two, when the grid has
+    // enough blocks to fill both (STATECUT_CHUNK_K_BUFFERS=1|2 overrides, for measuring the choice)
+    const long blocks = static_cast<long>(a.N) * a.HV * ((a.V + BV - 1) / BV);
+    const int per_sm2 = blocks_per_sm(state_smem_bytes<BV, 2>(Kp, sizeof(T)));
+    const int per_sm1 = blocks_per_sm(state_smem_bytes<BV, 1>(Kp, sizeof(T)));
+    int kb = per_sm2 < 2 && per_sm1 >= 2 && blocks >= 2L * sms ? 1 : 2;
+    if (const int forced = forced_k_buffers(); forced) kb = forced;
+    if (kb == 1) return launch_state<T, BV, 4, 1>(a, Kp, maxC, ws, slots, s, sms);
     return launch_state<T, BV, 4>(a, Kp, maxC, ws, slots, s, sms);
   }
 }
