@@ -144,7 +144,7 @@ __device__ __forceinline__ void strip_tri_mma(float (*acc)[4], const float4* fra
 template <typename T, int NTHR>
 struct RowCopy {
   int r0 = 0, dr = 0, doff = 0, dstep = 0;
-  int pass = 0;  // elements between the rows of two passes (< 2^31: dr <= 128 rows of H K elements)
+  int pass = 0;  // elements between the rows of two passes (< 2^31: dr <= 128 tokens, checked by the launcher)
   bool on = false, kin = false;
   __device__ void init(const GatedDeltaArgs& a, int Kp, int ldb) {
     const int groups = Kp / 8, lg = 32 - __clz(groups - 1), lane = threadIdx.x & 31;
@@ -152,7 +152,7 @@ struct RowCopy {
     on = lk < groups, kin = lk * 8 < a.K;
     r0 = (threadIdx.x >> 5) * rp + lr, dr = (NTHR / 32) * rp;
     doff = r0 * ldb + lk * 8, dstep = dr * ldb;
-    pass = dr * a.H * a.K;
+    pass = dr * static_cast<int>(qk_token_stride(a));
   }
   /// p: the thread's first row (row r0, group lk) of the chunk; zero (size-0 copies) for rows >= Lc, groups >= K.
   __device__ __forceinline__ void copy(T* dst, const T* p, const T* any, int Lc) const {
@@ -252,10 +252,13 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       if (kt < nk) dst[kt] = __ldg(p + kt * 32);
   };
   // v and o of the thread's positions: row m0 + g (+8), columns v0 + 8 nt + 2t; pointers stepped by one chunk
-  const int tok_stride = a.HV * V, chunk_stride = C * tok_stride;  // < 2^31 (HV V <= 2^25)
-  const size_t vo_base = (static_cast<size_t>(bos + m0 + g) * a.HV + hv) * V + v0 + 2 * t;
-  const T* pv = static_cast<const T*>(a.v) + vo_base;
-  T* po = static_cast<T*>(a.o) + vo_base;
+  // (v may be a slice of a packed projection output: its own token stride; o is packed) all < 2^31 (launcher)
+  const int tok_stride = a.HV * V, chunk_stride = C * tok_stride;
+  const int v_tok = a.v_stride ? static_cast<int>(a.v_stride) : tok_stride, v_chunk = C * v_tok;
+  const size_t o_base = (static_cast<size_t>(bos + m0 + g) * a.HV + hv) * V + v0 + 2 * t;
+  const T* pv = static_cast<const T*>(a.v) + static_cast<size_t>(bos + m0 + g) * v_tok +
+                static_cast<size_t>(hv) * V + v0 + 2 * t;
+  T* po = static_cast<T*>(a.o) + o_base;
   const int vcols = V - v0 - 2 * t;  // n tile nt of the thread is in range when 8 nt < vcols
   auto load_v = [&](const T* p, int Lcn) {  // Lcn: rows of that chunk
 #pragma unroll
@@ -264,15 +267,16 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       for (int x = 0; x < 2; ++x) {
         vv[nt][x] = 0u;
         if (m0 + g + 8 * x < Lcn && 8 * nt < vcols)
-          vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(p + 8 * x * tok_stride + 8 * nt));
+          vv[nt][x] = __ldg(reinterpret_cast<const unsigned*>(p + 8 * x * v_tok + 8 * nt));
       }
   };
   // q/k rows: one cp.async plan, source pointers stepped by one chunk (generic loads when K % 8 != 0)
   RowCopy<T, kThreads> rows;
   rows.init(a, Kp, ldb);
-  const int row_chunk = C * a.H * K;
+  const int row_chunk = C * static_cast<int>(qk_token_stride(a));
   // the thread's first q/k row of chunk ci at qp / kp + ro
-  size_t ro = (static_cast<size_t>(bos + rows.r0) * a.H + h) * K + (rows.doff - rows.r0 * ldb);
+  size_t ro = static_cast<size_t>(bos + rows.r0) * qk_token_stride(a) + static_cast<size_t>(h) * K +
+              (rows.doff - rows.r0 * ldb);
   const bool vec_rows = K % 8 == 0;
   auto copy_rows = [&](T* dst, const T* src, const T* p, long c0, int Lcn) {
     if (vec_rows) rows.copy(dst, p, src, Lcn);
@@ -368,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) state_kernel(const GatedDeltaArgs a,
       ro += row_chunk;
       copy_rows(Qb, qp, qp + ro, c1, Lc1);
       cp_async_commit();
-      load_v(pv + static_cast<size_t>(ci + 1) * chunk_stride, Lc1);
+      load_v(pv + static_cast<size_t>(ci + 1) * v_chunk, Lc1);
     }
     // ---- phase 2: V' = T Y (T lower triangular: k tiles 0..2w+1) ----
     float Vr[NT][4];
@@ -581,11 +585,19 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
-  if (a.q_stride || a.k_stride || a.v_stride || a.g_typed || a.beta_typed || a.beta_round)
-    return cudaErrorInvalidValue;  // packed fp32-gate inputs only (the recurrent kernel takes the others)
-  // the state kernel steps its pointers by one chunk in 32-bit offsets: 64 HV V, 64 H K and HV kFrag below 2^31
-  if (static_cast<long>(chunk::C) * a.HV * a.V > INT32_MAX || static_cast<long>(chunk::C) * a.H * a.K > INT32_MAX ||
-      static_cast<long>(a.HV) * chunk::kFrag > INT32_MAX)
+  if (a.g_typed || a.beta_typed || a.beta_round)
+    return cudaErrorInvalidValue;  // fp32 gates only (the recurrent kernel takes the others)
+  // q and k in place share one token stride, a multiple of 8 elements (16-byte row copies) that holds the H K
+  // elements of a token; v's is even (32-bit loads) and holds HV V
+  const int64_t qks = chunk::qk_token_stride(a), vs = a.v_stride ? a.v_stride : static_cast<int64_t>(a.HV) * a.V;
+  if (a.k_stride != a.q_stride || qks < static_cast<int64_t>(a.H) * a.K || vs < static_cast<int64_t>(a.HV) * a.V ||
+      (a.q_stride && (a.q_stride % 8 || reinterpret_cast<uintptr_t>(a.q) % 16 || reinterpret_cast<uintptr_t>(a.k) % 16)) ||
+      (a.v_stride && (a.v_stride % 2 || reinterpret_cast<uintptr_t>(a.v) % 4)))
+    return cudaErrorInvalidValue;
+  // the state kernel steps its pointers by one chunk in 32-bit offsets: 64 HV V, 64 token strides and HV kFrag
+  // below 2^31
+  if (static_cast<long>(chunk::C) * a.HV * a.V > INT32_MAX || static_cast<long>(chunk::C) * qks > INT32_MAX ||
+      static_cast<long>(chunk::C) * vs > INT32_MAX || static_cast<long>(a.HV) * chunk::kFrag > INT32_MAX)
     return cudaErrorInvalidValue;
   return a.in_type == ElemType::kBF16 ? chunk::dispatch<__nv_bfloat16>(a, stream) : chunk::dispatch<__half>(a, stream);
 }

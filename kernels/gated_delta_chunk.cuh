@@ -113,6 +113,12 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 /// their transposed reads fall in distinct banks.
 __host__ __device__ inline int qk_stride(int Kp) { return Kp + 8; }
 
+/// Elements between two tokens of q and k in global memory: the caller's token stride (slices of a packed
+/// projection output, read in place; q and k share it) or H K when packed.
+__host__ __device__ inline int64_t qk_token_stride(const GatedDeltaArgs& a) {
+  return a.q_stride ? a.q_stride : static_cast<int64_t>(a.H) * a.K;
+}
+
 /// Rows [c0, c0 + C) of q or k (head h) into dst [C][ldb], zero-padded past K and past the sequence end. Asynchronous
 /// (cp.async, the caller commits and waits) when rows are 16-byte aligned (K % 8 == 0), else plain stores.
 template <typename T, int NTHR>
@@ -127,8 +133,9 @@ __device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDelta
       // pointers stepped by a whole pass (no 64-bit index products in the loop)
       const int r0 = (threadIdx.x >> 5) * rp + lr, dr = (NTHR / 32) * rp;
       const bool kin = lk * 8 < K;
-      const size_t step = static_cast<size_t>(dr) * a.H * K;
-      const T* p = src + (static_cast<size_t>(c0 + r0) * a.H + h) * K + lk * 8;
+      const size_t tok = static_cast<size_t>(qk_token_stride(a));
+      const size_t step = static_cast<size_t>(dr) * tok;
+      const T* p = src + static_cast<size_t>(c0 + r0) * tok + static_cast<size_t>(h) * K + lk * 8;
       T* d = dst + r0 * ldb + lk * 8;
       for (int r = r0; r < C; r += dr, p += step, d += dr * ldb) {
         const bool ok = kin && r < Lc;
@@ -139,7 +146,9 @@ __device__ __forceinline__ void load_rows(T* dst, const T* src, const GatedDelta
     const T zero = detail::from_f<T>(0.f);
     for (int i = threadIdx.x; i < C * Kp; i += NTHR) {
       const int r = i / Kp, kk = i % Kp;
-      dst[r * ldb + kk] = (r < Lc && kk < K) ? src[(static_cast<size_t>(c0 + r) * a.H + h) * K + kk] : zero;
+      dst[r * ldb + kk] = (r < Lc && kk < K)
+                              ? src[static_cast<size_t>(c0 + r) * qk_token_stride(a) + static_cast<size_t>(h) * K + kk]
+                              : zero;
     }
   }
 }

@@ -82,10 +82,31 @@ void read_in_place(GatedDeltaArgs& a, const at::Tensor& q, const at::Tensor& k, 
   if (typed(beta, a.beta_typed, a.beta_stride)) a.beta = nullptr;
 }
 
+/// The chunk op reads q, k and v in place when their tokens lie one stride apart (slices of one packed projection
+/// output), as the chunk kernel takes them: q and k with one stride, a multiple of 8 elements, 16-byte aligned; v with
+/// token_stride's. Otherwise contiguous copies.
+void chunk_inputs(GatedDeltaArgs& a, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  std::vector<at::Tensor>& keep) {
+  auto aligned16 = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  const int64_t qs = token_stride(q);
+  if (qs && qs == token_stride(k) && qs % 8 == 0 && aligned16(q) && aligned16(k)) {
+    a.q = q.data_ptr(), a.k = k.data_ptr(), a.q_stride = a.k_stride = qs;
+  } else {
+    keep.push_back(q.contiguous()), keep.push_back(k.contiguous());
+    a.q = keep[keep.size() - 2].data_ptr(), a.k = keep.back().data_ptr();
+  }
+  if (const int64_t vs = token_stride(v)) {
+    a.v = v.data_ptr(), a.v_stride = vs;
+  } else {
+    keep.push_back(v.contiguous());
+    a.v = keep.back().data_ptr();
+  }
+}
+
 Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
                  const OptTensor& beta, double scale, const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
                  const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid, bool state_v_first,
-                 bool in_place = false) {
+                 bool in_place = false, bool chunk = false) {
   TORCH_CHECK(q.is_cuda() && k.device() == q.device() && v.device() == q.device(),
               "statecut: q, k, v must be CUDA tensors on one device");
   TORCH_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4,
@@ -104,9 +125,13 @@ Prepared prepare(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, 
     if (!a.g_typed) a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
     if (!a.beta_typed) a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
   } else {
-    at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-    p.keep = {qc, kc, vc};
-    a.q = qc.data_ptr(), a.k = kc.data_ptr(), a.v = vc.data_ptr();
+    if (chunk) {
+      chunk_inputs(a, q, k, v, p.keep);
+    } else {
+      at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+      p.keep = {qc, kc, vc};
+      a.q = qc.data_ptr(), a.k = kc.data_ptr(), a.v = vc.data_ptr();
+    }
     a.g = f32_ptr(g, q, B * T * HV, "g", p.keep);
     a.beta = f32_ptr(beta, q, B * T * HV, "beta", p.keep);
   }
@@ -165,7 +190,7 @@ std::tuple<at::Tensor, at::Tensor> run(Mode mode, const at::Tensor& q, const at:
   TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, l2norm, gate_in_kernel, A_log, dt_bias, beta_sigmoid,
-                       state_v_first);
+                       state_v_first, /*in_place=*/false, /*chunk=*/mode == Mode::kChunk);
   const std::vector<int64_t> shape = state_shape(p, state_v_first);
   if (initial_state.has_value() && initial_state->defined()) {
     TORCH_CHECK(initial_state->sizes() == at::IntArrayRef(shape), "statecut: initial_state must be ",

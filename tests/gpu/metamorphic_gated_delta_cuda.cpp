@@ -1,10 +1,12 @@
 // Metamorphic relations of the CUDA gated delta rule kernels at sizes too large for the CPU loop:
 // chunked = recurrent, state carried across calls, in-place decode = one multi-token call, bf16-state decode =
 // fp32 decode rounded once, both state layouts,
-// grouped values = explicit repetition of q/k heads, and packed varlen = separate calls.
+// grouped values = explicit repetition of q/k heads, packed varlen = separate calls, and slices of a packed
+// projection read in place = contiguous copies.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "tests/gpu/gated_delta_cases.h"
@@ -34,6 +36,41 @@ TEST(Meta_GatedDeltaCuda, chunkedMatchesRecurrent) {
     // Each o is a bf16 rounding (2^-9 per element) of nearly the same value: 2 bf16 units bound their distance.
     EXPECT_LE(eo, 2.0 / 512) << c.name();
     EXPECT_LE(es, 4 * kTf32Unit) << c.name();  // as the equivalence bound of the chunk state
+  }
+#endif
+}
+
+// A model's q, k and v are slices of one packed projection output [B, T, H K + H K + HV V (+ gate columns)]; the
+// chunk op reads them in place (token strides) instead of copying them: the same kernel on the same values, so the
+// outputs must be bit-identical to those of contiguous copies. dk 89 takes the element-wise row loads, dk 64 and 256
+// the 16-byte copies (dk 256 / dv 512 on a full grid: one k buffer); 24 extra columns keep every stride a multiple
+// of 8, 9 extra make it odd (all three copied). The extra columns hold NaN: a read past a slice poisons the output.
+TEST(Meta_GatedDeltaCuda, chunkReadsSlicesOfAPackedProjectionInPlace) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  struct Shape { int B, T, H, K, V, extra; };
+  for (const Shape sh : {Shape{2, 130, 2, 64, 128, 24}, Shape{1, 200, 8, 89, 128, 24}, Shape{8, 130, 6, 256, 512, 24},
+                         Shape{2, 77, 2, 64, 64, 9}}) {
+    GdCase c;
+    c.B = sh.B, c.T = sh.T, c.H = sh.H, c.HV = sh.H, c.K = sh.K, c.V = sh.V;
+    const GdInputs d = to_device(make_inputs(c, seed_from_env(23 + sh.K)));
+    const int64_t Cq = int64_t(c.H) * c.K, Cv = int64_t(c.HV) * c.V;
+    auto packed = at::full({c.B, c.T, 2 * Cq + Cv + sh.extra}, std::nan(""), d.q.options());
+    packed.narrow(2, 0, Cq).copy_(d.q.reshape({c.B, c.T, Cq}));
+    packed.narrow(2, Cq, Cq).copy_(d.k.reshape({c.B, c.T, Cq}));
+    packed.narrow(2, 2 * Cq, Cv).copy_(d.v.reshape({c.B, c.T, Cv}));
+    GdInputs sl = d;
+    sl.q = packed.narrow(2, 0, Cq).view({c.B, c.T, c.H, c.K});
+    sl.k = packed.narrow(2, Cq, Cq).view({c.B, c.T, c.H, c.K});
+    sl.v = packed.narrow(2, 2 * Cq, Cv).view({c.B, c.T, c.HV, c.V});
+    ASSERT_FALSE(sl.q.is_contiguous());
+    const double scale = 1.0 / std::sqrt(double(c.K));
+    auto [o_s, s_s] = run_cuda(Kernel::kChunk, c, sl, d.s0, scale);
+    auto [o_c, s_c] = run_cuda(Kernel::kChunk, c, d, d.s0, scale);
+    std::printf("[meta] packed slices %s, row stride %lld: o %.3e state %.3e\n", c.name().c_str(),
+                static_cast<long long>(packed.size(2)), rel_err(o_s, o_c), rel_err(s_s, s_c));
+    EXPECT_TRUE(at::equal(o_s, o_c)) << c.name();
+    EXPECT_TRUE(at::equal(s_s, s_c)) << c.name();
   }
 #endif
 }
