@@ -1,6 +1,8 @@
 // Batched LibTorch recurrences (recurrent loop and chunked WY/UT form); math in recurrence.h.
 #include "optimized/models/recurrence.h"
 
+#include "optimized/models/recurrence_scan.h"
+
 #include <string>
 
 namespace statecut {
@@ -123,9 +125,8 @@ torch::Tensor run_chunked(Prepared& p, double scale, bool delta) {
   auto k_dec = k * D.select(-2, C - 1).unsqueeze(-1);  // K ⊙ exp(g_{j+1} + ... + g_last): D's last row
   auto decay_last = Gamma.narrow(-2, C - 1, 1);         // exp(g_0 + ... + g_last): [B,H,N,1,1]
 
-  // The inter-chunk scan, the only sequential part: two batched GEMMs a chunk on [B·H, ...] slices (a training forward
-  // records every operation here once per chunk, so the loop holds as few as it can); the outputs of all chunks
-  // then come from the stacked states in two batched GEMMs.
+  // The inter-chunk scan on [B·H, ...] slices, then the outputs of all chunks from the stacked states in two batched
+  // GEMMs.
   const int64_t BH = p.B * p.H;
   if (N == 0) return torch::empty({p.B, p.H, 0, p.dv}, opts);
   auto flat = [&](const torch::Tensor& x) {  // [B,H,N,...] → [B·H,N,...]
@@ -134,20 +135,11 @@ torch::Tensor run_chunked(Prepared& p, double scale, bool delta) {
     sz[0] = BH;
     return x.reshape(sz);
   };
-  const auto us = flat(u).unbind(1);                                   // N × [BH,C,dv]
-  const auto ws = delta ? flat(w).unbind(1) : std::vector<torch::Tensor>();  // N × [BH,C,dk]
-  const auto ks = flat(k_dec).transpose(-1, -2).unbind(1);             // N × [BH,dk,C]
-  const auto ds = p.g.defined() ? flat(decay_last).unbind(1) : std::vector<torch::Tensor>();  // N × [BH,1,1]
-  auto S = p.S.reshape({BH, p.dk, p.dv});
-  std::vector<torch::Tensor> states, v_new;
-  for (int64_t n = 0; n < N; ++n) {
-    states.push_back(S);
-    auto vn = delta ? torch::baddbmm(us[n], ws[n], S, /*beta=*/1, /*alpha=*/-1) : us[n];  // v_new = u − W S
-    v_new.push_back(vn);
-    S = torch::baddbmm(p.g.defined() ? ds[n] * S : S, ks[n], vn);  // S ← exp(G_last) S + K_decᵀ v_new
-  }
-  p.S = S.reshape({p.B, p.H, p.dk, p.dv});
-  auto o = torch::matmul(flat(qG), torch::stack(states, 1)) + torch::matmul(flat(Aqk), torch::stack(v_new, 1));
+  // the only sequential part, one autograd node: two GEMMs a chunk forward and backward (recurrence_scan.h)
+  const auto scan = chunk_scan(flat(u), delta ? flat(w) : torch::Tensor(), flat(k_dec),
+                               p.g.defined() ? flat(decay_last) : torch::Tensor(), p.S.reshape({BH, p.dk, p.dv}));
+  p.S = scan.last.reshape({p.B, p.H, p.dk, p.dv});
+  auto o = torch::matmul(flat(qG), scan.states) + torch::matmul(flat(Aqk), scan.v_new);
   return o.reshape({p.B, p.H, Tp, p.dv}).narrow(2, 0, p.T);
 }
 

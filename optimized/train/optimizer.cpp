@@ -15,12 +15,16 @@ double cosine_lr(double lr, int64_t step, int64_t total, int64_t warmup, double 
 }
 
 double grad_norm(const std::vector<torch::Tensor>& params) {
-  double sq = 0;
+  // The squared norms summed on the gradients' device in f64, in parameter order, read back once (not once per
+  // parameter: each read is a device sync); the same f64 additions as a host-side sum.
+  torch::Tensor sq;
   for (const auto& p : params) {
     const auto& g = p.grad();
-    if (g.defined()) sq += g.to(torch::kFloat64).pow(2).sum().item<double>();
+    if (!g.defined()) continue;
+    auto s = g.to(torch::kFloat64).pow(2).sum();
+    sq = sq.defined() ? (sq.device() == s.device() ? sq + s : sq + s.to(sq.device())) : s;
   }
-  return std::sqrt(sq);
+  return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
 }
 
 double clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
