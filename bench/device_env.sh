@@ -6,8 +6,11 @@
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
 # and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
 # profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
-# profile_prefill NAME B T (the same for one prefill of B x T tokens), profile_train STUDENT TEACHER (two bf16 LoRA + KD
-# finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator into the summary).
+# profile_prefill NAME B T (the same for one prefill of B x T tokens), random_tokens (WORK/tok.bin), ft LABEL STUDENT
+# TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
+# summary; TEACHER "" = --no-kd), profile_train STUDENT TEACHER (two bf16 LoRA + KD
+# finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator, without and with the
+# operators' input shapes, into the summary).
 # Each may be overridden from the environment.
 # The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
 # binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
@@ -83,13 +86,39 @@ profile_decode() {  # name, batch
   python3 bench/profile_summary.py "$LOGS/decode_${n}_$b.json" 22 --within statecut_decode_step >>"$S" 2>&1
 }
 
-profile_train() {  # student, teacher: two bf16 LoRA + KD steps of 4 x 2048 random tokens under Kineto
-  local st=$1 te=$2
+random_tokens() {  # WORK/tok.bin: 4M uniform token ids below 32000 (uint16), once
   [ -f "$WORK/tok.bin" ] || python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 32000, 4_000_000, \
 dtype=np.uint16).tofile('$WORK/tok.bin')"
+}
+
+profile_train() {  # student, teacher: two bf16 LoRA + KD steps of 4 x 2048 random tokens under Kineto
+  local st=$1 te=$2
+  random_tokens
   timeout 150 "$BUILD/cli/statecut-profile-step" --train "$WORK/$st" "$WORK/$te" "$WORK/tok.bin" \
     "$LOGS/train_$st.json" 4 2048 2 bf16 >"$LOGS/profile_train_$st.log" 2>&1 ||
     { keep "$LOGS/profile_train_$st.log"; say "profile train $st FAILED"; return 0; }
   say "--- kernels of a bf16 LoRA + KD finetune step of $st from $te (4 x 2048, Kineto)"
   python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op >>"$S" 2>&1
+  python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op --shapes 2>&1 |
+    sed -n '/by operator/,$p' >>"$S"
+}
+
+rate() {
+  awk -F, 'NR == 2 { t1 = $7; s1 = $8 } NR > 2 { t = $7; s = $8; n = $1 }
+    END { if (n) printf "%d steps, steady %.0f tokens/s (%.3f s a step over steps 2..%d; first step done at %.1f s), loss %s -> %s",
+                        n, (t - t1) / (s - s1), (s - s1) / (n - 1), n, s1, first, last }
+    NR == 2 { first = $3 } { last = $3 }' "$1"
+}
+
+ft() {  # label, student, teacher ("" = --no-kd), extra finetune options
+  local label=$1 st=$2 te=$3
+  shift 3
+  local tea=(--no-kd)
+  random_tokens
+  [ -n "$te" ] && tea=(--teacher "$WORK/$te")
+  rm -rf "$WORK/ft_$label" "$WORK/ft_$label.state"
+  timeout "${FT_TIMEOUT:-150}" "$SC" finetune --checkpoint "$WORK/$st" "${tea[@]}" --text "$WORK/tok.bin" --seq-len 2048 \
+    --batch 4 --device cuda --out "$WORK/ft_$label" --quiet --json "$@" >"$OUT/ft_$label.json" 2>"$LOGS/ft_$label.err" ||
+    { rc=1; keep "$LOGS/ft_$label.err"; say "finetune $label FAILED: $(tail -2 "$LOGS/ft_$label.err" | cut -c1-300)"; return 0; }
+  say "finetune $label ($*): $(rate "$WORK/ft_$label/loss.csv")"
 }

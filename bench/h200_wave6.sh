@@ -19,31 +19,12 @@ GPU_TESTS="train_cuda fused_ops_cuda decode_equivalence golden_models_cuda metam
 equiv_gated_delta_cuda badinput_gated_delta_cuda calibration_cuda"
 
 # steady tokens/s of a finetune from its loss.csv (steps 2..N: the first step carries loading and first-call costs)
-rate() {
-  awk -F, 'NR == 2 { t1 = $7; s1 = $8 } NR > 2 { t = $7; s = $8; n = $1 }
-    END { if (n) printf "%d steps, steady %.0f tokens/s (%.3f s a step over steps 2..%d; first step done at %.1f s), loss %s -> %s",
-                        n, (t - t1) / (s - s1), (s - s1) / (n - 1), n, s1, first, last }
-    NR == 2 { first = $3 } { last = $3 }' "$1"
-}
-
-ft() {  # label, student, teacher ("" = --no-kd), extra finetune options
-  local label=$1 st=$2 te=$3
-  shift 3
-  local tea=(--no-kd)
-  [ -n "$te" ] && tea=(--teacher "$WORK/$te")
-  rm -rf "$WORK/ft_$label" "$WORK/ft_$label.state"
-  timeout "${FT_TIMEOUT:-150}" "$SC" finetune --checkpoint "$WORK/$st" "${tea[@]}" --text "$WORK/tok.bin" --seq-len 2048 \
-    --batch 4 --device cuda --out "$WORK/ft_$label" --quiet --json "$@" >"$OUT/ft_$label.json" 2>"$LOGS/ft_$label.err" ||
-    { rc=1; keep "$LOGS/ft_$label.err"; say "finetune $label FAILED: $(tail -2 "$LOGS/ft_$label.err" | cut -c1-300)"; return 0; }
-  say "finetune $label ($*): $(rate "$WORK/ft_$label/loss.csv")"
-}
-
 if [ "$PHASE" = T ]; then
   # shellcheck disable=SC2086
   configure_and_build $GPU_TESTS train_lora train_finetune train_gradcheck equiv_recurrence
   run_tests train_cuda train_lora train_finetune train_gradcheck equiv_recurrence
   grep -h "worst\|moved-weight" "$LOGS"/train_*.log >>"$S"
-  python3 -c "import numpy as np; np.random.default_rng(0).integers(0, 32000, 4_000_000, dtype=np.uint16).tofile('$WORK/tok.bin')"
+  random_tokens
   checkpoint dn13 && pruned dn13 && {
     ft dn_lora_bf16 dn13_p50 dn13 --steps 8 --precision bf16
     [ "${FULL:-0}" = 1 ] && ft dn_lora_f32 dn13_p50 dn13 --steps 3 --precision f32

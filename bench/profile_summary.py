@@ -8,6 +8,8 @@ usage: python3 bench/profile_summary.py TRACE.json [TOP=25] [--within RANGE]
   --by-op         also sums the GPU time by the CPU operator that launched it: the innermost aten:: operator and,
                   in a backward pass, the autograd node around it ("MmBackward0 > aten::mm"), so one look says which
                   operations of a training step cost what.
+  --shapes        with --by-op: the innermost operator's input shapes too (traces recorded with shapes, as
+                  statecut-profile-step records them), so that two copies of different tensors are told apart.
 """
 import collections
 import json
@@ -20,6 +22,9 @@ def main():
     by_op = "--by-op" in args
     if by_op:
         args.remove("--by-op")
+    shapes = "--shapes" in args
+    if shapes:
+        args.remove("--shapes")
     if "--within" in args:
         i = args.index("--within")
         within = args[i + 1]
@@ -57,17 +62,22 @@ def main():
         print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x "
               f"({cnt[name] / ranges:5.1f}/range) {us / cnt[name]:8.2f} us  {name}")
     if by_op:
-        print_by_op(events, ev, ranges, busy, top)
+        print_by_op(events, ev, ranges, busy, top, shapes)
     return 0
 
 
-def launch_owners(events):
-    """Correlation id of each launch -> "node > innermost op", from the CPU operator spans enclosing the launch."""
+def launch_owners(events, shapes=False):
+    """Correlation id of each launch -> "node > innermost op" (with its input shapes when asked), from the CPU
+    operator spans enclosing the launch."""
     ops = collections.defaultdict(list)
     launches = collections.defaultdict(list)
     for e in events:
         if e.get("cat") == "cpu_op":
-            ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+            name = e["name"]
+            dims = e.get("args", {}).get("Input Dims")
+            if shapes and dims and name.startswith("aten::"):
+                name += " " + json.dumps([d for d in dims if d]).replace(" ", "")
+            ops[e.get("tid")].append((e["ts"], e["ts"] + e["dur"], name))
         elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             launches[e.get("tid")].append((e["ts"], e["args"]["correlation"]))
     owner = {}
@@ -85,8 +95,8 @@ def launch_owners(events):
     return owner
 
 
-def print_by_op(events, ev, ranges, busy, top):
-    owner = launch_owners(events)
+def print_by_op(events, ev, ranges, busy, top, shapes=False):
+    owner = launch_owners(events, shapes)
     tot = collections.defaultdict(float)
     cnt = collections.Counter()
     for e in ev:

@@ -55,12 +55,13 @@ void train(char** argv, int argc, int64_t steps, const std::string& out) {
   std::filesystem::remove_all(out);
 }
 
-/// Runs `body` once to warm up, then again under Kineto (CPU + CUDA activities), and saves the trace.
+/// Runs `body` once to warm up, then again under Kineto (CPU + CUDA activities, the operators' input shapes: which
+/// copy of a training step is which; profile_summary.py --by-op --shapes), and saves the trace.
 template <class F>
 void profiled(const char* trace, F body) {
   body(false);
   namespace prof = torch::profiler::impl;
-  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO);
+  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
   const std::set<prof::ActivityType> acts = {prof::ActivityType::CPU, prof::ActivityType::CUDA};
   torch::autograd::profiler::prepareProfiler(cfg, acts);
   torch::autograd::profiler::enableProfiler(cfg, acts);
