@@ -6,7 +6,8 @@
 #   T  configure + build (Release, sm_90a, the CLI, the profile tool, train_cuda); train_cuda; random DeltaNet and
 #      Gated DeltaNet 1.3B with their 50% rand prunes; `statecut finetune --device cuda` of each prune from its full
 #      model (LoRA + KD, bf16, 4 x 2048 tokens a step, 8 / 6 steps, steady rate from loss.csv); the DeltaNet step
-#      under Kineto, by kernel and by operator (with input shapes) when time is left.
+#      under Kineto, by kernel and by operator (with input shapes) when time is left (GDN_BY, PROFILE_BY: the
+#      elapsed seconds before which those still start).
 # Results under $OUT: 00_summary.log, ft_*.json. Run: bash bench/h200_wave16.sh T
 set -uo pipefail
 PHASE=${1:-T}
@@ -18,8 +19,9 @@ if [ "$PHASE" = T ]; then
   run_tests train_cuda
   grep -h "worst\|moved-weight" "$LOGS"/train_cuda.log >>"$S"
   checkpoint dn13 && pruned dn13 && ft dn_lora_bf16 dn13_p50 dn13 --steps 8 --precision bf16
-  checkpoint gdn13 --family gated_deltanet && pruned gdn13 && ft gdn_lora_bf16 gdn13_p50 gdn13 --steps 6 --precision bf16
-  [ "$(elapsed)" -lt 300 ] && profile_train dn13_p50 dn13
+  [ "$(elapsed)" -lt "${GDN_BY:-200}" ] && checkpoint gdn13 --family gated_deltanet && pruned gdn13 &&
+    ft gdn_lora_bf16 gdn13_p50 gdn13 --steps 6 --precision bf16
+  [ "$(elapsed)" -lt "${PROFILE_BY:-300}" ] && profile_train dn13_p50 dn13
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
