@@ -8,7 +8,9 @@
 # profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
 # profile_prefill NAME B T (the same for one prefill of B x T tokens), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
-# summary; TEACHER "" = --no-kd), profile_train STUDENT TEACHER (two bf16 LoRA + KD
+# summary; TEACHER "" = --no-kd), bench_prefill NAME SHAPES (`statecut bench` of WORK/NAME against NAME_p50 at
+# the prefill shapes, decode batch 1), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
+# stopped DEADLINE seconds after the script's start), profile_train STUDENT TEACHER (two bf16 LoRA + KD
 # finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator, without and with the
 # operators' input shapes, into the summary).
 # Each may be overridden from the environment.
@@ -46,6 +48,25 @@ bench() {  # NAME: WORK/NAME vs its 50% prune WORK/NAME_p50, prefill 1x2048 and 
   say "--- bench $n full vs 50% (graphs) at $(elapsed) s"
   python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
 }
+bench_prefill() {  # name, prefill shapes: WORK/NAME vs WORK/NAME_p50, decode batch 1 (graphs), the table into the summary
+  local n=$1 shapes=$2
+  timeout 150 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill "$shapes" \
+    --decode 1 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" || { rc=1; keep "$LOGS/bench_$n.err"; }
+  say "--- statecut bench $n at $(elapsed) s"
+  python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
+}
+
+fla_prefill() {  # deadline (seconds since t0), checkpoint names: fla's own model forward, prefill 8x2048 (.fla carried)
+  local deadline=$1
+  shift
+  [ -d .fla/fla ] || { say "fla not carried (.fla/fla): no fla prefill"; return 0; }
+  local dirs=()
+  for n in "$@"; do dirs+=("$WORK/$n"); done
+  PYTHONPATH=.fla timeout $(( deadline - $(elapsed) )) python3 bench/fla_model_decode.py "${dirs[@]}" --decode "" \
+    --prefill 8x2048 >"$OUT/fla_prefill.jsonl" 2>"$LOGS/fla.err" || { rc=1; tail -3 "$LOGS/fla.err" | cut -c1-300 >>"$S"; }
+  say "--- fla's models, prefill 8x2048, at $(elapsed) s"; cat "$OUT/fla_prefill.jsonl" >>"$S"
+}
+
 configure_and_build() {
   TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \

@@ -14,17 +14,9 @@ if [ "$PHASE" = P ]; then
     f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
     # shellcheck disable=SC2086
     checkpoint $n $f && pruned $n || continue
-    timeout 150 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill 8x2048,1x2048 \
-      --decode 1 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" || { rc=1; keep "$LOGS/bench_$n.err"; }
-    say "--- statecut bench $n at $(elapsed) s"
-    python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
+    bench_prefill $n 8x2048,1x2048
   done
-  if [ -d .fla/fla ]; then
-    PYTHONPATH=.fla timeout $(( 560 - $(elapsed) )) python3 bench/fla_model_decode.py "$WORK/dn13" "$WORK/dn13_p50" \
-      "$WORK/gdn13" "$WORK/gdn13_p50" --decode "" --prefill 8x2048 >"$OUT/fla_prefill.jsonl" 2>"$LOGS/fla.err" ||
-      { rc=1; tail -3 "$LOGS/fla.err" | cut -c1-300 >>"$S"; }
-    say "--- fla's models, prefill 8x2048, at $(elapsed) s"; cat "$OUT/fla_prefill.jsonl" >>"$S"
-  fi
+  fla_prefill 560 dn13 dn13_p50 gdn13 gdn13_p50
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -33,18 +33,8 @@ if [ "$PHASE" = K ]; then
       tail -4 "$LOGS/fla_gdn_$kb.log" >>"$S"
     done
   fi
-  checkpoint gdn13 --family gated_deltanet && pruned gdn13 && {
-    timeout 150 "$SC" bench --checkpoint "$WORK/gdn13" --compare "$WORK/gdn13_p50" --device cuda --prefill 8x2048 \
-      --decode 1 --json >"$OUT/bench_gdn13.json" 2>"$LOGS/bench_gdn13.err" || { rc=1; keep "$LOGS/bench_gdn13.err"; }
-    say "--- statecut bench gdn13 at $(elapsed) s"
-    python3 bench/bench_table.py "$OUT/bench_gdn13.json" >>"$S" 2>&1
-    if [ -d .fla/fla ]; then
-      PYTHONPATH=.fla timeout $(( 570 - $(elapsed) )) python3 bench/fla_model_decode.py "$WORK/gdn13" "$WORK/gdn13_p50" \
-        --decode "" --prefill 8x2048 >"$OUT/fla_prefill.jsonl" 2>"$LOGS/fla.err" ||
-        { rc=1; tail -3 "$LOGS/fla.err" | cut -c1-300 >>"$S"; }
-      say "--- fla's models, prefill 8x2048, at $(elapsed) s"; cat "$OUT/fla_prefill.jsonl" >>"$S"
-    fi
-  }
+  checkpoint gdn13 --family gated_deltanet && pruned gdn13 && bench_prefill gdn13 8x2048 &&
+    fla_prefill 570 gdn13 gdn13_p50
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
