@@ -7,8 +7,9 @@
 ///   b_t      <- sigmoid(b_t)                        (when beta_sigmoid; no beta: 1)
 ///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,   o_t = S_t^T (scale q_t)
 /// Shapes (token-major, contiguous): q, k [Ttot, H, K] and v, o [Ttot, HV, V] in bf16 or fp16; g, beta [Ttot, HV]
-/// fp32 (the recurrent kernel also takes token strides for q, k, v and g, beta in the input type: the fields at the
-/// end of GatedDeltaArgs); A_log, dt_bias [HV] fp32; states [N, HV, K, V] (layout kKV) or [N, HV, V, K] (layout kVK) in fp32
+/// fp32 (both kernels take token strides for q, k, v — the chunk kernel one stride for q and k, a multiple of 8
+/// elements with 16-byte aligned rows, and an even one for v — and the recurrent kernel g, beta in the input type:
+/// the fields at the end of GatedDeltaArgs); A_log, dt_bias [HV] fp32; states [N, HV, K, V] (layout kKV) or [N, HV, V, K] (layout kVK) in fp32
 /// (the recurrent kernel also takes bf16 states: state_bf16).
 /// Sequence n covers tokens [cu_seqlens[n], cu_seqlens[n+1]) or, without cu_seqlens, [n*seq_len, (n+1)*seq_len).
 ///
@@ -56,8 +57,9 @@ struct GatedDeltaArgs {
   bool beta_sigmoid = false;
   bool state_bf16 = false;  ///< recurrent only: states stored in bf16 (fp32 in registers, rounded once per call)
 
-  // Recurrent only (the decode step reads the slices of one packed projection output in place, no copies):
+  // Token strides (decode and prefill read the slices of one packed projection output in place, no copies):
   int64_t q_stride = 0, k_stride = 0, v_stride = 0;  ///< elements between tokens of q, k, v; 0: packed (H·K, H·K, HV·V)
+  // Recurrent only:
   const void* g_typed = nullptr;     ///< g (or the gate input) of in_type instead of the fp32 g: element tok·g_stride + hv
   const void* beta_typed = nullptr;  ///< beta (or its logits) of in_type instead of the fp32 beta: tok·beta_stride + hv
   int64_t g_stride = 0, beta_stride = 0;
