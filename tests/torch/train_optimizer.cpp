@@ -35,6 +35,16 @@ TEST(Train_Optimizer, clipScalesTheGradientsToMaxNormAndReturnsTheNormBefore) {
   EXPECT_NEAR(grad_norm(ps), 13.0 * c, 1e-14);
 }
 
+// A NaN or Inf anywhere makes the norm non-finite: reported as such (the trainer then skips the step, flame's
+// skip_nan_inf) and no gradient is scaled by it.
+TEST(Train_Optimizer, nonFiniteNormIsReportedAndScalesNothing) {
+  for (double bad : {std::nan(""), HUGE_VAL}) {
+    std::vector<torch::Tensor> ps = {param_with_grad({1, 2}, {3, 4}), param_with_grad({5}, {bad})};
+    EXPECT_FALSE(std::isfinite(clip_grad_norm(ps, 1.0)));
+    EXPECT_TRUE(torch::equal(ps[0].grad(), torch::tensor({3.0, 4.0}, torch::kFloat64)));
+  }
+}
+
 TEST(Train_Optimizer, adamwFollowsPytorchsFormulaStepForStep) {
   const AdamWConfig cfg;  // β 0.9 / 0.95, eps 1e-15, weight decay 0.1
   auto p = param_with_grad({0.5, -2.0, 3.0}, {0.1, -0.3, 0.0});
