@@ -119,9 +119,7 @@ profile_train() {  # student, teacher: two bf16 LoRA + KD steps of 4 x 2048 rand
     "$LOGS/train_$st.json" 4 2048 2 bf16 >"$LOGS/profile_train_$st.log" 2>&1 ||
     { keep "$LOGS/profile_train_$st.log"; say "profile train $st FAILED"; return 0; }
   say "--- kernels of a bf16 LoRA + KD finetune step of $st from $te (4 x 2048, Kineto)"
-  python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op >>"$S" 2>&1
-  python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op --shapes 2>&1 |
-    sed -n '/by operator/,$p' >>"$S"
+  python3 bench/profile_summary.py "$LOGS/train_$st.json" 40 --within statecut_train_step --by-op --shapes >>"$S" 2>&1
 }
 
 rate() {

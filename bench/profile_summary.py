@@ -8,8 +8,9 @@ usage: python3 bench/profile_summary.py TRACE.json [TOP=25] [--within RANGE]
   --by-op         also sums the GPU time by the CPU operator that launched it: the innermost aten:: operator and,
                   in a backward pass, the autograd node around it ("MmBackward0 > aten::mm"), so one look says which
                   operations of a training step cost what.
-  --shapes        with --by-op: the innermost operator's input shapes too (traces recorded with shapes, as
-                  statecut-profile-step records them), so that two copies of different tensors are told apart.
+  --shapes        with --by-op: a second table keyed by the innermost operator's input shapes too (traces recorded
+                  with shapes, as statecut-profile-step records them), so that two copies of different tensors are
+                  told apart.
 """
 import collections
 import json
@@ -62,7 +63,9 @@ def main():
         print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x "
               f"({cnt[name] / ranges:5.1f}/range) {us / cnt[name]:8.2f} us  {name}")
     if by_op:
-        print_by_op(events, ev, ranges, busy, top, shapes)
+        print_by_op(events, ev, ranges, busy, top)
+        if shapes:
+            print_by_op(events, ev, ranges, busy, top, shapes=True)
     return 0
 
 
@@ -103,7 +106,7 @@ def print_by_op(events, ev, ranges, busy, top, shapes=False):
         name = owner.get(e.get("args", {}).get("correlation"), "?")
         tot[name] += e["dur"]
         cnt[name] += 1
-    print("--- by operator (autograd node > innermost aten op)")
+    print("--- by operator (autograd node > innermost aten op" + (", its input shapes)" if shapes else ")"))
     for name, us in sorted(tot.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{us / 1e3:9.3f} ms {100 * us / busy:5.1f}% {cnt[name]:6d}x ({cnt[name] / ranges:7.1f}/range)  {name}")
 

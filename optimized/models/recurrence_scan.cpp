@@ -25,9 +25,9 @@ struct ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
       if (delta) v_new.push_back(vn);
       S = torch::baddbmm(gated ? d.select(1, n) * S : S, k.select(1, n).transpose(-1, -2), vn);
     }
-    auto st = N ? torch::stack(states, 1) : S0.new_empty({S0.size(0), 0, S0.size(1), S0.size(2)});
+    auto st = torch::stack(states, 1);
     variable_list out = {st, S};
-    if (delta) out.push_back(N ? torch::stack(v_new, 1) : u.new_empty(u.sizes()));
+    if (delta) out.push_back(torch::stack(v_new, 1));
     // v_new for ∂k: the delta rule's output, else u
     ctx->save_for_backward({w, k, d, st, delta ? out[2] : u});
     ctx->saved_data["delta"] = delta;
@@ -46,7 +46,6 @@ struct ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
     auto P = g_last.defined() ? g_last
                               : torch::zeros({states.size(0), states.size(2), states.size(3)}, states.options());
     const torch::Tensor none;
-    if (N == 0) return {none, none, none, none, P, none, none};
     std::vector<torch::Tensor> P_next(N), Delta(N);
     for (int64_t n = N - 1; n >= 0; --n) {
       P_next[n] = P;
@@ -71,6 +70,7 @@ struct ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
 ChunkScan chunk_scan(const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& k, const torch::Tensor& d,
                      const torch::Tensor& S0) {
   TORCH_CHECK(u.dim() == 4 && k.dim() == 4 && S0.dim() == 3, "chunk_scan: u, k [R,N,C,d] and S0 [R,dk,dv] expected");
+  TORCH_CHECK(u.size(1) > 0, "chunk_scan: no chunks (the caller returns early for T = 0)");
   const auto absent = u.new_empty({0});
   auto out = ChunkScanFunction::apply(u, w.defined() ? w : absent, k, d.defined() ? d : absent, S0, w.defined(),
                                       d.defined());

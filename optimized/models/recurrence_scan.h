@@ -24,7 +24,7 @@ struct ChunkScan {
 };
 
 /// u [R,N,C,dv]; w [R,N,C,dk] (undefined: gated linear attention); k [R,N,C,dk]; d [R,N,1,1] (undefined: no gate);
-/// S0 [R,dk,dv]. Any of them may require grad; all of one dtype and device.
+/// S0 [R,dk,dv]; N >= 1. Any of them may require grad; all of one dtype and device.
 ChunkScan chunk_scan(const torch::Tensor& u, const torch::Tensor& w, const torch::Tensor& k, const torch::Tensor& d,
                      const torch::Tensor& S0);
 

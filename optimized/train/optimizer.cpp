@@ -22,7 +22,7 @@ double grad_norm(const std::vector<torch::Tensor>& params) {
     const auto& g = p.grad();
     if (!g.defined()) continue;
     auto s = g.to(torch::kFloat64).pow(2).sum();
-    sq = sq.defined() ? (sq.device() == s.device() ? sq + s : sq + s.to(sq.device())) : s;
+    sq = sq.defined() ? sq + s.to(sq.device()) : s;
   }
   return sq.defined() ? std::sqrt(sq.item<double>()) : 0.0;
 }

@@ -52,7 +52,7 @@ std::vector<torch::Tensor> grads(const Inputs& x, const ChunkScan& s, uint64_t s
   torch::manual_seed(seed + 1);
   auto loss = (torch::randn_like(s.states) * s.states).sum() + (torch::randn_like(s.v_new) * s.v_new).sum() +
               (torch::randn_like(s.last) * s.last).sum();
-  std::vector<torch::Tensor> in = {x.u, x.k, x.S0}, out;
+  std::vector<torch::Tensor> in = {x.u, x.k, x.S0};
   if (x.w.defined()) in.push_back(x.w);
   if (x.d.defined()) in.push_back(x.d);
   return torch::autograd::grad({loss}, in);
