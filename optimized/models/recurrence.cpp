@@ -2,6 +2,7 @@
 #include "optimized/models/recurrence.h"
 
 #include "optimized/models/recurrence_scan.h"
+#include "optimized/models/unit_lower_inverse.h"
 
 #include <string>
 
@@ -110,11 +111,11 @@ torch::Tensor run_chunked(Prepared& p, double scale, bool delta) {
   torch::Tensor u, w;
   if (delta) {
     auto b = chunks(pad_t(p.beta)).unsqueeze(-1);  // [B,H,N,C,1]
-    // (I + strict_lower(diag(β) K Kᵀ ⊙ D)) [u | w] = [β V | β Γ K]: a unit lower-triangular solve per chunk.
+    // (I + strict_lower(diag(β) K Kᵀ ⊙ D)) [u | w] = [β V | β Γ K]: a unit lower-triangular system per chunk, solved
+    // by its explicit inverse (unit_lower_inverse.h): forward and backward are then batched GEMMs, not trsm.
     auto L = (torch::matmul(k * b, k.transpose(-1, -2)) * D).masked_fill(strict.logical_not(), 0.0);
-    auto A = L + torch::eye(C, opts);
     auto rhs = torch::cat({v * b, k * b * Gamma}, -1);
-    auto X = torch::linalg_solve_triangular(A, rhs, /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+    auto X = torch::matmul(unit_lower_inverse(L), rhs);  // reads L's strict lower part; the unit diagonal is implied
     u = X.narrow(-1, 0, p.dv);
     w = X.narrow(-1, p.dv, p.dk);
   } else {
