@@ -9,7 +9,7 @@
 # profile_prefill NAME B T (the same for one prefill of B x T tokens), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
 # summary; TEACHER "" = --no-kd), bench_prefill NAME SHAPES (`statecut bench` of WORK/NAME against NAME_p50 at
-# the prefill shapes, decode batch 1), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
+# the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
 # stopped DEADLINE seconds after the script's start), profile_train STUDENT TEACHER (two bf16 LoRA + KD
 # finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator, without and with the
 # operators' input shapes, into the summary).
@@ -48,6 +48,14 @@ bench() {  # NAME: WORK/NAME vs its 50% prune WORK/NAME_p50, prefill 1x2048 and 
   say "--- bench $n full vs 50% (graphs) at $(elapsed) s"
   python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
 }
+bench_decode() {  # name, label, batches: WORK/NAME vs NAME_p50 decode only (graphs; prefill 1x16), the table into the summary
+  local n=$1 label=$2 batches=$3
+  timeout 150 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill 1x16 \
+    --decode "$batches" --prompt 512 --new-tokens 128 --json >"$OUT/bench_${n}_$label.json" 2>"$LOGS/bench_${n}_$label.err" ||
+    { rc=1; keep "$LOGS/bench_${n}_$label.err"; say "bench $n $label FAILED"; return 0; }
+  say "--- statecut bench $n, $label, at $(elapsed) s"
+  python3 bench/bench_table.py "$OUT/bench_${n}_$label.json" >>"$S" 2>&1
+}
 bench_prefill() {  # name, prefill shapes: WORK/NAME vs WORK/NAME_p50, decode batch 1 (graphs), the table into the summary
   local n=$1 shapes=$2
   timeout 150 "$SC" bench --checkpoint "$WORK/$n" --compare "$WORK/${n}_p50" --device cuda --prefill "$shapes" \
@@ -70,7 +78,7 @@ fla_prefill() {  # deadline (seconds since t0), checkpoint names: fla's own mode
 configure_and_build() {
   TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DSTATECUT_BENCH=OFF -DSTATECUT_PROFILE_TOOL=ON -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
+    -DSTATECUT_BENCH="${BENCH:-OFF}" -DSTATECUT_PROFILE_TOOL=ON -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
     { keep "$LOGS/configure.log"; say "configure FAILED"; exit 1; }
   cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint statecut-profile-step "$@" \
     >"$LOGS/build.log" 2>&1 ||
