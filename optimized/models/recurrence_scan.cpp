@@ -15,19 +15,26 @@ struct ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& u, const torch::Tensor& w,
                                const torch::Tensor& k, const torch::Tensor& d, const torch::Tensor& S0, bool delta,
                                bool gated) {
-    const int64_t N = u.size(1);
-    std::vector<torch::Tensor> states, v_new;
-    states.reserve(N);
-    auto S = S0;
+    const int64_t N = u.size(1), R = u.size(0);
+    // Every step writes into buffers the node owns, in place, in the order a plain loop of out-of-place baddbmm runs
+    // (copy the addend, then accumulate the GEMM into it): the same values bit for bit, without a copy of the addend
+    // per step and without stacking the per-chunk results afterwards.
+    auto st = torch::empty({R, N, S0.size(1), S0.size(2)}, S0.options());  // S_0..S_{N−1}
+    auto S_last = torch::empty_like(S0);
+    const auto vbuf = delta ? u.clone(at::MemoryFormat::Contiguous) : torch::Tensor();  // v_new_n = u_n − w_n S_n
+    st.select(1, 0).copy_(S0);
     for (int64_t n = 0; n < N; ++n) {
-      states.push_back(S);
-      auto vn = delta ? torch::baddbmm(u.select(1, n), w.select(1, n), S, /*beta=*/1, /*alpha=*/-1) : u.select(1, n);
-      if (delta) v_new.push_back(vn);
-      S = torch::baddbmm(gated ? d.select(1, n) * S : S, k.select(1, n).transpose(-1, -2), vn);
+      const auto S = st.select(1, n);
+      auto vn = delta ? vbuf.select(1, n).baddbmm_(w.select(1, n), S, /*beta=*/1, /*alpha=*/-1) : u.select(1, n);
+      auto next = n + 1 < N ? st.select(1, n + 1) : S_last;
+      if (gated)
+        torch::mul_out(next, d.select(1, n), S);
+      else
+        next.copy_(S);
+      next.baddbmm_(k.select(1, n).transpose(-1, -2), vn);
     }
-    auto st = torch::stack(states, 1);
-    variable_list out = {st, S};
-    if (delta) out.push_back(torch::stack(v_new, 1));
+    variable_list out = {st, S_last};
+    if (delta) out.push_back(vbuf);
     // v_new for ∂k: the delta rule's output, else u
     ctx->save_for_backward({w, k, d, st, delta ? out[2] : u});
     ctx->saved_data["delta"] = delta;
@@ -43,20 +50,35 @@ struct ChunkScanFunction : public torch::autograd::Function<ChunkScanFunction> {
     const auto& g_states = grads[0];
     const auto& g_last = grads[1];
     const torch::Tensor g_vnew = delta ? grads[2] : torch::Tensor();
-    auto P = g_last.defined() ? g_last
-                              : torch::zeros({states.size(0), states.size(2), states.size(3)}, states.options());
+    // As in the forward: buffers owned here, written in place in the order of the out-of-place loop (bit-identical).
+    // Pn[n] = P_{n+1}; Dl[n] = Δ_n, from a copy of the incoming gradient (which autograd may share). The out= and
+    // in-place steps make this backward itself not differentiable (no create_graph): nothing here takes a 2nd order.
+    const int64_t R = states.size(0);
+    const auto Pn = torch::empty_like(states);
+    const auto Dl = g_vnew.defined() ? g_vnew.clone(at::MemoryFormat::Contiguous)
+                                     : torch::empty({R, N, k.size(2), states.size(3)}, states.options());
+    if (g_last.defined())
+      Pn.select(1, N - 1).copy_(g_last);
+    else
+      Pn.select(1, N - 1).zero_();
+    const auto P0 = torch::empty({R, states.size(2), states.size(3)}, states.options());
     const torch::Tensor none;
-    std::vector<torch::Tensor> P_next(N), Delta(N);
     for (int64_t n = N - 1; n >= 0; --n) {
-      P_next[n] = P;
-      const auto kn = k.select(1, n);
-      Delta[n] = g_vnew.defined() ? torch::baddbmm(g_vnew.select(1, n), kn, P) : torch::bmm(kn, P);
-      auto base = gated ? d.select(1, n) * P : P;
-      if (g_states.defined()) base = base + g_states.select(1, n);
-      P = delta ? torch::baddbmm(base, w.select(1, n).transpose(-1, -2), Delta[n], /*beta=*/1, /*alpha=*/-1) : base;
+      const auto P = Pn.select(1, n), kn = k.select(1, n);
+      auto Delta = Dl.select(1, n);
+      if (g_vnew.defined())
+        Delta.baddbmm_(kn, P);
+      else
+        torch::bmm_out(Delta, kn, P);
+      auto Pprev = n > 0 ? Pn.select(1, n - 1) : P0;  // P_n
+      if (gated)
+        torch::mul_out(Pprev, d.select(1, n), P);
+      else
+        Pprev.copy_(P);
+      if (g_states.defined()) Pprev.add_(g_states.select(1, n));
+      if (delta) Pprev.baddbmm_(w.select(1, n).transpose(-1, -2), Delta, /*beta=*/1, /*alpha=*/-1);
     }
-    const auto Dl = torch::stack(Delta, 1);   // [R,N,C,dv]
-    const auto Pn = torch::stack(P_next, 1);  // [R,N,dk,dv]
+    const auto& P = P0;
     torch::Tensor du = Dl, dw, dk, dd;
     if (delta && ctx->needs_input_grad(1)) dw = -torch::matmul(Dl, states.transpose(-1, -2));
     if (ctx->needs_input_grad(2)) dk = torch::matmul(vn, Pn.transpose(-1, -2));
