@@ -11,7 +11,7 @@
 ///   gated (z)     y[r] = ((x[r] * rsqrt(mean_d x[r]^2 + eps)) * w * z[r]) * sigmoid(z[r])  (fla FusedRMSNormGated)
 ///   Qwen gated    y[r] = round(round(w * round(x[r] * rsqrt(...))) * silu(z[r]))   (transformers' Qwen3_5RMSNormGated)
 ///   conv1d_step   y[b,c] = act(sum_{j<W} w[c,j] win[b,j,c] + bias[c]),  win = [state[b,0..W-2,c], x[b,c]];
-///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns a channel)   act = SiLU or identity
+///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns 8 channels or one)   act = SiLU or identity
 ///   conv1d_seq    the same over T tokens (prefill and whole-sequence forward; LibTorch: fp32 copies + cuDNN)
 ///   silu_mul      y = round(round(silu(a)) * b)   (LibTorch's silu(a) * b in the activation type: two roundings)
 ///   gemv          y[m, n] = round(sum_k x[m, k] w[n, k])   (x M x K, w N x K, y M x N contiguous; M <= 8: the few
@@ -48,6 +48,7 @@ cudaError_t rms_norm_rows(ElemType t, RowsArg x, const void* w, RowsArg z, void*
 cudaError_t add_rms_norm_rows(ElemType t, RowsArg x, RowsArg delta, const void* w, void* sum, void* y, int64_t rows,
                               int D, float eps, cudaStream_t s, float w_offset = 0.f);
 
+/// W <= kConvSeqMaxWidth (below; else cudaErrorInvalidValue: the binding's callers take LibTorch's path).
 cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const void* bias, void* y, int B, int C,
                         int W, bool silu, cudaStream_t s);
 
@@ -55,7 +56,7 @@ cudaError_t conv1d_step(ElemType t, RowsArg x, void* state, const void* w, const
 /// zeros): y[b,t,c] = act(sum_j w[c,j] in[b, t−W+1+j, c] + bias[c]), in[b, s<0] = init[b, W−1+s]; y [B·T, C]
 /// contiguous. final_state ([B, W−1, C], nullptr: not written; must not alias init) gets the last W−1 inputs.
 /// W > kConvSeqMaxWidth: cudaErrorInvalidValue (the binding then takes LibTorch's path).
-constexpr int kConvSeqMaxWidth = 8;  ///< conv1d_seq keeps the window in registers: W <= 8 (fla, Mamba, Qwen: 4)
+constexpr int kConvSeqMaxWidth = 8;  ///< conv1d_seq and conv1d_step keep the window in registers: W <= 8 (fla, Mamba, Qwen: 4)
 
 cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, const void* bias, void* y,
                        void* final_state, int B, int T, int C, int W, bool silu, cudaStream_t s);

@@ -11,6 +11,7 @@
 
 #include "kernels/gated_delta.h"
 #include "kernels/gated_delta_common.cuh"
+#include "kernels/pdl.cuh"
 
 namespace statecut::cuda {
 namespace {
@@ -63,6 +64,7 @@ __device__ __forceinline__ float group_sum(float x) {
 // elements of K at k = (e/VEC)*LG*VEC + lane*VEC + e%VEC (coalesced along K).
 template <typename T, typename SS, int VEC, int KPL, int LG, int RPT>
 __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a) {
+  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kGroups = 32 / LG;
   constexpr int kRowsPerBlock = 4 * kGroups * RPT;
   const int n = blockIdx.z, hv = blockIdx.y;
@@ -172,6 +174,7 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 // Block: W warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + W i.
 template <typename T, typename SS, int VEC, int RPT, int W>
 __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaArgs a) {
+  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kCols = 32 * VEC;
   __shared__ float qs[2][256], ks[2][256];
   __shared__ float red[2][2][W][kCols];
@@ -280,8 +283,7 @@ template <typename T, typename SS, int VEC, int KPL, int LG, int RPT = (KPL <= 4
 cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int rows = 4 * (32 / LG) * RPT;
   dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
-  recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT><<<grid, 128, 0, s>>>(a);
-  return cudaGetLastError();
+  return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT>, grid, dim3(128), 0, s, a);
 }
 
 template <typename T, typename SS>
@@ -309,8 +311,7 @@ template <typename T, typename SS, int VEC, int RPT, int W>
 cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int cols = 32 * VEC;
   dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
-  recurrent_kv_kernel<T, SS, VEC, RPT, W><<<grid, W * 32, 0, s>>>(a);
-  return cudaGetLastError();
+  return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W>, grid, dim3(W * 32), 0, s, a);
 }
 
 // Up to K = 64 four warps (16 rows per thread at K = 64, as 8 warps hold at K = 128): the per-step block

@@ -140,7 +140,7 @@ torch::Tensor causal_conv1d_step(const torch::Tensor& x, const torch::Tensor& we
   TORCH_CHECK(conv.dim() == 3 && conv.size(0) == B && conv.size(1) == W - 1 && conv.size(2) == C,
               "causal_conv1d_step: conv state must be [", B, ",", W - 1, ",", C, "], got ", conv.sizes());
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (conv.is_contiguous() && (T == 1 || W <= cuda::kFusedConvMaxWidth) && fused_ops_apply({x, weight, bias, conv})) {
+  if (conv.is_contiguous() && W <= cuda::kFusedConvMaxWidth && fused_ops_apply({x, weight, bias, conv})) {
     if (T == 1) return cuda::fused_conv1d_step(x, weight, bias, silu, conv);
     torch::Tensor next;
     auto y = cuda::fused_conv1d(x, weight, bias, silu, conv, &next);

@@ -141,24 +141,35 @@ TEST_F(FusedOps, qwenGatedNormRoundsWhereTransformersRounds) {
     }
 }
 
+// A thread owns 8 channels (16-byte accesses) when x's rows, the state and C allow it, else one: C = 1000 with x
+// contiguous and C = 2048 as a slice of a packed projection row at a 16-byte-aligned offset take 8, C = 200 at offset
+// 30 and C = 89 take one; W = 4 (fla, Mamba-2, Qwen3.5), 1 (no state), 3 and 8 (the kernel's largest).
 TEST_F(FusedOps, conv1dStepMatchesDoubleAndShiftsTheWindow) {
-  for (int64_t W : {4, 1})
-    for (bool bias : {true, false})
-      for (bool silu : {true, false}) {
-        const int64_t B = 5, C = 1000;
-        auto x = randn({B, 1, C}, torch::kBFloat16);
-        auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
-        auto b = bias ? randn({C}, torch::kBFloat16) : torch::Tensor();
-        auto conv = randn({B, W - 1, C}, torch::kBFloat16);
-        const auto window = torch::cat({f64(conv), f64(x)}, 1);  // [B, W, C]
-        auto ref = (window * f64(w).squeeze(1).t().unsqueeze(0)).sum(1, true);
-        if (bias) ref = ref + f64(b);
-        if (silu) ref = ref * torch::sigmoid(ref);
-        const auto next_state = torch::cat({conv, x}, 1).narrow(1, 1, W - 1).clone();
-        auto y = cuda::fused_conv1d_step(x, w, b, silu, conv);
-        EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << "W=" << W << " bias=" << bias;
-        EXPECT_TRUE(torch::equal(conv, next_state)) << "the state must hold the last W-1 inputs, W=" << W;
-      }
+  struct Shape {
+    int64_t C, offset;
+    bool packed;
+  };
+  for (const Shape sh : {Shape{1000, 0, false}, Shape{2048, 8, true}, Shape{200, 30, true}, Shape{89, 0, false}})
+    for (int64_t W : {4, 1, 3, 8})
+      for (bool bias : {true, false})
+        for (bool silu : {true, false}) {
+          const int64_t B = 5, C = sh.C;
+          auto x = sh.packed ? randn({B, 1, C + 2 * sh.offset + 8}, torch::kBFloat16).narrow(2, sh.offset, C)
+                             : randn({B, 1, C}, torch::kBFloat16);
+          auto w = randn({C, 1, W}, torch::kBFloat16, 0.5);
+          auto b = bias ? randn({C}, torch::kBFloat16) : torch::Tensor();
+          auto conv = randn({B, W - 1, C}, torch::kBFloat16);
+          const auto window = torch::cat({f64(conv), f64(x)}, 1);  // [B, W, C]
+          auto ref = (window * f64(w).squeeze(1).t().unsqueeze(0)).sum(1, true);
+          if (bias) ref = ref + f64(b);
+          if (silu) ref = ref * torch::sigmoid(ref);
+          const auto next_state = torch::cat({conv, x}, 1).narrow(1, 1, W - 1).clone();
+          auto y = cuda::fused_conv1d_step(x, w, b, silu, conv);
+          const std::string at = "C=" + std::to_string(C) + " W=" + std::to_string(W) + " bias=" +
+                                 std::to_string(bias) + " silu=" + std::to_string(silu);
+          EXPECT_LE(test::rel_err(y, ref), 2 * unit_roundoff(torch::kBFloat16)) << at;
+          EXPECT_TRUE(torch::equal(conv, next_state)) << "the state must hold the last W-1 inputs, " << at;
+        }
 }
 
 // The kernel keeps the window in registers and a thread walks 32 tokens: T = 32 / 33 / 65 cross chunk boundaries,
