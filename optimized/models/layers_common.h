@@ -41,7 +41,12 @@ torch::Tensor qwen_gated_rms_norm(const torch::Tensor& x, const torch::Tensor& g
 /// Returns the compute dtype (fp32/f64), not the input dtype.
 torch::Tensor l2_normalize(const torch::Tensor& x, double eps = 1e-6);
 /// x [B,T,C], weight [C,1,W], bias [C] or undefined.
+/// CUDA bf16/fp16 and W <= 8: the fused kernels (kernels/fused_layer_ops.h), under autograd too (conv1d_autograd.h).
 torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, bool silu);
+/// causal_conv1d on LibTorch operations whatever the device: fp32 (f64) copies, the depthwise conv1d, SiLU, the input
+/// dtype; the path every other input takes (and the one STATECUT_FUSED=0 keeps), for tests that compare the two.
+torch::Tensor causal_conv1d_libtorch(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                     bool silu);
 /// x [...,in] · wᵀ with w [out,in]. Call it qualified, statecut::linear: ADL would also find torch::linear.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w);
 torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, const torch::Tensor& up_w,
