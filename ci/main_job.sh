@@ -8,6 +8,7 @@
 # Corpora: ../shared/corpora when present, else the prefixes shipped in assets/corpora.
 # Knobs (environment): STATECUT_BUILD (build dir), MAIN_RATIOS ("0.5 0.75"), MAIN_METHODS,
 # MAIN_CALIB_SEQS (4), MAIN_CALIB_LEN (512), MAIN_EVAL_TOKENS (8192 bytes scored per corpus), MAIN_RANK_LEN (512),
+# MAIN_FT_STEPS (40: recovery fine-tuning of the drrqr prunes, 0 skips it),
 # MAIN_QWEN (1: the Qwen3.5 + tokenizer.json section at the end), MAIN_QWEN_STEPS (10):
 # small defaults because the CPU forward measured here is slow (see the pipeline report); the paper-size run is
 # MAIN_CALIB_SEQS=16 MAIN_CALIB_LEN=2048 MAIN_EVAL_TOKENS=600000 MAIN_RANK_LEN=2048.
@@ -49,9 +50,26 @@ for r in $ratios; do
   done
 done
 
-python3 - "$work" "$ratios" "$methods" "$seed" "$corpora" "$((SECONDS - t0))" <<'PY'
+# Recovery (issue 13, bench/finetune_recovery.md): each drrqr prune fine-tuned with the paper's recipe (LoRA r 32 /
+# alpha 64 on q, k, v + conv/norm/bias, CE + T^2 KL from the unpruned model at T = 2) for MAIN_FT_STEPS steps of
+# 2 x 512 tokens of pydocs_train at lr 1e-3 (the recipe's 1e-4 is for 2000 steps), then measured like the rest: the
+# table's "drrqr+ft" rows and the share of the pruning loss on pydocs_valid they win back. MAIN_FT_STEPS=0 skips it.
+ft_steps="${MAIN_FT_STEPS:-40}"
+if [ "$ft_steps" != 0 ] && [[ " $methods " == *" drrqr "* ]]; then
+  for r in $ratios; do
+    "$bin" finetune --quiet --checkpoint "$work/ckpt-drrqr-$r" --teacher "$model" --text "$corpora/pydocs_train.txt" \
+      --steps "$ft_steps" --seq-len 512 --batch 2 --lr 1e-3 --seed "$seed" --out "$work/ckpt-drrqr+ft-$r" >/dev/null
+    measure "drrqr+ft-$r" "$work/ckpt-drrqr+ft-$r"
+    echo "  drrqr @ $r fine-tuned $ft_steps steps ($((SECONDS - t0)) s)" >&2
+  done
+else
+  ft_steps=0
+fi
+
+python3 - "$work" "$ratios" "$methods" "$seed" "$corpora" "$((SECONDS - t0))" "$ft_steps" <<'PY'
 import json, sys, os
 work, ratios, methods, seed, corpora, secs = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4], sys.argv[5], int(sys.argv[6])
+ft_steps = int(sys.argv[7])
 def load(name):
     ev = json.load(open(os.path.join(work, name + ".eval.json")))
     rk = json.load(open(os.path.join(work, name + ".rank.json")))
@@ -67,6 +85,12 @@ rows = [("baseline", None, load("baseline"))]
 for r in ratios:
     for m in methods:
         rows.append((m, float(r), load(f"{m}-{r}")))
+    if ft_steps:
+        # recovered: the share of drrqr's loss on pydocs_valid that the fine-tune wins back
+        x, base, pruned = load(f"drrqr+ft-{r}"), rows[0][2]["pydocs_valid"], load(f"drrqr-{r}")["pydocs_valid"]
+        x["finetune_steps"] = ft_steps
+        x["recovered"] = round((pruned - x["pydocs_valid"]) / (pruned - base), 4) if pruned != base else None
+        rows.append(("drrqr+ft", float(r), x))
 hdr = f"{'method':<10}{'ratio':>6}{'dk':>5}{'pydocs_valid':>14}{'fortunes':>10}{'wordnet':>10}{'mean u':>9}{'prune s':>9}"
 print("bits/byte (lower is better) and mean rank utilization of the ungated delta state")
 print(hdr)
@@ -74,7 +98,8 @@ print("-" * len(hdr))
 for m, r, x in rows:
     rs = "-" if r is None else f"{r:.2f}"
     ps = f"{x['prune_seconds']:.1f}" if "prune_seconds" in x else ""
-    print(f"{m:<10}{rs:>6}{x['dk']:>5}{x['pydocs_valid']:>14.4f}{x['fortunes']:>10.4f}{x['wordnet']:>10.4f}{x['mean_u']:>9.4f}{ps:>9}")
+    rec = f"   recovers {100 * x['recovered']:.0f}% of drrqr's loss" if x.get("recovered") is not None else ""
+    print(f"{m:<10}{rs:>6}{x['dk']:>5}{x['pydocs_valid']:>14.4f}{x['fortunes']:>10.4f}{x['wordnet']:>10.4f}{x['mean_u']:>9.4f}{ps:>9}{rec}")
 print(json.dumps({"model": "assets/byte_delta_net_4L", "corpora": corpora, "seed": int(seed), "seconds": secs,
                   "rows": [dict(method=m, ratio=r, **x) for m, r, x in rows]}))
 PY

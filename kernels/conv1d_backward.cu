@@ -9,33 +9,11 @@ namespace statecut::cuda {
 namespace {
 
 using detail::from_f;
+using detail::load_vec;
+using detail::store_vec;
 using detail::to_f;
 
 constexpr int kBwdThreads = 128;  // channel groups per block
-
-template <typename T, int V>
-__device__ __forceinline__ void load_v(const T* p, float (&out)[V]) {
-  if constexpr (V == 8) {
-    detail::load8(p, out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = to_f<T>(p[i]);
-  }
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store_v(T* p, const float (&v)[V]) {
-  if constexpr (V == 8) {
-    uint4 raw;
-    T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = from_f<T>(v[i]);
-    *reinterpret_cast<uint4*>(p) = raw;
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) p[i] = from_f<T>(v[i]);
-  }
-}
 
 // LibTorch's silu_backward: σ(s) (1 + s (1 − σ(s))), σ with the accurate expf as the forward's SiLU.
 __device__ __forceinline__ float silu_grad(float s) {
@@ -61,7 +39,7 @@ __global__ void __launch_bounds__(kBwdThreads) conv1d_bwd_kernel(RowsArg x, cons
   const int64_t row0 = static_cast<int64_t>(b) * Tn;
   auto load_x = [&](int pos, float (&out)[V]) {  // x at position pos of sequence b; zeros before the sequence
     if (pos >= 0) {
-      load_v<T, V>(xp + (flat ? (row0 + pos) * x.row_stride : x.offset(row0 + pos)) + c0, out);
+      load_vec<T, V>(xp + (flat ? (row0 + pos) * x.row_stride : x.offset(row0 + pos)) + c0, out);
     } else {
 #pragma unroll
       for (int v = 0; v < V; ++v) out[v] = 0.f;
@@ -92,7 +70,7 @@ __global__ void __launch_bounds__(kBwdThreads) conv1d_bwd_kernel(RowsArg x, cons
     if (tp < Tn) {
       load_x(tp, win[W - 1]);
       float g[V];
-      load_v<T, V>(dy + (row0 + tp) * C + c0, g);
+      load_vec<T, V>(dy + (row0 + tp) * C + c0, g);
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         float s = 0.f;
@@ -133,7 +111,7 @@ __global__ void __launch_bounds__(kBwdThreads) conv1d_bwd_kernel(RowsArg x, cons
         for (int j = 0; j < W; ++j) acc += wc[j][v] * dsw[W - 1 - j][v];
         o[v] = acc;
       }
-      store_v<T, V>(dx + (row0 + t) * C + c0, o);
+      store_vec<T, V>(dx + (row0 + t) * C + c0, o);
     }
   }
   float* p = part + (static_cast<int64_t>(blockIdx.x) * C + c0) * (W + 1);

@@ -21,29 +21,8 @@ __device__ __forceinline__ int64_t row_offset(const RowsArg& x, int64_t r, bool 
   return flat ? r * x.row_stride : x.offset(r);
 }
 
-/// V consecutive elements as floats (V = 8: one aligned 16-byte load) and back.
-template <typename T, int V>
-__device__ __forceinline__ void load_vec(const T* p, float (&out)[V]) {
-  if constexpr (V == 8) {
-    detail::load8(p, out);
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = to_f<T>(p[i]);
-  }
-}
-template <typename T, int V>
-__device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
-  if constexpr (V == 8) {
-    uint4 raw;
-    T* e = reinterpret_cast<T*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) e[i] = from_f<T>(v[i]);
-    *reinterpret_cast<uint4*>(p) = raw;
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) p[i] = from_f<T>(v[i]);
-  }
-}
+using detail::load_vec;
+using detail::store_vec;
 
 constexpr int kNormThreads = 256;
 

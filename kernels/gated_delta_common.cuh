@@ -33,6 +33,30 @@ __device__ __forceinline__ void load8(const T* p, float* out) {
   for (int i = 0; i < 8; ++i) out[i] = to_f<T>(e[i]);
 }
 
+/// V consecutive elements as floats (V = 8: one aligned 16-byte load) and back (V = 8: one 16-byte store).
+template <typename T, int V>
+__device__ __forceinline__ void load_vec(const T* p, float (&out)[V]) {
+  if constexpr (V == 8) {
+    load8(p, out);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = to_f<T>(p[i]);
+  }
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
+  if constexpr (V == 8) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) e[i] = from_f<T>(v[i]);
+    *reinterpret_cast<uint4*>(p) = raw;
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) p[i] = from_f<T>(v[i]);
+  }
+}
+
 /// torch's softplus (beta 1, threshold 20), as fla's gate uses it.
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
