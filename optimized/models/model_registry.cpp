@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/families/fla_delta_net.h"
@@ -86,6 +87,37 @@ nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std
   return prunable_family(config, origin).pruned_config(config, new_dk, origin);
 }
 
+namespace {
+/// "<...>layers.<i>." of a tensor name (its first such segment), or "" when it has none.
+std::string layer_prefix(const std::string& name) {
+  for (std::size_t at = name.find("layers."); at != std::string::npos; at = name.find("layers.", at + 1)) {
+    if (at > 0 && name[at - 1] != '.') continue;
+    std::size_t e = at + 7;
+    while (e < name.size() && name[e] >= '0' && name[e] <= '9') ++e;
+    if (e > at + 7 && e < name.size() && name[e] == '.') return name.substr(0, e + 1);
+  }
+  return "";
+}
+}  // namespace
+
+std::vector<std::string> unused_layer_tensors(const WeightSource& w) {
+  std::set<std::string> bound;  // layer prefixes of the tensors the model read
+  const auto names = w.names();
+  for (const auto& n : names)
+    if (w.used(n)) {
+      auto p = layer_prefix(n);
+      if (!p.empty()) bound.insert(std::move(p));
+    }
+  std::vector<std::string> out;
+  for (const auto& n : names) {
+    if (w.used(n) || !bound.count(layer_prefix(n))) continue;
+    const std::string derived = "rotary_emb.inv_freq";  // a buffer older transformers saved: derived, not a weight
+    if (n.size() >= derived.size() && n.compare(n.size() - derived.size(), derived.size(), derived) == 0) continue;
+    out.push_back(n);
+  }
+  return out;
+}
+
 std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
                                           torch::Device device, const std::string& config_origin) {
   register_builtin_families();
@@ -123,7 +155,15 @@ std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, 
   if (!find_family(config["model_type"].get<std::string>()))
     return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
   const WeightSource w = WeightSource::open_dir(dir);
-  return build_causal_lm(config, placeholders_from >= 0 ? w.checks_only(placeholders_from) : w, dtype, device, cfg_path);
+  auto model = build_causal_lm(config, placeholders_from >= 0 ? w.checks_only(placeholders_from) : w, dtype, device,
+                               cfg_path);
+  // A checkpoint as stored must not hold weights its config ignores (built in memory, a transformed config may bind
+  // a subset on purpose: verify's theorems drop the convs).
+  if (const auto extra = unused_layer_tensors(w); !extra.empty())
+    throw io::Error(w.origin(extra[0]) + ": " + extra[0] + ": a weight of a layer the model binds that " + cfg_path +
+                    " gives no use (an option statecut does not implement, or a config that does not match the " +
+                    "weights)" + (extra.size() > 1 ? "; " + std::to_string(extra.size() - 1) + " more like it" : ""));
+  return model;
 }
 }  // namespace
 

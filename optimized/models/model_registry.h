@@ -74,6 +74,14 @@ std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& con
 /// The config with the family's edit for the new key dim k' (so fla / transformers load the pruned weights).
 nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std::string& origin = "config.json");
 
+/// The stored tensors of `w` a model built from it did not read although they lie in a layer it bound (a name with
+/// the prefix "<...>layers.<i>." of a tensor it read; rotary inv_freq buffers excepted): the weights of an option the
+/// family does not implement (fla's attnres_*, an MoE block, a norm the config does not name) or of a config that
+/// does not match them. Computing without them would be a silently wrong model, so loading a checkpoint folder
+/// (load_causal_lm, load_causal_lm_placeholders, check_causal_lm_loads) refuses them;
+/// tensors outside the bound layers (Qwen's mtp.*, a vision tower, a tied lm_head) are not the model's and pass.
+std::vector<std::string> unused_layer_tensors(const WeightSource& w);
+
 /// Builds a model from an already parsed config and a weight source (used by load_causal_lm and by surgery, which
 /// holds the pruned weights in memory). `config_origin` names the config in error messages.
 std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -16,6 +18,13 @@ struct WeightSource::Impl {
   std::map<std::string, torch::Tensor> memory;
   TensorMaker make;    // generated
   std::string origin;  // for in-memory and generated sources
+  mutable std::mutex used_mutex;
+  mutable std::set<std::string> used;  // every name get() or raw() returned (used())
+
+  void mark_used(const std::string& name) const {
+    const std::lock_guard<std::mutex> lock(used_mutex);
+    used.insert(name);
+  }
 
   /// The stored view of `name` and the file holding it, or nullptr when no file holds it.
   const io::TensorView* view(const std::string& name, std::string* path = nullptr) const {
@@ -165,7 +174,13 @@ std::vector<int64_t> WeightSource::shape(const std::string& name) const {
   throw io::Error(origin(name) + ": missing tensor '" + name + "'");
 }
 
+bool WeightSource::used(const std::string& name) const {
+  const std::lock_guard<std::mutex> lock(impl_->used_mutex);
+  return impl_->used.count(name) > 0;
+}
+
 torch::Tensor WeightSource::raw(const std::string& name) const {
+  impl_->mark_used(name);
   std::string path;
   if (const auto* v = impl_->view(name, &path)) {
     try {
@@ -189,6 +204,7 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
       throw io::Error(origin(name) + ": " + name + ": made " + shape_str(t.sizes().vec()) + " for " + shape_str(expected_shape));
     return t.to(device, dtype).contiguous().clone();
   }
+  impl_->mark_used(name);
   const auto s = shape(name);
   if (s != expected_shape)
     throw io::Error(origin(name) + ": " + name + ": shape " + shape_str(s) + " but the config implies " +

@@ -213,6 +213,38 @@ TEST_F(BadInput_CliCheckpoint, missingTensor) {
   expect_checkpoint_failure(ck, {"missing tensor 'model.norm.weight'"});
 }
 
+// A stored weight in a layer the model binds that its config gives no use — here fla's attention-residual weights
+// (attnres_*) under a config that does not ask for them — is refused: computing without it would be a silently wrong
+// model. The config switch itself is refused by name.
+TEST_F(BadInput_CliCheckpoint, weightOfAnUnimplementedOptionInABoundLayer) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    views["model.layers.1.attnres_proj.weight"] = views.at("model.norm.weight");
+    bytes["model.layers.1.attnres_proj.weight"] = bytes.at("model.norm.weight");
+  });
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors", "model.layers.1.attnres_proj.weight", "no use"});
+  expect_checkpoint_failure(ck, {"model.layers.1.attnres_proj.weight"}, "l1");  // the data-free path binds too
+  edit_config(ck, [](nlohmann::json& c) { c["attnres_block_size"] = 2; });
+  expect_checkpoint_failure(ck, {ck + "/config.json", "'attnres_block_size'", "not supported"});
+}
+
+// What is not the model's passes: the layers of a multi-token-prediction head (Qwen's mtp.*) and a rotary
+// inverse-frequency buffer that older transformers saved inside a layer.
+TEST_F(BadInput_CliCheckpoint, tensorsOutsideTheBoundLayersAreNotTheModelsConcern) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    for (const char* n : {"mtp.layers.0.norm.weight", "model.layers.0.attn.rotary_emb.inv_freq"}) {
+      views[n] = views.at("model.norm.weight");
+      bytes[n] = bytes.at("model.norm.weight");
+    }
+  });
+  TempDir d("cli_io_extra");
+  for (const auto& [cmd, args] : checkpoint_commands(d, ck)) {
+    const CliRun r = run_statecut(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  }
+}
+
 TEST_F(BadInput_CliCheckpoint, nanWeight) {
   const std::string ck = copy_good(dir);
   rewrite_weights(ck, [](auto& views, auto& bytes) {

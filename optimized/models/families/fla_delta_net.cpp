@@ -311,6 +311,8 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
     config_error(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");
   if (c.contains("attn") && !c["attn"].is_null())
     config_error(origin, "'attn': hybrid softmax-attention layers are not supported");
+  if (c.contains("attnres_block_size") && !c["attnres_block_size"].is_null())
+    config_error(origin, "'attnres_block_size': fla's attention residuals are not supported");
   const auto act = cfg_string(c, "hidden_act", "swish", origin);
   if (act != "swish" && act != "silu") config_error(origin, "'hidden_act': only swish is supported, got '" + act + "'");
   if (c.contains("intermediate_size") && !c["intermediate_size"].is_null()) {
