@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "cli/command_registry.h"
@@ -68,7 +69,12 @@ int run_generate(GenerateArgs& a) {
   auto on_token = [&](int64_t, const std::vector<int64_t>& next) {
     if (!a.json) print(stream.push(next[0]));
   };
-  const auto r = statecut::generate(*model, prompt, a.gen, on_token);
+  statecut::GenerateResult r;
+  try {
+    r = statecut::generate(*model, prompt, a.gen, on_token);
+  } catch (const std::runtime_error& e) {  // the model's own failures (non-finite logits): name the checkpoint
+    throw std::runtime_error(a.checkpoint + ": " + e.what());
+  }
   const auto& out = r.tokens[0];
   const double decode_tps = r.steps > 0 ? static_cast<double>(r.steps) / r.decode_seconds : 0.0;
   if (a.json) {

@@ -60,6 +60,11 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
                                    .gather(2, y.to(logits.device()).unsqueeze(-1))
                                    .squeeze(-1)
                                    .to(torch::kCPU, torch::kFloat64);  // [b, len]
+    // A model whose forward overflows on this text (weights in range, activations not) has no bits/byte: say where.
+    if (!torch::isfinite(nll).all().item<bool>())
+      throw std::runtime_error(s.source + ": the model's logits are not finite (NaN or Inf) in the window of tokens [" +
+                               std::to_string(wins[i].start) + ", " + std::to_string(wins[i].start + len) +
+                               ") or one batched with it: its forward overflows on this text");
     const auto acc = nll.accessor<double, 2>();
     for (size_t w = i; w < j; ++w) {
       for (int64_t t = wins[w].first_target - (wins[w].start + 1); t < len; ++t) {

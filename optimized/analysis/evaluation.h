@@ -36,7 +36,8 @@ struct EvalResult {
   double seconds = 0;
 };
 
-/// Throws std::runtime_error "<file>: ..." when the stream has fewer than 2 tokens or options are bad.
+/// Throws std::runtime_error "<file>: ..." when the stream has fewer than 2 tokens, options are bad, or the model's
+/// logits are not finite on a window (a NaN bits/byte is no result).
 EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenizer& tok, const EvalOptions& opt,
                            const Progress& progress = {});
 

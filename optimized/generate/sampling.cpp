@@ -57,6 +57,8 @@ std::vector<int64_t> sample_next(const torch::Tensor& logits, const SamplingOpti
     return out;
   }
   auto l = logits.to(torch::kCPU, torch::kFloat64).contiguous();
+  if (!torch::isfinite(l).all().item<bool>())
+    throw std::runtime_error("the model's logits are not finite (NaN or Inf): nothing to sample from");
   const int64_t B = l.size(0), V = l.size(1);
   for (int64_t b = 0; b < B; ++b) {
     const double* row = l.data_ptr<double>() + b * V;

@@ -10,7 +10,8 @@
 //   theorems.permutation  a random permutation of each head's key channels, applied to the q and k projection rows
 //                       and conv channels together, leaves the logits unchanged (f64)
 //   theorems.rotation   a random orthogonal T per head on the q/k rows leaves the logits unchanged, in layers without
-//                       convs (fla delta_net evaluated with use_short_conv = false, qk_activation = identity)
+//                       convs (fla delta_net evaluated with use_short_conv = false, qk_activation = identity and
+//                       qk_norm = l2: a sum-normed key is not rotation invariant)
 #include <Eigen/QR>
 #include <chrono>
 #include <mutex>
@@ -267,6 +268,7 @@ void invariances(Context& ctx, std::vector<CheckResult>& out) {
   nlohmann::json cfg = ctx.config;
   cfg["use_short_conv"] = false;
   cfg["qk_activation"] = "identity";
+  cfg["qk_norm"] = "l2";  // fla's other choice, sum normalisation, is not rotation invariant
   const auto layers = prunable_layers_from_config(cfg, ctx.config_path);
   std::vector<LayerSelection> rot;
   for (const auto& L : layers) {
@@ -291,7 +293,7 @@ void invariances(Context& ctx, std::vector<CheckResult>& out) {
   const torch::Tensor lr = hidden_with(ctx, cfg, apply_selection(ws64, layers, rot), ids);
   out.push_back(invariance_row("theorems.rotation", lr, base,
                                "final hidden state (f64) with q/k rows rotated by a random orthogonal T per head vs unrotated, the "
-                               "layers evaluated without convs (use_short_conv = false, qk_activation = identity)"));
+                               "layers evaluated without convs (use_short_conv = false, qk_activation = identity, qk_norm = l2)"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `statecut eval` end to end: bits/byte from fla's own logits (fixture golden) reproduced, the JSON shape of
 // DESIGN.md §2, the shipped model near its recorded held-out bits/byte, one-line errors.
+#include "tests/cli/overflow_checkpoint.h"
 #include "tests/cli/prune_cli_util.h"
 
 using namespace pipeline_cli;
@@ -77,6 +78,20 @@ TEST(BadInput_Eval, failureAfterTheFilesAreReadPrintsNoTableHeader) {
     EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
     EXPECT_TRUE(r.out.empty()) << args << ": a table header before the failure: " << r.out;
   }
+}
+
+// A model whose forward overflows on the text (finite weights, Inf logits) has no bits/byte: one line naming the
+// text and the problem, exit 1, no table — not a "nan" row with exit 0.
+TEST(BadInput_Eval, overflowingForwardIsAnErrorNotANaNRow) {
+  TempDir d("evaloverflow");
+  const std::string ck = statecut::test::overflowing_checkpoint(kModel, d / "ck");
+  const std::string t = d / "t.txt";
+  head_bytes(kCorpora / "pydocs_valid.txt", t, 600);
+  const CliRun r = run_statecut("eval --quiet --checkpoint " + ck + " --text " + t);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("statecut eval: error: " + t + ": the model's logits are not finite", 0), 0u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
 TEST(Cli_Eval, windowBeyondTheTrainedLengthWarnsOnce) {

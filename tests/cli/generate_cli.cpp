@@ -15,6 +15,7 @@
 
 #include "optimized/io/safetensors.h"
 #include "tests/cli/cli_run.h"
+#include "tests/cli/overflow_checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -155,6 +156,18 @@ TEST(BadInput_Generate, badInputIsOneLineAndExitOne) {
   expect_one_line_failure(m + "--prompt x --top-k -3", "--top-k");
   expect_one_line_failure(m + "--prompt x --max-new-tokens -1", "--max-new-tokens");
   expect_one_line_failure("--checkpoint /nonexistent/model --prompt x", "/nonexistent/model");
+}
+
+// Greedy or sampled, a continuation drawn from non-finite logits is noise that looks like text: refused after the
+// prompt with one line naming the checkpoint, exit 1, nothing printed.
+TEST(BadInput_Generate, overflowingForwardIsAnErrorNotNoise) {
+  TempDir d("genoverflow");
+  const std::string ck = statecut::test::overflowing_checkpoint(kGenerateModel, d / "ck");
+  for (const std::string extra : {"", " --temperature 1 --seed 3"}) {
+    SCOPED_TRACE(extra);
+    expect_one_line_failure("--checkpoint " + ck + " --prompt x --max-new-tokens 4" + extra,
+                            ck + ": the model's logits are not finite");
+  }
 }
 
 }  // namespace

@@ -67,6 +67,27 @@ TEST(Verify_FlaPruned, fixturesPrunedByFlaPass) {
   }
 }
 
+// fla DeltaNet's other layer options (elu+1 activation with sum-normalised q/k; relu): every check passes. The rotation
+// theorem evaluates the layers without convs and activation and with l2-normed q/k — a sum-normed key is not rotation
+// invariant, so keeping the checkpoint's `sum` there failed a valid model (figure 1.4).
+TEST(Verify_FlaOptions, deltaNetLayerOptionsPassEveryCheck) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fla_delta_net: fixture not found";
+  for (const auto& [act, norm] : {std::pair<const char*, const char*>{"elu", "sum"}, {"relu", "l2"}}) {
+    SCOPED_TRACE(std::string(act) + " / " + norm);
+    statecut::test::TempDir d("verify_opts");
+    const std::string dir = d / "ck";
+    copy_checkpoint(src, dir);
+    edit_json(dir + "/config.json", [&](nlohmann::json& c) {
+      c["qk_activation"] = act;
+      c["qk_norm"] = norm;
+    });
+    const Report r = run_verify(quick(dir));
+    EXPECT_TRUE(r.passed()) << failures(r);
+    EXPECT_EQ(row(r, "theorems.rotation").status, Status::Pass) << row(r, "theorems.rotation").message;
+  }
+}
+
 // The shipped trained model (bf16): the reference, theorem and invariance checks on real weights.
 TEST(Verify_Shipped, byteDeltaNetPassesOnItsOwnText) {
   auto o = quick((kRoot / "assets" / "byte_delta_net_4L").string());
