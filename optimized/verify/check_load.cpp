@@ -47,6 +47,14 @@ void scan_tensor(const io::TensorView& t, const std::string& file, std::vector<s
   if (where.empty()) where = t.name;
 }
 
+/// Parts of a published checkpoint that are not the language model statecut runs: a multi-token-prediction head
+/// (Qwen3.5 / Qwen3-Next `mtp.*`) and a vision tower (Qwen3.5's `model.visual.*`). transformers' causal LM ignores
+/// them too; they are counted, not failed.
+bool outside_the_language_model(const std::string& name) {
+  return name.rfind("mtp.", 0) == 0 || name.rfind("model.mtp.", 0) == 0 || name.rfind("visual.", 0) == 0 ||
+         name.rfind("model.visual.", 0) == 0;
+}
+
 }  // namespace
 
 void check_load(Context& ctx, std::vector<CheckResult>& out) {
@@ -54,8 +62,8 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
   r.name = "load";
   r.relation = "==";
   r.threshold = 0;
-  r.reason = "every tensor the family binds present with the shape the config implies, none unexpected, a float "
-             "dtype, finite; shards as their index says; a usable tokenizer";
+  r.reason = "every tensor the family binds present with the shape the config implies, none unexpected (an MTP head's "
+             "or vision tower's aside), a float dtype, finite; shards as their index says; a usable tokenizer";
   std::vector<std::string> problems;
   std::set<std::string> stored;
   size_t n_tensors = 0;
@@ -85,13 +93,15 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     problems.push_back(ctx.load_error);
     if (r.where.empty()) r.where = "loader";
   }
-  size_t bound = 0;
+  size_t bound = 0, outside = 0;
   if (ctx.model) {
     std::set<std::string> expected;
     for (const auto& [n, t] : ctx.model->named_parameters()) expected.insert(n);
     bound = expected.size();
     for (const auto& n : stored)
-      if (!expected.count(n)) {
+      if (!expected.count(n) && outside_the_language_model(n)) {
+        ++outside;
+      } else if (!expected.count(n)) {
         problems.push_back(n + ": unexpected tensor (the " + ctx.model_type + " config binds " +
                            std::to_string(expected.size()) + " tensors, not this one)");
         if (r.where.empty()) r.where = n;
@@ -116,7 +126,10 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
   if (problems.empty()) {
     r.message = std::to_string(n_tensors) + " tensors (" + std::to_string(bytes >> 20) + " MiB, " +
                 dtype_label(ctx.stored_dtype) + ") in " + std::to_string(files.size()) + " file(s), all " +
-                std::to_string(bound) + " bound by the " + ctx.model_type + " loader, finite; tokenizer: " + tok_desc;
+                std::to_string(bound) + " bound by the " + ctx.model_type + " loader" +
+                (outside ? " (" + std::to_string(outside) + " of an MTP head or vision tower, not the language model's)"
+                         : std::string()) +
+                ", finite; tokenizer: " + tok_desc;
   } else {
     r.message = problems.front();
     for (size_t i = 1; i < problems.size() && i < 4; ++i) r.message += "; " + problems[i];

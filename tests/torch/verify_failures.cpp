@@ -12,6 +12,46 @@ using statecut::verify::Unreadable;
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
+// A published Qwen3.5 checkpoint carries an MTP head (mtp.*) and a vision tower (model.visual.*) beside the language
+// model: load counts them and passes; any other tensor the loader does not bind still fails it.
+TEST(Verify_Failures, mtpHeadAndVisionTowerPassLoadButAStrayTensorFails) {
+  const std::string src = fixture("hf_qwen3_5");
+  if (src.empty()) GTEST_SKIP() << "fixture hf_qwen3_5 not found";
+  for (const bool stray : {false, true}) {
+    SCOPED_TRACE(stray ? "with a stray tensor" : "MTP and vision only");
+    TempDir tmp("verify-mtp");
+    const std::string dir = tmp / "ckpt";
+    copy_checkpoint(src, dir);
+    const std::string path = dir + "/model.safetensors";
+    statecut::io::SafetensorsWriter w;
+    {
+      const auto f = statecut::io::SafetensorsFile::open(path);
+      const std::string norm = f.has("model.norm.weight") ? "model.norm.weight" : "model.language_model.norm.weight";
+      for (const auto& n : f.names()) w.add(f.tensor(n));
+      std::vector<std::string> extra = {"mtp.layers.0.input_layernorm.weight", "model.visual.blocks.0.norm1.weight"};
+      if (stray) extra.push_back("model.extra_norm.weight");
+      for (const auto& n : extra) {
+        const auto& v = f.tensor(norm);
+        w.add(n, v.dtype, v.shape, v.data, v.nbytes);
+      }
+      w.set_metadata(f.metadata());
+      w.write(path + ".new");
+    }
+    fs::rename(path + ".new", path);
+    const Report r = run_verify(quick(dir));
+    const CheckResult& load = row(r, "load");
+    if (stray) {
+      EXPECT_EQ(load.status, Status::Fail);
+      EXPECT_TRUE(contains(load.message, "model.extra_norm.weight: unexpected tensor")) << load.message;
+      EXPECT_FALSE(contains(load.message, "mtp.")) << load.message;
+    } else {
+      EXPECT_EQ(load.status, Status::Pass) << load.message;
+      EXPECT_TRUE(contains(load.message, "2 of an MTP head or vision tower")) << load.message;
+      EXPECT_TRUE(r.passed()) << failures(r);
+    }
+  }
+}
+
 TEST(Verify_Failures, nanInOneConvWeightFailsLoadNamingTheTensor) {
   const std::string src = fixture("fla_delta_net");
   if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
