@@ -15,37 +15,20 @@
 
 namespace statecut {
 
+bool fused_ops_usable(std::initializer_list<torch::Tensor> ts) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-namespace {
-bool fused_ops_enabled() {
   static const bool enabled = [] {
     const char* e = std::getenv("STATECUT_FUSED");
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
-  return enabled;
-}
-}  // namespace
-#endif
-
-bool fused_ops_apply(std::initializer_list<torch::Tensor> ts) {
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (!fused_ops_enabled() || needs_autograd(ts)) return false;
-  return cuda::fused_layer_ops_apply(ts);
+  return enabled && cuda::fused_layer_ops_apply(ts);
 #else
   (void)ts;
   return false;
 #endif
 }
 
-bool fused_ops_apply_recorded(std::initializer_list<torch::Tensor> ts) {
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (!fused_ops_enabled() || !needs_autograd(ts)) return false;
-  return cuda::fused_layer_ops_apply(ts);
-#else
-  (void)ts;
-  return false;
-#endif
-}
+bool fused_ops_apply(std::initializer_list<torch::Tensor> ts) { return !needs_autograd(ts) && fused_ops_usable(ts); }
 
 bool needs_autograd(std::initializer_list<torch::Tensor> ts) {
   if (!torch::GradMode::is_enabled()) return false;
@@ -136,11 +119,11 @@ torch::Tensor causal_conv1d(const torch::Tensor& x, const torch::Tensor& weight,
   TORCH_CHECK(x.dim() == 3 && weight.dim() == 3 && weight.size(1) == 1 && weight.size(0) == x.size(2),
               "causal_conv1d: x [B,T,C] and weight [C,1,W] expected");
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  if (weight.size(2) <= cuda::kFusedConvMaxWidth) {
-    if (fused_ops_apply({x, weight, bias})) return cuda::fused_conv1d(x, weight, bias, silu, torch::Tensor(), nullptr);
-    // Training: the same forward kernel and conv1d_backward's kernels for the gradients (conv1d_autograd.h).
-    if (fused_ops_apply_recorded({x, weight, bias})) return fused_causal_conv1d(x, weight, bias, silu);
-  }
+  // Under autograd (training): the same forward kernel and conv1d_backward's kernels for the gradients
+  // (conv1d_autograd.h).
+  if (weight.size(2) <= cuda::kFusedConvMaxWidth && fused_ops_usable({x, weight, bias}))
+    return needs_autograd({x, weight, bias}) ? fused_causal_conv1d(x, weight, bias, silu)
+                                             : cuda::fused_conv1d(x, weight, bias, silu, torch::Tensor(), nullptr);
 #endif
   return causal_conv1d_libtorch(x, weight, bias, silu);
 }
