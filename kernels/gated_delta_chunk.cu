@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/gated_delta_chunk.cuh"
+#include "kernels/pdl.cuh"
 
 namespace statecut::cuda {
 namespace chunk {
@@ -483,20 +484,13 @@ cudaError_t launch_state(const GatedDeltaArgs& a, int Kp, int maxC, const float*
   if (e != cudaSuccess) return e;
   // Programmatic dependent launch: state blocks may start (initial state, first q/k rows) while prep drains. Only
   // for grids of at least two blocks per SM: blocks placed early could pile up two to an SM while others stay empty.
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((a.V + BV - 1) / BV, a.HV, a.N);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = bytes;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = static_cast<long>(cfg.gridDim.x) * cfg.gridDim.y * cfg.gridDim.z >= 2L * sms ? 1 : 0;
+  // (Not switched by STATECUT_PDL, which is the decode step's.)
+  const dim3 grid((a.V + BV - 1) / BV, a.HV, a.N);
+  const bool dependent = static_cast<long>(grid.x) * grid.y * grid.z >= 2L * sms;
   const float* wsT = ws;
   const float* wsP = ws + slots * kFrag;
   const float* wsS = ws + 2 * slots * kFrag;
-  return cudaLaunchKernelEx(&cfg, kern, a, Kp, maxC, wsT, wsP, wsS);
+  return pdl::launch_as(dependent, kern, grid, dim3(kThreads), bytes, s, a, Kp, maxC, wsT, wsP, wsS);
 }
 
 /// Blocks of `bytes` dynamic shared memory that fit on one SM of the current device (1 KiB reserved per block).

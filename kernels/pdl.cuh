@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace statecut::cuda::pdl {
 
@@ -32,9 +33,10 @@ inline bool enabled() {
 }
 
 /// kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent of the stream's previous kernel when
-/// enabled(). Returns the launch error.
+/// `dependent`. Returns the launch error.
 template <typename... Params, typename... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+cudaError_t launch_as(bool dependent, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                      Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -44,8 +46,14 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
-  cfg.numAttrs = enabled() ? 1 : 0;
+  cfg.numAttrs = dependent ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
+/// launch_as(enabled(), ...): the decode step's kernels, switched by STATECUT_PDL.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  return launch_as(enabled(), kernel, grid, block, smem, s, std::forward<Args>(args)...);
 }
 
 }  // namespace statecut::cuda::pdl
