@@ -18,14 +18,6 @@ constexpr int64_t kMaxReservedSteps = 16384;
 double generate_seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
-/// A continuation drawn from NaN or Inf logits is noise that looks like text: refuse it (one reduction and one
-/// synchronisation, after the prompt and after the last step; a non-finite recurrent state stays non-finite).
-void require_finite(const torch::Tensor& logits, const char* where) {
-  if (!torch::isfinite(logits).all().item<bool>())
-    throw std::runtime_error(std::string("the model's logits are not finite (NaN or Inf) ") + where +
-                             ": its forward overflows on this input");
-}
 }  // namespace
 
 GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const GenerateOptions& opt,
@@ -57,8 +49,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   auto to_ids = [&](const std::vector<int64_t>& ids) {  // [B, 1] on the model's device
     return torch::tensor(ids, torch::TensorOptions().dtype(torch::kInt64)).view({B, 1}).to(device);
   };
-  require_finite(logits, "after the prompt");
-  auto next = sample_next(logits, opt.sampling, rng);
+  auto next = sample_next(logits, opt.sampling, rng);  // refuses non-finite logits (after the prompt)
   for (int64_t i = 0;; ++i) {
     for (int64_t b = 0; b < B; ++b) {
       auto& row = res.tokens[static_cast<size_t>(b)];
@@ -101,7 +92,9 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
       next = sample_next(stepper->logits().select(1, 0), opt.sampling, rng);
     }
   }
-  if (stepper) require_finite(stepper->logits(), "at the last step");
+  // The greedy steps' ids come from the stepper's argmax on the device, unchecked: their last logits are (a
+  // non-finite recurrent state stays non-finite), after the loop, outside the captured step.
+  if (stepper) require_finite_logits(stepper->logits(), " at the last step");
   res.decode_seconds = generate_seconds_since(t0);
   res.state_bytes = cache.bytes();
   return res;

@@ -48,8 +48,15 @@ int64_t sample_row(const std::vector<double>& logits, const SamplingOptions& s, 
   return idx.back();  // u within rounding of sum
 }
 
+void require_finite_logits(const torch::Tensor& logits, const std::string& where) {
+  if (!torch::isfinite(logits).all().item<bool>())
+    throw std::runtime_error("the model's logits are not finite (NaN or Inf)" + where +
+                             ": its forward overflows on this input");
+}
+
 std::vector<int64_t> sample_next(const torch::Tensor& logits, const SamplingOptions& s, std::mt19937_64& rng) {
   TORCH_CHECK(logits.dim() == 2, "sample_next: logits must be [B, V], got ", logits.sizes());
+  require_finite_logits(logits);
   std::vector<int64_t> out;
   if (s.temperature <= 0.0) {  // argmax on the device: one id per row comes back
     auto ids = logits.argmax(-1).to(torch::kCPU, torch::kInt64).contiguous();
@@ -57,8 +64,6 @@ std::vector<int64_t> sample_next(const torch::Tensor& logits, const SamplingOpti
     return out;
   }
   auto l = logits.to(torch::kCPU, torch::kFloat64).contiguous();
-  if (!torch::isfinite(l).all().item<bool>())
-    throw std::runtime_error("the model's logits are not finite (NaN or Inf): nothing to sample from");
   const int64_t B = l.size(0), V = l.size(1);
   for (int64_t b = 0; b < B; ++b) {
     const double* row = l.data_ptr<double>() + b * V;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace statecut {
@@ -24,7 +25,12 @@ struct SamplingOptions {
 /// Throws std::invalid_argument (one line) for temperature < 0, top_k < 0 or top_p outside (0, 1].
 void check_sampling(const SamplingOptions& s);
 
-/// One id per row of logits [B, V] (any device, any float dtype).
+/// Throws std::runtime_error "the model's logits are not finite (NaN or Inf)<where>: its forward overflows on this
+/// input" when one is: a token drawn from them is noise that looks like text. One reduction (and, on a device, one
+/// synchronisation).
+void require_finite_logits(const torch::Tensor& logits, const std::string& where = "");
+
+/// One id per row of logits [B, V] (any device, any float dtype); non-finite logits throw (require_finite_logits).
 std::vector<int64_t> sample_next(const torch::Tensor& logits, const SamplingOptions& s, std::mt19937_64& rng);
 
 /// The row's id by the rule above (logits of one row, in double).

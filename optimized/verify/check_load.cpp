@@ -98,14 +98,16 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     std::set<std::string> expected;
     for (const auto& [n, t] : ctx.model->named_parameters()) expected.insert(n);
     bound = expected.size();
-    for (const auto& n : stored)
-      if (!expected.count(n) && outside_the_language_model(n)) {
+    for (const auto& n : stored) {
+      if (expected.count(n)) continue;
+      if (outside_the_language_model(n)) {
         ++outside;
-      } else if (!expected.count(n)) {
-        problems.push_back(n + ": unexpected tensor (the " + ctx.model_type + " config binds " +
-                           std::to_string(expected.size()) + " tensors, not this one)");
-        if (r.where.empty()) r.where = n;
+        continue;
       }
+      problems.push_back(n + ": unexpected tensor (the " + ctx.model_type + " config binds " +
+                         std::to_string(expected.size()) + " tensors, not this one)");
+      if (r.where.empty()) r.where = n;
+    }
   }
   // Tokenizer (tokenizer.h's rule): a tokenizer.model / tokenizer.json must load; without one the model is
   // byte-level only with vocab 256, else text cannot be read (token files still can) — reported, not a failure.
