@@ -180,9 +180,7 @@ template <typename T>
 void launch_bwd_w(RowsArg x, const void* w, const void* bias, const void* dy, void* dx, float* part, int B, int Tn,
                   int C, int W, bool silu, cudaStream_t s) {
   // 8 channels per thread when every row of x, dy and dx allows 16-byte accesses (the rule of conv1d_seq).
-  const int64_t rows = static_cast<int64_t>(B) * Tn;
-  const bool vec = C % 8 == 0 && aligned16(x.p) && x.row_stride % 8 == 0 &&
-                   (x.group >= rows || x.group_stride % 8 == 0) && aligned16(dy) && aligned16(dx);
+  const bool vec = rows_aligned16(x, static_cast<int64_t>(B) * Tn, C) && aligned16(dy) && aligned16(dx);
   switch (W) {
     case 1: launch_bwd_v<T, 1>(vec, x, w, bias, dy, dx, part, B, Tn, C, silu, s); break;
     case 2: launch_bwd_v<T, 2>(vec, x, w, bias, dy, dx, part, B, Tn, C, silu, s); break;

@@ -270,12 +270,6 @@ void launch_norm_v(RowsArg x, RowsArg d, RowsArg z, const NormArgs& n, cudaStrea
   }
 }
 
-/// Every row of `a` starts 16-byte aligned and D is a multiple of 8: the V = 8 kernels may be used.
-bool rows_aligned16(const RowsArg& a, int64_t rows, int D) {
-  return reinterpret_cast<uintptr_t>(a.p) % 16 == 0 && a.row_stride % 8 == 0 &&
-         (a.group >= rows || a.group_stride % 8 == 0) && D % 8 == 0;
-}
-
 template <typename T, int V>
 void launch_norm_kinds(RowsArg x, RowsArg d, RowsArg z, NormGate gate, const NormArgs& n, cudaStream_t s) {
   if (d.p)

@@ -38,6 +38,13 @@ struct RowsArg {
   __host__ __device__ int64_t offset(int64_t r) const { return (r / group) * group_stride + (r % group) * row_stride; }
 };
 
+/// Every one of `rows` rows of 16-bit elements starts 16-byte aligned and D is a multiple of 8: the kernels' 8-channel
+/// (16-byte) paths may be used.
+inline bool rows_aligned16(const RowsArg& a, int64_t rows, int D) {
+  return reinterpret_cast<uintptr_t>(a.p) % 16 == 0 && a.row_stride % 8 == 0 &&
+         (a.group >= rows || a.group_stride % 8 == 0) && D % 8 == 0;
+}
+
 /// How the gate z of a gated norm enters (header table): fla's FusedRMSNormGated or Qwen3.5's roundings.
 enum class NormGate { kFla, kQwen };
 

@@ -10,20 +10,6 @@
 namespace statecut::cuda {
 namespace {
 
-/// Rows b·T + t of x [B,T,C] (x.stride(2) == 1): one stride when the sequences nest (or T = 1), else two levels.
-RowsArg rows_of(const at::Tensor& x) {
-  RowsArg a;
-  a.p = x.data_ptr();
-  const int64_t B = x.size(0), T = x.size(1);
-  if (T == 1) {
-    a.row_stride = x.stride(0);
-  } else {
-    a.row_stride = x.stride(1);
-    if (B > 1 && x.stride(0) != T * x.stride(1)) a.group = T, a.group_stride = x.stride(0);
-  }
-  return a;
-}
-
 bool same_kind(const at::Tensor& t, const at::Tensor& x) {
   return !t.defined() || (t.device() == x.device() && t.scalar_type() == x.scalar_type());
 }
@@ -54,8 +40,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_conv1d_backward(const at::T
   at::Tensor db = bias.defined() ? at::empty({C}, f32) : at::Tensor();
   const int Bi = static_cast<int>(B), Ti = static_cast<int>(T), Ci = static_cast<int>(C), Wi = static_cast<int>(W);
   at::Tensor ws = at::empty({conv1d_backward_workspace(Bi, Ti, Ci, Wi)}, f32);
+  int64_t rows = 0;  // B·T: rows_arg reads x [B,T,C] as the forward's binding does (one or two stride levels)
   const cudaError_t e = conv1d_backward(
-      x.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16, rows_of(xs), wc.data_ptr(),
+      x.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16, rows_arg(xs, rows), wc.data_ptr(),
       bc.defined() ? bc.data_ptr() : nullptr, dyc.data_ptr(), dx.data_ptr(), dw.data_ptr<float>(),
       db.defined() ? db.data_ptr<float>() : nullptr, ws.numel() > 0 ? ws.data_ptr<float>() : nullptr, Bi, Ti, Ci, Wi,
       silu, at::cuda::getCurrentCUDAStream());

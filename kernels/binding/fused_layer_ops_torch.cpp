@@ -36,14 +36,6 @@ bool as_rows(const at::Tensor& t, RowsArg& a, int64_t& rows) {
 
 ElemType elem(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16; }
 
-RowsArg rows_arg(const at::Tensor& t, int64_t& rows) {
-  RowsArg a;
-  TORCH_CHECK(as_rows(t, a, rows), "statecut fused ops: ", t.sizes(), " with strides ", t.strides(),
-              " is not rows of at most two stride levels with a contiguous last dim");
-  a.p = t.data_ptr();
-  return a;
-}
-
 void check(cudaError_t e, const char* what) {
   TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
 }
@@ -67,6 +59,14 @@ at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, d
 }
 
 }  // namespace
+
+RowsArg rows_arg(const at::Tensor& t, int64_t& rows) {
+  RowsArg a;
+  TORCH_CHECK(as_rows(t, a, rows), "statecut fused ops: ", t.sizes(), " with strides ", t.strides(),
+              " is not rows of at most two stride levels with a contiguous last dim");
+  a.p = t.data_ptr();
+  return a;
+}
 
 bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts) {
   const at::Tensor* first = nullptr;

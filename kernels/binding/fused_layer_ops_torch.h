@@ -22,6 +22,11 @@ namespace statecut::cuda {
 /// rows of at most two stride levels with a contiguous last dim.
 bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
 
+struct RowsArg;  // kernels/fused_layer_ops.h
+/// t [..., D] as the kernels' rows (RowsArg: one or two stride levels over the leading dims; the last dim contiguous)
+/// and their count; TORCH_CHECK fails for any other layout (fused_layer_ops_apply tells beforehand).
+RowsArg rows_arg(const at::Tensor& t, int64_t& rows);
+
 /// fused_conv1d keeps the conv window in registers: widths up to this (fla, Mamba-2 and Qwen3.5 use 4).
 inline constexpr int64_t kFusedConvMaxWidth = 8;
 
