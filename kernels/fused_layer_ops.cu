@@ -12,9 +12,8 @@ namespace {
 using detail::from_f;
 using detail::to_f;
 
-// LibTorch's float SiLU and sigmoid (x / (1 + exp(-x)), 1 / (1 + exp(-x))) with the accurate expf.
-__device__ __forceinline__ float silu_f(float x) { return x / (1.f + expf(-x)); }
-__device__ __forceinline__ float sigmoid_f(float x) { return 1.f / (1.f + expf(-x)); }
+using detail::sigmoid_f;
+using detail::silu_f;
 
 /// Row r's offset; `flat` (no grouping among the rows read) skips the 64-bit division of RowsArg::offset.
 __device__ __forceinline__ int64_t row_offset(const RowsArg& x, int64_t r, bool flat) {
@@ -412,62 +411,6 @@ void launch_silu_mul(RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStr
     pdl::launch(silu_mul_kernel<T, 1>, grid, dim3(kSiluThreads), 0, s, a, b, static_cast<T*>(y), D);
 }
 
-// Small-batch GEMV: a warp per output column n reads w's row n once (16-byte loads, 8 in flight per lane) against
-// the M <= 8 rows of x, fp32 sums reduced over the warp, one rounding. At M = 1 cuBLAS's kernels reached 1.4-3.4 TB/s
-// on the 1.3B layers' 8-46 MB matrices (62% of the step's copy bandwidth over a layer, H200 profile 2026-12-02).
-constexpr int kGemvWarps = 8;
-template <typename T, int M>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                               T* __restrict__ y, int N, int K) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int n = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x >> 5);
-  if (n >= N) return;
-  const T* wr = w + static_cast<int64_t>(n) * K;
-  float acc[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) acc[m] = 0.f;
-#pragma unroll 8
-  for (int k = lane * 8; k < K; k += 32 * 8) {
-    float wv[8];
-    detail::load8(wr + k, wv);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xv[8];
-      detail::load8(x + static_cast<int64_t>(m) * K + k, xv);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] += wv[i] * xv[i];
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < M; ++m)
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
-  if (lane == 0)
-#pragma unroll
-    for (int m = 0; m < M; ++m) y[static_cast<int64_t>(m) * N + n] = from_f<T>(acc[m]);
-}
-
-template <typename T, int M>
-void launch_gemv_m(const void* x, const void* w, void* y, int N, int K, cudaStream_t s) {
-  pdl::launch(gemv_kernel<T, M>, dim3(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps)), dim3(kGemvWarps * 32), 0,
-              s, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), N, K);
-}
-
-template <typename T>
-void launch_gemv(const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
-  switch (M) {
-    case 1: launch_gemv_m<T, 1>(x, w, y, N, K, s); break;
-    case 2: launch_gemv_m<T, 2>(x, w, y, N, K, s); break;
-    case 3: launch_gemv_m<T, 3>(x, w, y, N, K, s); break;
-    case 4: launch_gemv_m<T, 4>(x, w, y, N, K, s); break;
-    case 5: launch_gemv_m<T, 5>(x, w, y, N, K, s); break;
-    case 6: launch_gemv_m<T, 6>(x, w, y, N, K, s); break;
-    case 7: launch_gemv_m<T, 7>(x, w, y, N, K, s); break;
-    default: launch_gemv_m<T, 8>(x, w, y, N, K, s); break;
-  }
-}
-
 }  // namespace
 
 cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, const void* bias, void* y,
@@ -488,17 +431,6 @@ cudaError_t silu_mul(ElemType t, RowsArg a, RowsArg b, void* y, int64_t rows, in
     launch_silu_mul<__nv_bfloat16>(a, b, y, rows, D, s);
   else
     launch_silu_mul<__half>(a, b, y, rows, D, s);
-  return cudaGetLastError();
-}
-
-cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
-  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!x || !w || !y || M < 1 || M > kGemvMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w))
-    return cudaErrorInvalidValue;
-  if (t == ElemType::kBF16)
-    launch_gemv<__nv_bfloat16>(x, w, y, M, N, K, s);
-  else
-    launch_gemv<__half>(x, w, y, M, N, K, s);
   return cudaGetLastError();
 }
 

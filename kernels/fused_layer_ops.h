@@ -14,8 +14,9 @@
 ///                 state[b,j,c] <- win[b,j+1,c] (in place: one thread owns 8 channels or one)   act = SiLU or identity
 ///   conv1d_seq    the same over T tokens (prefill and whole-sequence forward; LibTorch: fp32 copies + cuDNN)
 ///   silu_mul      y = round(round(silu(a)) * b)   (LibTorch's silu(a) * b in the activation type: two roundings)
-///   gemv          y[m, n] = round(sum_k x[m, k] w[n, k])   (x M x K, w N x K, y M x N contiguous; M <= 8: the few
-///                 rows of a small-batch decode step, where cuBLAS's GEMMs left a third of the bandwidth unused)
+///   gemv          y[m, n] = round(sum_k x[m, k] w[n, k])   (x M x K, w N x K, y M x N contiguous; M <= 8; the model
+///                 serves one row with it, a batch-1 decode step where cuBLAS left a third of the bandwidth unused)
+///   gemv_silu_mul y[m, n] = silu_mul(gemv(x, w)[m, n], gemv(x, w)[m, N + n])   (w 2N x K: a packed gate|up)
 ///
 /// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
 /// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
@@ -71,7 +72,11 @@ cudaError_t conv1d_seq(ElemType t, RowsArg x, const void* init, const void* w, c
 cudaError_t silu_mul(ElemType t, RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStream_t s);
 
 /// K % 8 == 0 and x, w 16-byte aligned (else cudaErrorInvalidValue: the caller keeps cuBLAS); fp32 sums over k.
+/// kernels/gemv.cu.
 constexpr int kGemvMaxRows = 8;
 cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s);
+/// A gated MLP's gate|up GEMV and silu_mul in one launch, bit-identical to the two: w [2N, K] holds the gate rows then
+/// the up rows (pack_rows), y [M, N] = silu_mul(gemv(x, w[:N]), gemv(x, w[N:])). Same conditions as gemv.
+cudaError_t gemv_silu_mul(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s);
 
 }  // namespace statecut::cuda

@@ -58,6 +58,10 @@ __device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
 }
 
 /// torch's softplus (beta 1, threshold 20), as fla's gate uses it.
+// LibTorch's float SiLU and sigmoid (x / (1 + exp(-x)), 1 / (1 + exp(-x))) with the accurate expf.
+__device__ __forceinline__ float silu_f(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.f / (1.f + expf(-x)); }
+
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
 /// Log decay g_t of token tok for value head hv (0 without a gate).

@@ -100,17 +100,37 @@ bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w) {
   return M >= 1 && M <= kGemvMaxRows && w.size(0) >= 1 && w.size(0) <= 0x7fffffff && al(x) && al(w);
 }
 
-at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w) {
-  TORCH_CHECK(fused_gemv_apply(x, w), "statecut fused gemv: unsupported inputs ", x.sizes(), " x ", w.sizes());
+namespace {
+
+/// y [..., N] = gemv (or gemv_silu_mul with N = half of w's rows) of x and w.
+template <typename Launch>
+at::Tensor gemv_call(const at::Tensor& x, const at::Tensor& w, int64_t N, Launch launch, const char* what) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t K = w.size(1), N = w.size(0), M = x.numel() / K;
+  const int64_t K = w.size(1), M = x.numel() / K;
   auto shape = x.sizes().vec();
   shape.back() = N;
   at::Tensor y = at::empty(shape, x.options());
-  check(gemv(elem(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
-             static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
-        "gemv");
+  check(launch(elem(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
+               static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
+        what);
   return y;
+}
+
+}  // namespace
+
+bool fused_gemv_pays(const at::Tensor& x, const at::Tensor& w) {
+  return fused_gemv_apply(x, w) && x.numel() == w.size(1);
+}
+
+at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w) {
+  TORCH_CHECK(fused_gemv_apply(x, w), "statecut fused gemv: unsupported inputs ", x.sizes(), " x ", w.sizes());
+  return gemv_call(x, w, w.size(0), gemv, "gemv");
+}
+
+at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
+  TORCH_CHECK(fused_gemv_apply(x, gate_up) && gate_up.size(0) % 2 == 0,
+              "statecut fused gemv_silu_mul: unsupported inputs ", x.sizes(), " x ", gate_up.sizes());
+  return gemv_call(x, gate_up, gate_up.size(0) / 2, gemv_silu_mul, "gemv_silu_mul");
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,

@@ -11,6 +11,8 @@
 ///   fused_conv1d(x [B,T,C], w, bias, silu, init [B,W-1,C] or undefined, &final or null) -> [B,T,C]
 ///   fused_silu_mul(a [..., D], b [..., D])                    -> [..., D]
 ///   fused_gemv(x [..., K] contiguous, w [N, K])                -> x · wᵀ [..., N]  (at most kGemvMaxRows rows of x)
+///   fused_gemv_silu_mul(x [..., K], gate_up [2I, K])           -> silu(x · gateᵀ) · (x · upᵀ) [..., I], rounded as the
+///                                                                fused_gemv + fused_silu_mul pair
 #pragma once
 #include <ATen/ATen.h>
 
@@ -45,6 +47,14 @@ at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b);
 /// True when fused_gemv serves x · wᵀ: one dtype (bf16/fp16) on one CUDA device, x contiguous with 1..8 rows, w
 /// contiguous [N, K], K % 8 == 0, both 16-byte aligned.
 bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w);
+/// fused_gemv_apply and one row of x: where the GEMV beats cuBLAS. Measured on the H200 (bench/README.md, 25th wave,
+/// whole 1.3B decode steps under graphs): at batch 1 it is the faster (wave 5: 1.373 -> 1.332 ms); from 2 rows on
+/// cuBLAS's tensor-core GEMMs tie or win, by 29% at 8 rows (DeltaNet 2.262 -> 1.601 ms), as each weight element then
+/// costs the GEMV M fp32 FMAs and M loads of x.
+bool fused_gemv_pays(const at::Tensor& x, const at::Tensor& w);
 at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w);
+/// silu_mul of the two row halves of x · gate_upᵀ (gate_up [2I, K]: gate rows then up rows) -> [..., I], one launch;
+/// served when fused_gemv_apply(x, gate_up) and gate_up has an even row count.
+at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up);
 
 }  // namespace statecut::cuda

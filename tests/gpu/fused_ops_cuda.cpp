@@ -245,6 +245,30 @@ TEST_F(FusedOps, gemvMatchesDoubleWithinOneRounding) {
   EXPECT_FALSE(cuda::fused_gemv_apply(randn({2, 60}, torch::kBFloat16), randn({16, 60}, torch::kBFloat16))) << "K % 8";
   EXPECT_FALSE(cuda::fused_gemv_apply(randn({64, 2}, torch::kBFloat16).t(), w)) << "x not contiguous";
   EXPECT_FALSE(cuda::fused_gemv_apply(randn({2, 64}, torch::kHalf), w)) << "mixed dtypes";
+  EXPECT_TRUE(cuda::fused_gemv_pays(randn({1, 1, 64}, torch::kBFloat16), w)) << "batch 1: the GEMV";
+  EXPECT_FALSE(cuda::fused_gemv_pays(randn({2, 1, 64}, torch::kBFloat16), w)) << "batch 2: cuBLAS";
+}
+
+// The gated MLP's gate|up GEMV with silu·mul in its epilogue equals the two launches it replaces bit for bit (the
+// same sums, the same three roundings): rows 1 / 3 / 8, I = 1 / 89 (odd, not a multiple of 8) / 5632 (the 1.3B MLP),
+// K = 8 / 2048. Inputs scaled so the GEMV outputs span silu's curved range (|g| ~ 2).
+TEST_F(FusedOps, gemvSiluMulIsTheGemvThenSiluMulBitForBit) {
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t M : {1, 3, 8})
+      for (int64_t I : {1, 89, 5632})
+        for (int64_t K : {8, 2048}) {
+          auto x = randn({M, 1, K}, t), gate_up = randn({2 * I, K}, t, 2.0 / std::sqrt(static_cast<double>(K)));
+          const auto y = cuda::fused_gemv_silu_mul(x, gate_up);
+          ASSERT_EQ(y.sizes(), (std::vector<int64_t>{M, 1, I}));
+          const auto both = cuda::fused_gemv(x, gate_up);
+          const auto ref = cuda::fused_silu_mul(both.narrow(-1, 0, I), both.narrow(-1, I, I));
+          EXPECT_TRUE(torch::equal(y, ref))
+              << "M=" << M << " I=" << I << " K=" << K << ": "
+              << (y.to(torch::kFloat64) - ref.to(torch::kFloat64)).abs().max().item<double>();
+        }
+  EXPECT_THROW(cuda::fused_gemv_silu_mul(randn({1, 64}, torch::kBFloat16), randn({7, 64}, torch::kBFloat16)),
+               c10::Error)
+      << "an odd row count has no gate and up halves";
 }
 
 TEST_F(FusedOps, unsupportedInputsAreDeclined) {
