@@ -6,7 +6,8 @@
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
 # and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
 # profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
-# profile_prefill NAME B T (the same for one prefill of B x T tokens), random_tokens (WORK/tok.bin), ft LABEL STUDENT
+# profile_prefill NAME B T (the same for one prefill of B x T tokens), planted_bug FILE SED TARGET FILTER LABEL (a
+# deliberate bug must fail the named test), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
 # summary; TEACHER "" = --no-kd), bench_prefill NAME SHAPES (`statecut bench` of WORK/NAME against NAME_p50 at
 # the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
@@ -84,6 +85,20 @@ configure_and_build() {
     >"$LOGS/build.log" 2>&1 ||
     { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -80 >>"$S"; exit 1; }
   say "build $(elapsed) s"
+}
+
+planted_bug() {  # file, sed expression, test target, gtest filter, label: the test must fail with the bug planted
+  local f=$1 expr=$2 target=$3 filter=$4 label=$5 orig="$LOGS/planted.orig"
+  cp "$f" "$orig"
+  sed -i "$expr" "$f"
+  if cmp -s "$f" "$orig"; then
+    say "planted bug ($label): sed did not apply"
+  else
+    cmake --build "$BUILD" -j"$(nproc)" --target "$target" >"$LOGS/build_planted.log" 2>&1
+    timeout 120 "$BUILD/tests/$target" --gtest_filter="$filter" >"$LOGS/planted.log" 2>&1
+    say "planted bug ($label): exit $? — $(grep -cE 'Failure' "$LOGS/planted.log") failures; first: $(grep -m1 -A3 Failure "$LOGS/planted.log" | tr '\n' ' ' | cut -c1-300)"
+  fi
+  cp "$orig" "$f"  # the library is left built with the bug: rebuild what runs next
 }
 
 checkpoint() {  # name, random-checkpoint args
