@@ -31,7 +31,6 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   GenerateResult res;
   res.prompt_tokens = prompt.size(1);
   res.tokens.assign(static_cast<size_t>(B), {});
-  if (opt.max_new_tokens == 0) return res;
   std::mt19937_64 rng(opt.seed);
   DecodeCache cache;
   ForwardOptions fo;
@@ -39,6 +38,11 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   const auto device = model.named_parameters().front().second.device();
   auto t0 = std::chrono::steady_clock::now();
   auto logits = model.forward_cached(prompt.to(device, torch::kInt64), cache, fo).logits.select(1, -1);
+  if (opt.max_new_tokens == 0) {  // the prompt alone: its prefill's time and the state it leaves, no token
+    res.prefill_seconds = generate_seconds_since(t0);
+    res.state_bytes = cache.bytes();
+    return res;
+  }
   std::vector<bool> stopped(static_cast<size_t>(B), false);
   std::unique_ptr<GreedyStepper> stepper;
   // Greedy: the stepper's argmax (on the device, in the captured step; the lowest id among equal maxima, as

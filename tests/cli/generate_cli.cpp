@@ -92,6 +92,19 @@ TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
 }
 
+// --max-new-tokens 0 runs the prompt alone: no token, no text, but the prefill happened and left its state (the shipped
+// model's 4 layers x 4 heads x 64 x 64 fp32 states and conv windows: 292 KiB, bench/README.md).
+TEST(Cli_Generate, zeroNewTokensRunsThePromptAndReportsItsState) {
+  const auto j = generate_json("--max-new-tokens 0");
+  ASSERT_FALSE(j.is_null());
+  EXPECT_TRUE(j.at("ids").empty());
+  EXPECT_EQ(j.at("text").get<std::string>(), "");
+  EXPECT_GT(j.at("state_bytes").get<int64_t>(), 4 * 4 * 64 * 64 * 4) << j.dump();
+  const auto r = run_statecut("generate --checkpoint " + kGenerateModel + " --prompt '" + kPrompt + "' --max-new-tokens 0");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "\n");
+}
+
 // A SentencePiece checkpoint (the shipped model with assets/spm_pydocs256/tokenizer.model, vocab 256: the numbers
 // mean nothing, the plumbing does) prints text, not ids: --json's "text" is statecut-spm's own DecodeIds of the
 // ids, and the streamed human output is that text.
