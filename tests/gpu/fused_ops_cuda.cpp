@@ -5,7 +5,8 @@
 // u = 2^-9 for bf16, 2^-12 for fp16, round to nearest), after fp32 arithmetic whose error (~D · 2^-24 for a
 // reduction over D ≤ 2048) is far below it; so normwise ||y − y64|| / ||y64|| ≤ 2u, the factor 2 for the fp32 part.
 // A wrong operation (a dropped weight, sigmoid for SiLU, a shifted window) is off by O(1). The state update of the
-// conv step is a pure copy: exact. silu_mul rounds where LibTorch's silu(a) * b rounds: exact.
+// conv step is a pure copy: exact. silu_mul rounds where LibTorch's silu(a) * b rounds: exact. The gate|up GEMV with
+// silu·mul in its epilogue makes the same sums and roundings as the two launches it replaces: exact.
 // Shapes: rows 1 (the decode step), 65 and strided row views (slices of a packed projection output), D = 89 (fewer
 // threads than a block, not a multiple of 32), D = 2048 (the 1.3B hidden size), W = 4 (fla, Mamba-2, Qwen3.5) and
 // W = 1 (no state), with and without bias, fp16 once; whole-sequence conv as its test states.
