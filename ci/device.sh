@@ -6,10 +6,11 @@
 # the kernels' bad-input test and a slice of the equivalence cases.
 # $OUT (default /tmp/statecut-device) gets few files, so a tool that returns only some of them keeps the verdict:
 # 00_summary.log (every step's result, the error lines the tests print, failed test names), bench.log and bench.json
-# (BENCH=1, with bench_compare.log: bench/compare.py against bench/baselines/h200.json), and the full log of any
-# step that failed. Full logs stay in $LOGS (default /tmp/statecut-device-logs).
+# and model_bench.json (BENCH=1, with bench_compare.log: bench/compare.py against bench/baselines/h200.json), and the
+# full log of any step that failed. Full logs stay in $LOGS (default /tmp/statecut-device-logs).
 # Env: BUILD (default build-gpu-device), SKIP_SANITIZER=1, SANITIZE_TOOLS (default "memcheck racecheck"),
-# SANITIZE_TIMEOUT (s per run, default 300), SANITIZE_FILTER, BENCH=1 (also run bench_cuda_gated_delta), BENCH_FILTER.
+# SANITIZE_TIMEOUT (s per run, default 300), SANITIZE_FILTER, BENCH=1 (also run bench_cuda_gated_delta and the model
+# benchmark, and the regression gate over both), BENCH_FILTER, MODEL_BENCH_ARGS / _DEVICE / _PREFILL / _DECODE.
 set -uo pipefail
 OUT=${OUT:-/tmp/statecut-device}
 LOGS=${LOGS:-/tmp/statecut-device-logs}
@@ -30,7 +31,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -D
   { keep "$LOGS/configure.log"; say "configure FAILED"; tail -30 "$LOGS/configure.log"; exit 1; }
 gpu_tests=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
 # shellcheck disable=SC2086
-cmake --build "$BUILD" -j"$(nproc)" --target statecut logits_cmd bench_cuda_gated_delta $gpu_tests >"$LOGS/build.log" 2>&1 ||
+cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint logits_cmd bench_cuda_gated_delta $gpu_tests >"$LOGS/build.log" 2>&1 ||
   { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -60; exit 1; }
 say "build $(( $(date +%s) - t0 )) s"
 rc=0
@@ -58,8 +59,29 @@ if [ "${BENCH:-0}" = 1 ]; then
   r=$?
   [ $r -ne 0 ] && rc=1
   say "bench rc=$r ($(grep -c manual_time "$OUT/bench.log") timings)"
-  # the regression gate: the ratios of bench/baselines/h200.json (speedup vs dk 128, fraction of copy bandwidth)
-  python3 bench/compare.py bench/baselines/h200.json "$OUT/bench.json" >"$OUT/bench_compare.log" 2>&1
+  # The model benchmark of the baselines' "model" figures: a random DeltaNet at the 1.3B shape (MODEL_BENCH_ARGS: the
+  # random-checkpoint tool's options, for a smaller model) and its 50% rand prune, `statecut bench` as
+  # bench/baselines/h200.json's measured.model says (prefill 1x2048 and 8x2048, decode 1 / 8 / 64 / 256 after a
+  # 512-token prompt, 128 steps, CUDA graphs).
+  mb="$LOGS/model_bench"
+  rm -rf "$mb" && mkdir -p "$mb"
+  # shellcheck disable=SC2086
+  { "$BUILD/cli/statecut-random-checkpoint" --out "$mb/full" ${MODEL_BENCH_ARGS:-} &&
+    "$BUILD/cli/statecut" prune --checkpoint "$mb/full" --method rand --ratio 0.5 --device "${MODEL_BENCH_DEVICE:-cuda}" \
+      --out "$mb/p50" &&
+    timeout 300 "$BUILD/cli/statecut" bench --checkpoint "$mb/full" --compare "$mb/p50" \
+      --device "${MODEL_BENCH_DEVICE:-cuda}" --prefill "${MODEL_BENCH_PREFILL:-1x2048,8x2048}" \
+      --decode "${MODEL_BENCH_DECODE:-1,8,64,256}" --prompt 512 --new-tokens 128 --json >"$OUT/model_bench.json"; } \
+    >"$LOGS/model_bench.log" 2>&1
+  r=$?
+  [ $r -ne 0 ] && { rc=1; keep "$LOGS/model_bench.log"; }
+  say "model bench rc=$r"
+  rm -rf "$mb"
+  # the regression gate: the ratios of bench/baselines/h200.json (speedup vs dk 128, fraction of copy bandwidth; the
+  # prune's speedup and the step against its byte floor)
+  mbj=()
+  [ -s "$OUT/model_bench.json" ] && mbj=("$OUT/model_bench.json")  # a failed model bench: the kernels' figures still
+  python3 bench/compare.py bench/baselines/h200.json "$OUT/bench.json" "${mbj[@]}" >"$OUT/bench_compare.log" 2>&1
   r=$?
   [ $r -ne 0 ] && rc=1
   say "bench/compare.py rc=$r: $(tail -1 "$OUT/bench_compare.log")"
