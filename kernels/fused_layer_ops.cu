@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kSiluThreads) silu_mul_kernel(RowsArg a, RowsA
     load_vec<T, V>(ar + d, av);
     load_vec<T, V>(br + d, bv);
 #pragma unroll
-    for (int v = 0; v < V; ++v) o[v] = to_f<T>(from_f<T>(silu_f(av[v]))) * bv[v];  // silu(a) is rounded first
+    for (int v = 0; v < V; ++v) o[v] = detail::silu_times<T>(av[v], bv[v]);
     store_vec<T, V>(yr + d, o);
   }
 }

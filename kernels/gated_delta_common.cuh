@@ -57,11 +57,18 @@ __device__ __forceinline__ void store_vec(T* p, const float (&v)[V]) {
   }
 }
 
-/// torch's softplus (beta 1, threshold 20), as fla's gate uses it.
-// LibTorch's float SiLU and sigmoid (x / (1 + exp(-x)), 1 / (1 + exp(-x))) with the accurate expf.
+/// LibTorch's float SiLU and sigmoid (x / (1 + exp(-x)), 1 / (1 + exp(-x))) with the accurate expf.
 __device__ __forceinline__ float silu_f(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.f / (1.f + expf(-x)); }
 
+/// LibTorch's silu(a) * b in the activation type T before the product's own rounding: silu(a) is rounded to T first
+/// (a and b are values of T). The gated MLP's silu·mul kernel and the gate|up GEMV's epilogue both take it.
+template <typename T>
+__device__ __forceinline__ float silu_times(float a, float b) {
+  return to_f<T>(from_f<T>(silu_f(a))) * b;
+}
+
+/// torch's softplus (beta 1, threshold 20), as fla's gate uses it.
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
 /// Log decay g_t of token tok for value head hv (0 without a gate).

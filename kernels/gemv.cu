@@ -10,7 +10,6 @@ namespace statecut::cuda {
 namespace {
 
 using detail::from_f;
-using detail::silu_f;
 using detail::to_f;
 
 // A warp per output column reads its weight row once (16-byte loads, 8 in flight per lane) against the M <= 8 rows
@@ -63,7 +62,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restri
   for (int m = 0; m < M; ++m) {
     if constexpr (SiluMul) {
       const float g = to_f<T>(from_f<T>(acc[0][m])), u = to_f<T>(from_f<T>(acc[1][m]));
-      y[static_cast<int64_t>(m) * N + n] = from_f<T>(to_f<T>(from_f<T>(silu_f(g))) * u);
+      y[static_cast<int64_t>(m) * N + n] = from_f<T>(detail::silu_times<T>(g, u));
     } else {
       y[static_cast<int64_t>(m) * N + n] = from_f<T>(acc[0][m]);
     }
