@@ -1,10 +1,12 @@
-// statecut-random-checkpoint: writes an fla `delta_net` or `gated_deltanet` checkpoint, or a transformers
-// Qwen3.5-style hybrid (`--family qwen3_5`: qwen3_5_text, every 4th layer full attention) (config.json +
-// model.safetensors, bf16) with random weights, by our own safetensors writer. Default shapes are the 1.3B models
-// of fla-hub: delta_net-1.3B-100B (hidden 2048, 16 heads, dk = dv = 128, 24 layers, MLP 5632, vocab 32000 → 339
-// tensors, 1,365,677,056 parameters, 2.73 GB) and, with --family gated_deltanet, gated_deltanet-1.3B (hidden
-// 2048, 6 heads, head_dim 256, expand_v 2 so dv = 512, 21 layers, MLP 5632, vocab 32000); smaller shapes serve
-// the local rehearsal of bench/torch_prune_gpu.sh.
+// statecut-random-checkpoint: writes an fla `delta_net` or `gated_deltanet` checkpoint, a transformers
+// Qwen3.5-style hybrid (`--family qwen3_5`: qwen3_5_text, every 4th layer full attention) or a transformers Mamba-2
+// (`--family mamba2`) (config.json + model.safetensors, bf16) with random weights, by our own safetensors writer.
+// Default shapes are the 1.3B models of fla-hub: delta_net-1.3B-100B (hidden 2048, 16 heads, dk = dv = 128, 24
+// layers, MLP 5632, vocab 32000 → 339 tensors, 1,365,677,056 parameters, 2.73 GB) and, with --family
+// gated_deltanet, gated_deltanet-1.3B (hidden 2048, 6 heads, head_dim 256, expand_v 2 so dv = 512, 21 layers, MLP
+// 5632, vocab 32000); with --family mamba2 the shape of state-spaces/mamba2-1.3b (hidden 2048, 48 layers, expand 2,
+// 64 heads of 64, state 128, one group, conv 4, vocab 50288; lm_head written untied). Smaller shapes serve the
+// local rehearsal of bench/torch_prune_gpu.sh.
 //
 // Weights: linear and conv weights are slices of one pool of N(0, 0.02²)-like values (uniform with that std,
 // seeded by --seed / STATECUT_SEED; each tensor starts at its own pool offset, so memory stays one largest
@@ -35,11 +37,13 @@ namespace {
 struct Sizes {
   bool gated = false;  // gated_deltanet instead of delta_net
   bool qwen = false;   // the transformers Qwen3.5 hybrid (qwen3_5_text)
+  bool mamba = false;  // transformers Mamba-2: `heads` heads of head_dim = 2 · hidden / heads, `state` B/C channels
   int64_t hidden = 2048, heads = 16, layers = 24, intermediate = 5632, vocab = 32000, conv = 4;
   int64_t head_dim = 0, expand_v = 1;  // gated_deltanet: dk = head_dim, dv = head_dim * expand_v
   // qwen3_5: linear-attention heads (Hk key heads of dk, Hv value heads of dv = dk · expand_v) and, every 4th layer,
   // full attention with `attn_heads` query heads (and as many output-gate rows), 2 KV heads of head 256
   int64_t value_heads = 32, attn_heads = 16, kv_heads = 2, attn_head_dim = 256;
+  int64_t state = 128;  // mamba2: state_size (one group)
   int64_t dk() const { return gated || qwen ? head_dim : hidden / heads; }
   int64_t dv() const { return dk() * expand_v; }
 };
@@ -117,6 +121,57 @@ std::vector<Spec> qwen3_5_tensors(const Sizes& s) {
     t.push_back({p + "mlp.down_proj.weight", {H, s.intermediate}});
   }
   return t;
+}
+
+/// transformers' Mamba2ForCausalLM names (as the hf_mamba2 fixture): in_proj packs z | x | B | C | dt, the conv runs
+/// over x | B | C with a bias, expand 2 so inner = 2 · hidden = heads · head_dim.
+std::vector<Spec> mamba2_tensors(const Sizes& s) {
+  const int64_t H = s.hidden, inner = 2 * s.hidden, conv = inner + 2 * s.state;
+  std::vector<Spec> t = {{"backbone.embeddings.weight", {s.vocab, H}},
+                         {"backbone.norm_f.weight", {H}, true},
+                         {"lm_head.weight", {s.vocab, H}}};
+  for (int64_t i = 0; i < s.layers; ++i) {
+    const std::string p = "backbone.layers." + std::to_string(i) + ".";
+    t.push_back({p + "norm.weight", {H}, true});
+    t.push_back({p + "mixer.in_proj.weight", {inner + conv + s.heads, H}});
+    t.push_back({p + "mixer.conv1d.weight", {conv, 1, s.conv}});
+    t.push_back({p + "mixer.conv1d.bias", {conv}});
+    t.push_back({p + "mixer.dt_bias", {s.heads}});
+    t.push_back({p + "mixer.A_log", {s.heads}});
+    t.push_back({p + "mixer.D", {s.heads}});
+    t.push_back({p + "mixer.norm.weight", {inner}, true});
+    t.push_back({p + "mixer.out_proj.weight", {H, inner}});
+  }
+  return t;
+}
+
+nlohmann::json mamba2_config(const Sizes& s) {
+  return {{"architectures", {"Mamba2ForCausalLM"}},
+          {"model_type", "mamba2"},
+          {"hidden_size", s.hidden},
+          {"num_hidden_layers", s.layers},
+          {"expand", 2},
+          {"num_heads", s.heads},
+          {"head_dim", 2 * s.hidden / s.heads},
+          {"state_size", s.state},
+          {"n_groups", 1},
+          {"conv_kernel", s.conv},
+          {"chunk_size", 256},
+          {"hidden_act", "silu"},
+          {"layer_norm_epsilon", 1e-05},
+          {"norm_before_gate", false},
+          {"residual_in_fp32", true},
+          {"rms_norm", true},
+          {"time_step_limit", {0.0, {{"__float__", "Infinity"}}}},
+          {"use_bias", false},
+          {"use_conv_bias", true},
+          {"tie_word_embeddings", false},
+          {"dtype", "bfloat16"},
+          {"bos_token_id", 0},
+          {"eos_token_id", 0},
+          {"pad_token_id", 0},
+          {"use_cache", true},
+          {"vocab_size", s.vocab}};
 }
 
 nlohmann::json qwen3_5_config(const Sizes& s) {
@@ -209,20 +264,24 @@ int64_t numel(const std::vector<int64_t>& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"write an fla delta_net or gated_deltanet checkpoint with random bf16 weights (default: the 1.3B shapes)"};
+  CLI::App app{"write an fla delta_net or gated_deltanet, a Qwen3.5-style or a Mamba-2 checkpoint with random bf16 "
+               "weights (default: the 1.3B shapes)"};
   Sizes s;
   std::string out;
   const char* env_seed = std::getenv("STATECUT_SEED");
   uint64_t seed = env_seed ? std::strtoull(env_seed, nullptr, 10) : 20260204ULL;
   std::string family = "delta_net";
   app.add_option("--out", out, "output folder (created; must not hold a checkpoint yet)")->required();
-  app.add_option("--family", family, "delta_net, gated_deltanet or qwen3_5 (a Qwen3.5-style hybrid: hidden 2048, 24 "
+  app.add_option("--family", family, "delta_net, gated_deltanet, qwen3_5 (a Qwen3.5-style hybrid: hidden 2048, 24 "
                                      "layers of which every 4th full attention, 16 key heads of 128, 32 value heads "
-                                     "of 128, MLP 6144, vocabulary 151936)")
+                                     "of 128, MLP 6144, vocabulary 151936) or mamba2 (mamba2-1.3b: hidden 2048, 48 "
+                                     "layers, 64 heads of 64, state 128, vocabulary 50288)")
       ->capture_default_str();
   app.add_option("--hidden", s.hidden, "hidden size")->capture_default_str();
-  auto* heads = app.add_option("--heads", s.heads, "heads (delta_net: head dim = hidden / heads; gated_deltanet: 6)");
-  auto* layers = app.add_option("--layers", s.layers, "layers (delta_net 24, gated_deltanet 21)");
+  auto* heads = app.add_option("--heads", s.heads, "heads (delta_net: head dim = hidden / heads; gated_deltanet: 6; "
+                                                   "mamba2: 64, head dim = 2 * hidden / heads)");
+  auto* layers = app.add_option("--layers", s.layers, "layers (delta_net 24, gated_deltanet 21, mamba2 48)");
+  auto* state = app.add_option("--state", s.state, "mamba2: state_size (default 128)");
   app.add_option("--head-dim", s.head_dim, "gated_deltanet: key head dim (default 256)");
   app.add_option("--expand-v", s.expand_v, "gated_deltanet: dv = head_dim * expand_v (default 2)");
   app.add_option("--intermediate", s.intermediate, "MLP size")->capture_default_str();
@@ -230,11 +289,21 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "pool seed (default STATECUT_SEED or 20260204)");
   CLI11_PARSE(app, argc, argv);
   try {
-    if (family != "delta_net" && family != "gated_deltanet" && family != "qwen3_5")
-      throw std::runtime_error("--family: expected delta_net, gated_deltanet or qwen3_5, got '" + family + "'");
+    if (family != "delta_net" && family != "gated_deltanet" && family != "qwen3_5" && family != "mamba2")
+      throw std::runtime_error("--family: expected delta_net, gated_deltanet, qwen3_5 or mamba2, got '" + family + "'");
     s.gated = family == "gated_deltanet";
     s.qwen = family == "qwen3_5";
-    if (s.qwen) {
+    s.mamba = family == "mamba2";
+    if (state->count() != 0 && !s.mamba) throw std::runtime_error("--state is a mamba2 option");
+    if (s.mamba) {  // state-spaces/mamba2-1.3b unless given
+      if (heads->count() == 0) s.heads = 64;
+      if (layers->count() == 0) s.layers = 48;
+      if (app.count("--vocab") == 0) s.vocab = 50288;
+      if (s.head_dim != 0 || app.count("--expand-v") != 0 || app.count("--intermediate") != 0)
+        throw std::runtime_error("--head-dim, --expand-v and --intermediate are not mamba2 options");
+      if (s.state < 1 || s.heads < 1 || (2 * s.hidden) % s.heads != 0)
+        throw std::runtime_error("mamba2: --state must be positive and 2 * hidden divisible by heads");
+    } else if (s.qwen) {
       if (s.head_dim == 0) s.head_dim = 128;
       if (app.count("--intermediate") == 0) s.intermediate = 6144;
       if (app.count("--vocab") == 0) s.vocab = 151936;
@@ -247,12 +316,12 @@ int main(int argc, char** argv) {
       throw std::runtime_error("--head-dim and --expand-v are gated_deltanet options (delta_net: dk = dv = hidden / heads)");
     }
     if (s.hidden < 1 || s.heads < 1 || s.layers < 1 || s.intermediate < 1 || s.vocab < 1 || s.expand_v < 1 ||
-        (s.gated || s.qwen ? s.head_dim < 1 : s.hidden % s.heads != 0))
+        (s.gated || s.qwen ? s.head_dim < 1 : !s.mamba && s.hidden % s.heads != 0))
       throw std::runtime_error("sizes must be positive and (delta_net) hidden divisible by heads");
     if (fs::exists(fs::path(out) / "model.safetensors"))
       throw std::runtime_error(out + ": already holds model.safetensors");
     fs::create_directories(out);
-    const auto specs = s.qwen ? qwen3_5_tensors(s) : delta_net_tensors(s);
+    const auto specs = s.mamba ? mamba2_tensors(s) : s.qwen ? qwen3_5_tensors(s) : delta_net_tensors(s);
     int64_t largest = 0, total = 0;
     for (const auto& t : specs) largest = std::max(largest, numel(t.shape)), total += numel(t.shape);
     const int64_t spread = 4096;
@@ -261,7 +330,7 @@ int main(int argc, char** argv) {
     const float a = 0.02f * std::sqrt(3.0f);  // uniform(-a, a) has std 0.02
     std::uniform_real_distribution<float> u(-a, a);
     for (auto& b : pool) b = to_bf16(u(rng));
-    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max({s.hidden, s.dv(), s.attn_head_dim})), to_bf16(1.0f));
+    std::vector<uint16_t> ones(static_cast<std::size_t>(std::max({2 * s.hidden, s.dv(), s.attn_head_dim})), to_bf16(1.0f));
     io::SafetensorsWriter w;
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const auto& t = specs[i];
@@ -272,7 +341,7 @@ int main(int argc, char** argv) {
     w.set_metadata({{"format", "pt"}});
     w.write((fs::path(out) / "model.safetensors").string());
     std::ofstream cfg(fs::path(out) / "config.json");
-    cfg << (s.qwen ? qwen3_5_config(s) : fla_config(s)).dump(2) << "\n";
+    cfg << (s.mamba ? mamba2_config(s) : s.qwen ? qwen3_5_config(s) : fla_config(s)).dump(2) << "\n";
     if (!cfg) throw std::runtime_error(out + "/config.json: cannot write");
     std::printf("wrote %s: %zu tensors, %lld parameters (bf16), seed %llu\n", out.c_str(), specs.size(),
                 static_cast<long long>(total), static_cast<unsigned long long>(seed));
