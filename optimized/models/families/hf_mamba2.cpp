@@ -171,7 +171,7 @@ class HfMamba2 final : public CausalLM {
     enter_block(opt, static_cast<int64_t>(layers_.size()));
     auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
-    res.logits = torch::matmul(hn.to(lm_head_.scalar_type()), lm_head_.t()).to(torch::kFloat32);
+    res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
     return res;
   }
 
@@ -186,7 +186,7 @@ class HfMamba2 final : public CausalLM {
     }
     auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
-    res.logits = torch::matmul(hn.to(lm_head_.scalar_type()), lm_head_.t()).to(torch::kFloat32);
+    res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
     end_cached_forward(cache, input_ids.size(1));
     return res;
   }
@@ -205,7 +205,7 @@ class HfMamba2 final : public CausalLM {
     const int64_t Bsz = h.size(0), T = h.size(1), gn = m.groups * m.state;
     auto x = hf_rms_norm(h.to(l.norm.scalar_type()), l.norm, m.eps);
     auto residual = m.residual_fp32 ? h.to(compute_dtype(h.scalar_type())) : h;
-    auto proj = torch::matmul(x, l.in_proj.t());
+    auto proj = statecut::linear(x, l.in_proj);
     if (l.in_bias.defined()) proj = proj + l.in_bias;
     auto z = proj.narrow(2, 0, m.inner);
     auto xbc_in = proj.narrow(2, m.inner, m.inner + 2 * gn);
@@ -231,7 +231,7 @@ class HfMamba2 final : public CausalLM {
       bd->final_state = state;
     }
     auto yn = hf_gated_norm_gate_first(y.reshape({Bsz, T, m.inner}), z, l.gated_norm, m.eps);
-    auto out = torch::matmul(yn.to(l.out_proj.scalar_type()), l.out_proj.t());
+    auto out = statecut::linear(yn.to(l.out_proj.scalar_type()), l.out_proj);
     if (l.out_bias.defined()) out = out + l.out_bias;
     return residual + out;
   }
