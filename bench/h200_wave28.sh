@@ -11,8 +11,8 @@ TAG=w28
 # shellcheck source=bench/device_env.sh
 source "$(dirname "$0")/device_env.sh"
 if [ "$PHASE" = A ]; then
-  # as a user runs it: without device_env.sh's libstdc++ preload (the top CMakeLists.txt now puts libstdc++ first in
-  # every executable's DT_NEEDED, which is what the preload stood in for)
+  # as a user runs it: without device_env.sh's libstdc++ preload (ran with a CMakeLists.txt that named libstdc++ first
+  # in DT_NEEDED; on the device it was not first for the CLI, yet every step passed: the change was not kept)
   env -u LD_PRELOAD OUT="$OUT/device" LOGS="$LOGS/device" BENCH=1 SKIP_SANITIZER=1 BUILD="$BUILD" bash ci/device.sh \
     >"$LOGS/device.log" 2>&1 || rc=1
   say "ci/device.sh rc=$rc at $(elapsed) s:"
