@@ -230,12 +230,14 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
                                     const OptTensor& g, const OptTensor& beta, double scale, at::Tensor& state,
                                     const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
                                     bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
-                                    bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta) {
+                                    bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta,
+                                    bool delta) {
   TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
                        dt_bias, use_beta_sigmoid_in_kernel, state_v_first, /*in_place=*/true);
   p.args.beta_round = round_beta;
+  p.args.delta = delta;
   const std::vector<int64_t> shape = state_shape(p, state_v_first);
   TORCH_CHECK(state.device() == q.device() &&
                   (state.scalar_type() == at::kFloat || state.scalar_type() == at::kBFloat16) &&

@@ -137,10 +137,27 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
 }
 
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                      const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state) {
-  if (v.dim() == 4 && v.size(1) == 1) return recurrent_step(q, k, v, torch::Tensor(), g, scale, state);
+                                      const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state,
+                                      const torch::Tensor& value_scale) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v, {g, value_scale})) {
+    kernel_state(k, v, state);
+    const auto f32 = [](const torch::Tensor& t) {
+      return t.defined() ? c10::optional<at::Tensor>(t.to(torch::kFloat32)) : c10::optional<at::Tensor>();
+    };
+    const c10::optional<at::Tensor> none;
+    return cuda::gated_delta_rule_decode_(q, k, v, f32(g), f32(value_scale), scale, state, none,
+                                          /*use_qk_l2norm_in_kernel=*/false, /*use_gate_in_kernel=*/false, none, none,
+                                          /*use_beta_sigmoid_in_kernel=*/false, /*state_v_first=*/false,
+                                          /*round_beta=*/false, /*delta=*/false);
+  }
+#endif
+  const auto cd = compute_dtype(v.scalar_type());
+  const auto vs = value_scale.defined() ? v.to(cd) * value_scale.to(cd).unsqueeze(-1) : v;
+  if (v.dim() == 4 && v.size(1) == 1) return recurrent_step(q, k, vs, torch::Tensor(), g, scale, state);
   torch::Tensor S;
-  auto o = gated_linear_attention(q, k, v, g, scale, state, v.size(1) == 1 ? RecurrenceMode::Recurrent : mode, &S);
+  auto o = gated_linear_attention(q.to(cd), k.to(cd), vs, g, scale, state,
+                                  v.size(1) == 1 ? RecurrenceMode::Recurrent : mode, &S);
   assign_state(state, S);
   return o;
 }

@@ -1,6 +1,7 @@
 // Metamorphic relations of the CUDA gated delta rule kernels at sizes too large for the CPU loop:
 // chunked = recurrent, state carried across calls, in-place decode = one multi-token call, bf16-state decode =
-// fp32 decode rounded once, both state layouts,
+// fp32 decode rounded once, the decode kernel without its delta term = the linear-attention recurrence, both state
+// layouts,
 // grouped values = explicit repetition of q/k heads, packed varlen = separate calls, and slices of a packed
 // projection read in place = contiguous copies.
 #include <gtest/gtest.h>
@@ -130,6 +131,45 @@ TEST(Meta_GatedDeltaCuda, inPlaceDecodeEqualsMultiTokenCall) {
     }
     EXPECT_EQ(rel_err(at::cat(os, 1), o_all), 0.0);  // same fp32 operations in the same order
     EXPECT_EQ(rel_err(state, s_all), 0.0);
+  }
+#endif
+}
+
+// The decode kernel without its delta term (delta = false: Mamba-2's SSM step, S = exp(g) S + b k vᵀ, o = Sᵀ(scale q))
+// against that recurrence in double on the host, both layouts, grouped values (1 key head, 4 value heads: one
+// Mamba-2 group), dk 128 / 89 / 16 and three tokens a call. State: fp32 sums of at most dk + 1 terms, 1e-5 normwise;
+// o: the same plus one bf16 rounding (2^-9 relative), 2^-8 with room for the state's error.
+TEST(Meta_GatedDeltaCuda, linearAttentionDecodeMatchesTheRecurrenceInDouble) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (bool v_first : {false, true}) {
+    for (int K : {128, 89, 16}) {
+      GdCase c;
+      c.B = 8, c.T = 3, c.H = 1, c.HV = 4, c.K = K, c.V = 64, c.v_first = v_first, c.l2norm = false;
+      c.b_lo = 0.01, c.b_hi = 2.0;  // dt
+      const GdInputs h = make_inputs(c, seed_from_env(31 + K));
+      const GdInputs d = to_device(h);
+      const double scale = 0.7;
+      at::Tensor state = d.s0.clone();
+      const at::Tensor o = statecut::cuda::gated_delta_rule_decode_(
+          d.q, d.k, d.v, d.g, d.beta, scale, state, c10::nullopt, false, false, c10::nullopt, c10::nullopt, false,
+          v_first, /*round_beta=*/false, /*delta=*/false);
+      const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
+      at::Tensor S = f64(v_first ? h.s0.transpose(-1, -2) : h.s0);  // [B,HV,K,V]
+      std::vector<at::Tensor> os;
+      for (int t = 0; t < c.T; ++t) {
+        const at::Tensor q = f64(h.q.select(1, t)).repeat_interleave(c.HV / c.H, 1) * scale;  // [B,HV,K]
+        const at::Tensor k = f64(h.k.select(1, t)).repeat_interleave(c.HV / c.H, 1);
+        const at::Tensor v = f64(h.v.select(1, t)), g = f64(h.g.select(1, t)), b = f64(h.beta.select(1, t));
+        S = S * at::exp(g).unsqueeze(-1).unsqueeze(-1) + (b.unsqueeze(-1) * k).unsqueeze(-1) * v.unsqueeze(-2);
+        os.push_back(at::einsum("bhkv,bhk->bhv", {S, q}));
+      }
+      const at::Tensor o_ref = at::stack(os, 1), s_got = (v_first ? state.transpose(-1, -2) : state).cpu();
+      const double eo = rel_err(o.cpu(), o_ref), es = rel_err(s_got, S);
+      std::printf("[meta] linear attention decode %s: o %.3e state %.3e\n", c.name().c_str(), eo, es);
+      EXPECT_LE(es, 1e-5) << c.name();
+      EXPECT_LE(eo, 1.0 / 256) << c.name();
+    }
   }
 #endif
 }

@@ -23,13 +23,15 @@ torch::Tensor mamba2_ssm(const torch::Tensor& x, const torch::Tensor& Bm, const 
   const auto ct = compute_dtype(x.scalar_type());
   auto xf = x.to(ct);
   auto dtf = dt.to(ct);
-  auto g = dtf * A.to(ct);                    // [B,T,H] log decay dt·A
-  auto v = xf * dtf.unsqueeze(-1);            // value dt·x
+  auto g = dtf * A.to(ct);  // [B,T,H] log decay dt·A
+  // value dt·x; with a carried state C, B and x go as they are (one bf16 token on CUDA: the decode kernel scales x by
+  // dt itself, no delta term)
   auto y = carried_state
-               ? linear_attention_cached(Cm.to(ct), Bm.to(ct), v, g, /*scale=*/1.0, mode, *carried_state)
-               : gated_linear_attention(Cm.to(ct), Bm.to(ct), v, g, /*scale=*/1.0, torch::Tensor(), mode, final_state);
+               ? linear_attention_cached(Cm, Bm, x, g, /*scale=*/1.0, mode, *carried_state, /*value_scale=*/dtf)
+               : gated_linear_attention(Cm.to(ct), Bm.to(ct), xf * dtf.unsqueeze(-1), g, /*scale=*/1.0,
+                                        torch::Tensor(), mode, final_state);
   if (log_decay) *log_decay = g;
-  return y + xf * D.to(ct).view({1, 1, -1, 1});
+  return y.to(ct) + xf * D.to(ct).view({1, 1, -1, 1});
 }
 
 torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary& bd) {
