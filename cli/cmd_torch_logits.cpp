@@ -13,6 +13,7 @@
 #include "cli/command_registry.h"
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
+#include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
 #include "optimized/models/weight_source.h"
@@ -48,14 +49,6 @@ torch::Tensor read_text_ids(const LogitsArgs& a, int64_t vocab) {
   return torch::tensor(s.ids, torch::kInt64).unsqueeze(0);
 }
 
-/// An existing --out is refused (as prune and rank refuse theirs); so is a missing parent folder.
-void check_out(const std::string& out) {
-  std::error_code ec;
-  if (fs::exists(out, ec)) throw std::runtime_error(out + ": output already exists (remove it or choose another --out)");
-  const fs::path parent = fs::absolute(out, ec).parent_path();
-  if (!fs::is_directory(parent, ec)) throw std::runtime_error(out + ": parent directory " + parent.string() + " does not exist");
-}
-
 int run_logits(const LogitsArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   if (a.tokens.empty() == a.text.empty()) {
@@ -63,7 +56,7 @@ int run_logits(const LogitsArgs& a) {
                          "'statecut logits --help'\n");
     return statecut::cli::kExitUsage;
   }
-  check_out(a.out);
+  statecut::require_new_output_file(a.out, "--out");  // as prune and rank refuse theirs
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   if (a.device == "cuda" && !torch::cuda::is_available())
     throw statecut::cli::UsageError("--device cuda: no CUDA device available");

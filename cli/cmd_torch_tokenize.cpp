@@ -11,6 +11,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/tokenizer_option.h"
+#include "optimized/io/atomic_dir.h"
 #include "optimized/io/safetensors.h"
 #include "optimized/text/tokenizer.h"
 
@@ -42,6 +43,7 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
   return [a]() {
     if (!a->out.empty() && (a->out.size() < 12 || a->out.compare(a->out.size() - 12, 12, ".safetensors") != 0))
       throw std::runtime_error(a->out + ": --out must be a .safetensors file");
+    if (!a->out.empty()) statecut::require_new_output_file(a->out, "--out");
     const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
     const std::string text = read_text(a->text);
     const auto t0 = std::chrono::steady_clock::now();

@@ -109,6 +109,15 @@ void AtomicDir::commit() {
   clear_pending();
 }
 
+void require_new_output_file(const std::string& path, const std::string& option) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(path, ec)))
+    throw std::runtime_error(path + ": " + option + " already exists (remove it or choose another " + option + ")");
+  const fs::path parent = fs::absolute(path, ec).parent_path();
+  if (!fs::is_directory(parent, ec))
+    throw std::runtime_error(path + ": " + option + ": parent directory " + parent.string() + " does not exist");
+}
+
 void write_text_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   std::error_code ec;

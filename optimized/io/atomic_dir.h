@@ -16,6 +16,11 @@ namespace statecut {
 /// left half written); on failure the temporary is removed and a one-line std::runtime_error names `path`.
 void write_text_atomically(const std::string& path, const std::string& text);
 
+/// An output file the user names (--out, --svg): refused when something exists at `path` already — statecut never
+/// overwrites a user's file (a checkpoint's own model.safetensors or config.json among them) — or when its parent
+/// folder is missing. Checked before any work; a one-line std::runtime_error names `path` and `option`.
+void require_new_output_file(const std::string& path, const std::string& option);
+
 /// Removes the temporaries of dead processes in `parent`; returns their paths (each also reported on stderr).
 std::vector<std::string> remove_stale_temporaries(const std::string& parent);
 

@@ -76,7 +76,7 @@ TEST(BadInput_LogitsText, existingOutIsRefusedAndKept) {
     const auto l = lines(r.err);
     ASSERT_EQ(l.size(), 1u) << r.err;
     EXPECT_EQ(l[0], "statecut logits: error: " + (d / "out.safetensors") +
-                        ": output already exists (remove it or choose another --out)");
+                        ": --out already exists (remove it or choose another --out)");
     EXPECT_EQ(slurp(d.path / "out.safetensors"), "precious");
   }
 }

@@ -1,0 +1,55 @@
+// No command overwrites a file the user already has: `tokenize --out` and `eval --niah --svg` pointed at a
+// checkpoint's own model.safetensors / config.json (or any existing file) fail with one line naming it, before any
+// work, and leave it byte for byte; a missing parent folder is refused the same way. (logits --out:
+// logits_text_cli.cpp; prune/rank/verify folders: AtomicDir.)
+#include "tests/cli/prune_cli_util.h"
+
+using namespace pipeline_cli;
+
+namespace {
+
+/// A copy of the shipped model that a test may point outputs into.
+fs::path model_copy(const TempDir& d) {
+  const fs::path m = d.path / "model";
+  fs::copy(kModel, m, fs::copy_options::recursive);
+  return m;
+}
+
+void expect_refused_and_kept(const CliRun& r, const fs::path& file, const std::string& before,
+                             const std::string& option) {
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(file.string() + ": " + option + " already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(file), before);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+}  // namespace
+
+TEST(BadInput_OutputFiles, tokenizeOutNeverOverwritesTheCheckpointsWeights) {
+  TempDir d("outfiles");
+  const fs::path m = model_copy(d), w = m / "model.safetensors";
+  head_bytes(kCorpora / "fortunes.txt", d / "t.txt", 200);
+  const std::string before = slurp(w);
+  expect_refused_and_kept(run_statecut("tokenize --checkpoint " + m.string() + " --text " + (d / "t.txt") +
+                                       " --out " + w.string()),
+                          w, before, "--out");
+  const CliRun orphan = run_statecut("tokenize --checkpoint " + m.string() + " --text " + (d / "t.txt") + " --out " +
+                                     (d / "no/such/ids.safetensors"));
+  EXPECT_EQ(orphan.code, 1);
+  ASSERT_EQ(lines(orphan.err).size(), 1u) << orphan.err;
+  EXPECT_NE(orphan.err.find("parent directory"), std::string::npos) << orphan.err;
+  const CliRun ok = run_statecut("tokenize --checkpoint " + m.string() + " --text " + (d / "t.txt") + " --out " +
+                                 (d / "ids.safetensors"));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(d.path / "ids.safetensors"));
+}
+
+TEST(BadInput_OutputFiles, niahSvgNeverOverwritesTheCheckpointsConfig) {
+  TempDir d("outfiles");
+  const fs::path m = model_copy(d), cfg = m / "config.json";
+  const std::string before = slurp(cfg);
+  expect_refused_and_kept(run_statecut("eval --niah --checkpoint " + m.string() + " --text " +
+                                       (kCorpora / "fortunes.txt").string() + " --svg " + cfg.string()),
+                          cfg, before, "--svg");
+}
