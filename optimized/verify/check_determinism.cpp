@@ -5,7 +5,7 @@ namespace statecut::verify {
 
 void check_determinism(Context& ctx, std::vector<CheckResult>& out) {
   if (!ctx.ensure_forward()) {
-    out.push_back(skipped("determinism", ctx.forward_error));
+    out.push_back(unavailable(ctx, "determinism", ctx.forward_error));
     return;
   }
   CheckResult r;

@@ -71,7 +71,8 @@ CheckResult row(const std::string& name, torch::Dtype ct, bool kernels, const Wo
 
 void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(skipped("chunk-recurrent", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    out.push_back(ctx.layers.empty() ? skipped("chunk-recurrent", "no linear-attention layer")
+                                    : unavailable(ctx, "chunk-recurrent", ctx.forward_error));
     return;
   }
   const torch::Dtype ct = compute_dtype(ctx.run_dtype);
@@ -117,7 +118,8 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
 
 void check_state_carry(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(skipped("state-carry", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    out.push_back(ctx.layers.empty() ? skipped("state-carry", "no linear-attention layer")
+                                    : unavailable(ctx, "state-carry", ctx.forward_error));
     return;
   }
   const int64_t T = ctx.ids.size(1);

@@ -48,8 +48,8 @@ void check_reference(Context& ctx, std::vector<CheckResult>& out) {
     return;
   }
   if (!ctx.ensure_forward()) {
-    out.push_back(skipped("reference", ctx.forward_error));
-    out.push_back(skipped("reference.model", ctx.forward_error));
+    out.push_back(unavailable(ctx, "reference", ctx.forward_error));
+    out.push_back(unavailable(ctx, "reference.model", ctx.forward_error));
     return;
   }
   CheckResult r;
@@ -104,7 +104,7 @@ void check_reference(Context& ctx, std::vector<CheckResult>& out) {
   CheckResult m;
   m.name = "reference.model";
   if (!ctx.ensure_f64()) {
-    out.push_back(skipped("reference.model", ctx.f64_error));
+    out.push_back(unavailable(ctx, "reference.model", ctx.f64_error));
     return;
   }
   m.threshold = model_threshold(ctx.run_dtype, &m.reason);

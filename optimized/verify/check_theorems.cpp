@@ -241,8 +241,8 @@ void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
 
 void invariances(Context& ctx, std::vector<CheckResult>& out) {
   if (!ctx.ensure_f64() || !ctx.weights) {
-    out.push_back(skipped("theorems.permutation", ctx.f64_error));
-    out.push_back(skipped("theorems.rotation", ctx.f64_error));
+    out.push_back(unavailable(ctx, "theorems.permutation", ctx.f64_error));
+    out.push_back(unavailable(ctx, "theorems.rotation", ctx.f64_error));
     return;
   }
   std::mt19937_64 rng(ctx.opt.seed);
@@ -300,7 +300,8 @@ void invariances(Context& ctx, std::vector<CheckResult>& out) {
 
 void check_theorems(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(skipped("theorems", ctx.layers.empty() ? "no linear-attention layer" : ctx.forward_error));
+    out.push_back(ctx.layers.empty() ? skipped("theorems", "no linear-attention layer")
+                                    : unavailable(ctx, "theorems", ctx.forward_error));
     return;
   }
   state_theorems(ctx, out);

@@ -165,6 +165,7 @@ Report run_verify(const VerifyOptions& opt) {
   ctx.dir = opt.checkpoint;
   try {
     io::require_checkpoint_folder(ctx.dir);
+    if (!opt.source.empty()) io::require_checkpoint_folder(opt.source);  // exit 2, as the help says, not a FAIL row
   } catch (const std::exception& e) {
     throw Unreadable(e.what());
   }
@@ -184,10 +185,8 @@ Report run_verify(const VerifyOptions& opt) {
   ctx.stored_dtype = dominant_dtype(files);
   ctx.run_dtype = ctx.stored_dtype == torch::kFloat16 ? torch::kFloat32 : ctx.stored_dtype;
   ctx.device = torch::Device(opt.device);
-  if (ctx.device.is_cuda() && !torch::cuda::is_available()) {
-    ctx.say("--device cuda: no CUDA device available; running on the CPU");
-    ctx.device = torch::Device(torch::kCPU);
-  }
+  if (ctx.device.is_cuda() && !torch::cuda::is_available())  // as every other command: not a quiet CPU run
+    throw std::invalid_argument("--device cuda: no CUDA device available");
   ctx.kind = ctx.model_type == "mamba2" ? RecKind::Mamba2 : RecKind::Delta;
   if (ctx.model_type == "delta_net") ctx.l2norm_qk = ctx.config.value("qk_norm", std::string("l2")) == "l2";
   if (ctx.kind == RecKind::Mamba2) ctx.l2norm_qk = false;
@@ -241,6 +240,12 @@ Report run_verify(const VerifyOptions& opt) {
   }
   rep.seconds = seconds_since(t_start);
   return rep;
+}
+
+CheckResult unavailable(const Context& ctx, const std::string& name, const std::string& why) {
+  CheckResult r = skipped(name, why);
+  if (ctx.model) r.status = Status::Fail, r.message = "the check could not run: " + why;
+  return r;
 }
 
 CheckResult skipped(const std::string& name, const std::string& why) {

@@ -24,6 +24,10 @@ void check_certificate(Context& ctx, const nlohmann::json& record, const std::st
 
 /// A skipped row.
 CheckResult skipped(const std::string& name, const std::string& why);
+/// The row of a check whose input is unavailable (`why`: ctx.forward_error or ctx.f64_error): a failure when the model
+/// loaded and its forward then threw (out of memory, a shape the loader let through: nothing was checked, so no pass),
+/// skipped when it did not load (the `load` row fails and names the cause once).
+CheckResult unavailable(const Context& ctx, const std::string& name, const std::string& why);
 /// The recurrence threshold of a compute dtype and its one-line reason (shared by reference, chunk-recurrent,
 /// state-carry: all three compare recurrences on the same inputs).
 /// kernels: the layer runs the CUDA kernels (bf16/fp16 on CUDA), whose chunk form takes TF32 operands.

@@ -46,7 +46,7 @@ struct Report {
   nlohmann::json header = nlohmann::json::object();  ///< checkpoint, model_type, dtype, input, ...
   std::vector<CheckResult> checks;
   double seconds = 0;
-  bool passed() const;  ///< no row failed
+  bool passed() const;  ///< no row failed and at least one passed
   int exit_code() const { return passed() ? 0 : 1; }
 };
 

@@ -169,6 +169,20 @@ TEST(Cli_Verify, unknownCheckIsRejected) {
   EXPECT_TRUE(contains(r.err, "unknown check 'loud'")) << r.err;
 }
 
+// Every selected check skipped (--only kernels on the CPU) is no pass: exit 1, "NOTHING CHECKED"; an unreadable
+// --source is exit 2 naming it, as the help says (it was a FAIL row, exit 1).
+TEST(Cli_Verify, nothingCheckedIsNoPassAndAMissingSourceIsUnreadable) {
+  const std::string model = (fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+  const auto r = run_statecut("verify --checkpoint " + model + " --only kernels --quiet");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "NOTHING CHECKED: 0 passed, 0 failed, 1 skipped")) << r.out;
+  TempDir tmp("verify-cli-source");
+  const auto s = run_statecut("verify --checkpoint " + model + " --source " + (tmp / "none") + kFast + " --quiet");
+  EXPECT_EQ(s.code, 2) << s.out << s.err;
+  EXPECT_TRUE(contains(s.err, (tmp / "none") + ": no such checkpoint folder")) << s.err;
+  EXPECT_TRUE(s.out.empty()) << s.out;
+}
+
 TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
   const std::string src = fixture_or_skip("hf_qwen3_5");
   if (src.empty()) GTEST_SKIP() << "fixture not found";
