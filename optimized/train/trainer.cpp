@@ -511,8 +511,16 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   result.completed = true;
   if (rank == 0) {
     std::map<std::string, torch::Tensor> changed;
-    for (auto& [n, t] : master->named_parameters())
-      if (tr.changed.count(n)) changed.emplace(n, t.detach());
+    for (auto& [n, t] : master->named_parameters()) {
+      if (scratch || tr.changed.count(n)) {
+        // A diverged run (too high an --lr) leaves NaN/Inf weights that every command would then refuse to load: it
+        // is an error here, with no output, not a checkpoint reported as written.
+        if (!torch::isfinite(t.detach()).all().item<bool>())
+          trainer_fail(opt.out + ": training diverged: " + n + " holds NaN or Inf after " + std::to_string(opt.steps) +
+                       " steps (final loss " + std::to_string(final_rec.loss) + "); nothing written (lower --lr)");
+        if (!scratch) changed.emplace(n, t.detach());
+      }
+    }
     AtomicDir out(opt.out);
     nlohmann::json record;
     if (scratch) {

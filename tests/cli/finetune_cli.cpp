@@ -1,6 +1,6 @@
 // `statecut finetune` end to end: a short run on the fixtures writes a checkpoint that `statecut eval` reads, with
-// statecut.json's finetune record, loss.csv and loss.svg; Ctrl-C-style stops resume; bad input is one line, exit 1,
-// nothing left behind; a bad flag is a usage error (exit 2).
+// statecut.json's finetune record, loss.csv and loss.svg; Ctrl-C-style stops resume; bad input (and a run that
+// diverges) is one line, exit 1, nothing left behind; a bad flag is a usage error (exit 2).
 #include <netinet/in.h>
 #include <map>
 #include <sys/socket.h>
@@ -138,6 +138,8 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
       {student + " --teacher " + other_vocab + " --text " + text, "vocab"},
       {student + teacher + " --text " + text + " --resume", "no saved state"},
       {student + teacher + " --text " + text + " --device tpu", "--device"},
+      // diverged (NaN weights that every command would refuse): an error with nothing written, not a checkpoint
+      {student + teacher + " --text " + text + " --steps 3 --lr 1e30", "training diverged"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
