@@ -102,19 +102,42 @@ json source_record(const PruneOptions& opt, const json& cfg) {
   return {{"checkpoint", absolute_path(opt.checkpoint)}, {"model_type", cfg_string(cfg, "model_type", "", origin)}};
 }
 
-/// --keep-from: the selection is the file's; nothing is computed.
-PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, int dk) {
+/// --keep-from: the selection is the file's; nothing is computed. It must fit this model, checked here so that the
+/// error names the keep file: exactly the model's linear-attention layers (a layer the model lacks was copied into
+/// statecut.json and failed verify later), the file's dk when it states one, and every keep set (check_selection).
+PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, const std::vector<PrunableLayer>& layers) {
+  const int dk = layers.front().head_k_dim;
   PruneResult res;
   res.selection = read_keep_file(opt.keep_from);
+  const json kf = io::read_json_file(opt.keep_from);
+  for (const char* key : {"dk", "head_k_dim"})
+    if (kf.contains(key) && !(kf[key].is_number_integer() && kf[key].get<int64_t>() == dk))
+      throw std::runtime_error(opt.keep_from + ": \"" + key + "\" is " + kf[key].dump() + ", but " + opt.checkpoint +
+                               " has dk " + std::to_string(dk));
+  std::map<int, const PrunableLayer*> by_layer;
+  for (const auto& L : layers) by_layer[L.layer] = &L;
+  std::set<int> seen;
+  for (const auto& s : res.selection) {
+    const auto it = by_layer.find(s.layer);
+    if (it == by_layer.end())
+      throw std::runtime_error(opt.keep_from + ": layer " + std::to_string(s.layer) +
+                               " is not a linear-attention layer of " + opt.checkpoint);
+    seen.insert(s.layer);
+    try {
+      check_selection(*it->second, s);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(opt.keep_from + ": " + e.what());
+    }
+  }
+  for (const auto& L : layers)
+    if (!seen.count(L.layer))
+      throw std::runtime_error(opt.keep_from + ": no keep set for layer " + std::to_string(L.layer) + " of " +
+                               opt.checkpoint);
   json layers_rec = json::array();
   for (const auto& s : res.selection) layers_rec.push_back({{"layer", s.layer}, {"keep", s.keep}});
   // The method that chose the channels when the file says (a statecut.json), else "keep-from".
   std::string method = "keep-from";
-  try {
-    const json kf = io::read_json_file(opt.keep_from);
-    if (kf.contains("method") && kf["method"].is_string()) method = kf["method"].get<std::string>();
-  } catch (const std::exception&) {  // read_keep_file above has read it already
-  }
+  if (kf.contains("method") && kf["method"].is_string()) method = kf["method"].get<std::string>();
   res.record = {{"statecut_version", STATECUT_VERSION},
                 {"method", method},
                 {"keep_from", absolute_path(opt.keep_from)},
@@ -231,7 +254,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
   for (const auto& L : layers)
     if (L.head_k_dim != dk) throw std::runtime_error(cfg_path + ": layers differ in head_k_dim");
   if (!opt.keep_from.empty()) {
-    PruneResult res = selection_from_keep_file(opt, cfg, dk);
+    PruneResult res = selection_from_keep_file(opt, cfg, layers);
     res.seconds_load = prune_seconds_since(t0);
     return res;
   }

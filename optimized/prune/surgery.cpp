@@ -68,6 +68,39 @@ int LayerSelection::new_dim() const {
 
 std::string python_json_dump(const json& j) { return j.dump(2, ' ', /*ensure_ascii=*/true) + "\n"; }
 
+void check_selection(const PrunableLayer& L, const LayerSelection& s) {
+  const bool rot = !s.rotation.empty();
+  const size_t nh = rot ? s.rotation.size() : s.keep.size();
+  if (nh != static_cast<size_t>(L.num_key_heads))
+    surgery_fail("selection: layer " + std::to_string(L.layer) + " has " + std::to_string(nh) + " heads, the model " +
+         std::to_string(L.num_key_heads));
+  const int k = s.new_dim();
+  if (k < 1 || k > L.head_k_dim)
+    surgery_fail("selection: layer " + std::to_string(L.layer) + ": keep " + std::to_string(k) + " outside [1, dk=" +
+         std::to_string(L.head_k_dim) + "]");
+  for (size_t h = 0; h < nh; ++h) {
+    if (rot) {
+      const auto& T = s.rotation[h];
+      if (T.dim() != 2 || T.size(0) != k || T.size(1) != L.head_k_dim)
+        surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": rotation shape must be [k', dk]");
+      continue;
+    }
+    const auto& kh = s.keep[h];
+    if (static_cast<int>(kh.size()) != k)
+      surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": " +
+           std::to_string(kh.size()) + " channels, other heads " + std::to_string(k));
+    std::set<int64_t> seen;
+    for (int64_t c : kh) {
+      if (c < 0 || c >= L.head_k_dim)
+        surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+             std::to_string(c) + " outside [0, " + std::to_string(L.head_k_dim) + ")");
+      if (!seen.insert(c).second)
+        surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
+             std::to_string(c) + " repeated");
+    }
+  }
+}
+
 std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, const std::vector<PrunableLayer>& layers,
                                                      const std::vector<LayerSelection>& sel) {
   std::map<int, const LayerSelection*> by_layer;
@@ -83,36 +116,7 @@ std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, co
     auto it = by_layer.find(L.layer);
     if (it == by_layer.end()) surgery_fail("selection: no keep set for layer " + std::to_string(L.layer));
     const LayerSelection& s = *it->second;
-    const bool rot = !s.rotation.empty();
-    const size_t nh = rot ? s.rotation.size() : s.keep.size();
-    if (nh != static_cast<size_t>(L.num_key_heads))
-      surgery_fail("selection: layer " + std::to_string(L.layer) + " has " + std::to_string(nh) + " heads, the model " +
-           std::to_string(L.num_key_heads));
-    const int k = s.new_dim();
-    if (k < 1 || k > L.head_k_dim)
-      surgery_fail("selection: layer " + std::to_string(L.layer) + ": keep " + std::to_string(k) + " outside [1, dk=" +
-           std::to_string(L.head_k_dim) + "]");
-    for (size_t h = 0; h < nh; ++h) {
-      if (rot) {
-        const auto& T = s.rotation[h];
-        if (T.dim() != 2 || T.size(0) != k || T.size(1) != L.head_k_dim)
-          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": rotation shape must be [k', dk]");
-        continue;
-      }
-      const auto& kh = s.keep[h];
-      if (static_cast<int>(kh.size()) != k)
-        surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": " +
-             std::to_string(kh.size()) + " channels, other heads " + std::to_string(k));
-      std::set<int64_t> seen;
-      for (int64_t c : kh) {
-        if (c < 0 || c >= L.head_k_dim)
-          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
-               std::to_string(c) + " outside [0, " + std::to_string(L.head_k_dim) + ")");
-        if (!seen.insert(c).second)
-          surgery_fail("selection: layer " + std::to_string(L.layer) + " head " + std::to_string(h) + ": channel " +
-               std::to_string(c) + " repeated");
-      }
-    }
+    check_selection(L, s);
     for (const SurgeryBlock& b : blocks_of(L)) {
       targets[b.tensor].push_back({b, &L, &s});
       const std::string bias = bias_name(b.tensor);

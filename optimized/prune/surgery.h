@@ -49,6 +49,10 @@ struct LayerSelection {
 /// Python's json.dumps(obj, indent=2, sort_keys=True) + "\n" (what transformers' save_pretrained writes).
 std::string python_json_dump(const nlohmann::json& j);
 
+/// A layer's selection against its geometry: one keep set (or rotation) per key head, k' in [1, dk], channels distinct
+/// and in [0, dk); throws std::runtime_error "selection: layer L head H: ..." otherwise.
+void check_selection(const PrunableLayer& L, const LayerSelection& s);
+
 /// Sliced/rotated tensors by name: only the tensors the surgery changes. Validates every keep set
 /// (size k', distinct, in [0, dk)) and throws std::runtime_error naming the layer and head.
 std::map<std::string, torch::Tensor> apply_selection(const class WeightSource& src,

@@ -242,3 +242,30 @@ TEST(BadInput_Prune, interruptedRunLeavesNoOutputFolder) {
     if (sig == "TERM") EXPECT_TRUE(entries_containing(d.path, ".tmp-").empty()) << "SIGTERM removes the temporary";
   }
 }
+
+// A keep file must fit the model, and its errors name it (the shipped model: 4 layers of 4 heads, dk 64): a layer
+// the model does not have (it was copied into statecut.json, which verify then failed), a "dk" other than the model's,
+// a layer left out, a channel repeated.
+TEST(BadInput_Prune, keepFileThatDoesNotFitTheModelNamesTheFile) {
+  TempDir d("keepfit");
+  const auto keep_file = [&](const std::string& name, int dk, const std::vector<int>& layers, bool repeat) {
+    nlohmann::json keep = nlohmann::json::object();
+    for (int l : layers)
+      for (int h = 0; h < 4; ++h) keep[std::to_string(l) + "." + std::to_string(h)] = std::vector<int>{repeat ? 1 : 0, 1};
+    const std::string p = d / name;
+    std::ofstream(p) << nlohmann::json{{"dk", dk}, {"new_dk", 2}, {"keep", keep}}.dump();
+    return p;
+  };
+  const std::string extra = keep_file("extra.json", 64, {0, 1, 2, 3, 7}, false);
+  expect_prune_fails("--keep-from " + extra, extra + ": layer 7 is not a linear-attention layer of " + kModel.string());
+  const std::string dk = keep_file("dk.json", 128, {0, 1, 2, 3}, false);
+  expect_prune_fails("--keep-from " + dk, dk + ": \"dk\" is 128, but " + kModel.string() + " has dk 64");
+  const std::string missing = keep_file("missing.json", 64, {0, 1, 3}, false);
+  expect_prune_fails("--keep-from " + missing, missing + ": no keep set for layer 2");
+  const std::string rep = keep_file("repeat.json", 64, {0, 1, 2, 3}, true);
+  expect_prune_fails("--keep-from " + rep, rep + ": selection: layer 0 head 0: channel 1 repeated");
+  const std::string ok = keep_file("ok.json", 64, {0, 1, 2, 3}, false);
+  const CliRun r = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --keep-from " + ok + " --out " +
+                                (d / "out"));
+  EXPECT_EQ(r.code, 0) << r.err;
+}
