@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 
 #ifdef STATECUT_WITH_TORCH
 namespace statecut::cli {
@@ -25,7 +26,7 @@ statecut::cli::Command info_cmd("info", [](CLI::App& app) {
     j["torch"] = true;
     j.update(statecut::cli::torch_build_info());
 #endif
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", statecut::io::json_text(j, 2).c_str());
     return 0;
   };
 });

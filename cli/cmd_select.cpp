@@ -9,6 +9,7 @@
 // The selector is ref::select_head, the one `statecut prune` runs per head; --layer/--head name the head for the
 // seed rule (reference/select_rng.h), so rand and drrqr --faithful on a head's matrix draw what prune drew.
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
 #include "reference/selection_budget.h"
 #include "reference/selectors.h"
@@ -150,7 +151,7 @@ int run_select(const SelectArgs& a) {
     out["select"] = a.side;
     if (method == SelectMethod::Rand) out["seed"] = a.seed;
   }
-  std::cout << out.dump() << "\n";
+  std::cout << statecut::io::json_text(out) << "\n";
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/generate/model_bench.h"
 #include "optimized/models/model.h"
 
@@ -137,13 +138,12 @@ int run_bench(const BenchArgs& a) {
       }
       speedups.push_back({{"checkpoint", dirs[i]}, {"baseline", dirs[0]}, {"decode", dec}, {"prefill", pre}});
     }
-    std::printf("%s\n", nlohmann::json{{"device", device.str()},
+    std::printf("%s\n", statecut::io::json_text(nlohmann::json{{"device", device.str()},
                                        {"dtype", dt},
                                        {"prompt", cfg.prompt},
                                        {"new_tokens", cfg.new_tokens},
                                        {"models", models},
-                                       {"speedup", speedups}}
-                            .dump()
+                                       {"speedup", speedups}})
                             .c_str());
     return 0;
   }

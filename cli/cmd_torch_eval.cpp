@@ -61,7 +61,9 @@ int run_text(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& 
                          {"seconds", r.seconds}});
     std::printf(
         "%s\n",
-        nlohmann::json{{"checkpoint", a.checkpoint}, {"window", a.opt.window}, {"results", results}}.dump().c_str());
+        statecut::io::json_text(
+            nlohmann::json{{"checkpoint", a.checkpoint}, {"window", a.opt.window}, {"results", results}})
+            .c_str());
     return 0;
   }
   std::printf("%-40s %12s %12s %10s\n", "file", "bits/byte", "token ppl", "tokens");
@@ -91,7 +93,7 @@ int run_tasks(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer&
                               {"num_fewshot", 0}};
   const auto j = statecut::lm_eval_results_json(results, config, a.log_samples);
   if (a.json) {
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", statecut::io::json_text(j).c_str());
     return 0;
   }
   // lm-eval's table.
@@ -132,7 +134,7 @@ int run_niah(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& 
                        {"accuracy", c.accuracy},
                        {"mean_rank", c.mean_rank},
                        {"ranks", c.ranks}});
-    std::printf("%s\n", nlohmann::json{{"checkpoint", a.checkpoint},
+    std::printf("%s\n", statecut::io::json_text(nlohmann::json{{"checkpoint", a.checkpoint},
                                        {"filler", r.filler},
                                        {"trials", a.niah.trials},
                                        {"candidates", a.niah.candidates},
@@ -144,8 +146,7 @@ int run_niah(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& 
                                        {"accuracy", r.accuracy},
                                        {"chance", 1.0 / static_cast<double>(a.niah.candidates)},
                                        {"cells", cells},
-                                       {"seconds", r.seconds}}
-                            .dump()
+                                       {"seconds", r.seconds}})
                             .c_str());
     return 0;
   }

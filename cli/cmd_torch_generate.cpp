@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
 #include "optimized/generate/generate.h"
@@ -94,7 +95,7 @@ int run_generate(GenerateArgs& a) {
                      {"top_p", a.gen.sampling.top_p},
                      {"seed", a.gen.seed}};
     j["text"] = tok.decode(out);
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", statecut::io::json_text(j).c_str());
   } else {
     print(stream.finish());
     std::printf("\n");

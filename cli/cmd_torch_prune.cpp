@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/prune/prune.h"
 #include "cli/progress_bar.h"
@@ -102,7 +103,7 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
       j["out"] = a->opt.out;
       j["seconds"] = timing;
       j["streamed_weights"] = r.streamed_weights;
-      std::printf("%s\n", j.dump().c_str());
+      std::printf("%s\n", statecut::io::json_text(j).c_str());
     } else {
       std::printf("pruned %s with %s: dk %d -> %d in %zu layers; wrote %s\n", a->opt.checkpoint.c_str(),
                   r.record["method"].get<std::string>().c_str(), r.record["head_k_dim"].get<int>(), r.record["new_head_k_dim"].get<int>(),

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "cli/progress_bar.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/analysis/rank_analysis.h"
@@ -140,7 +141,7 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
       svg_dir->commit();
     }
     if (a->json) {
-      std::printf("%s\n", to_json(r, *a).dump().c_str());
+      std::printf("%s\n", statecut::io::json_text(to_json(r, *a)).c_str());
       return 0;
     }
     std::printf("rank utilization of %s over %lld tokens (%s)\n", a->checkpoint.c_str(),

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/safetensors.h"
@@ -58,13 +59,12 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
     }
     const double mb_s = secs > 0 ? static_cast<double>(text.size()) / secs / 1e6 : 0.0;
     if (a->json) {
-      std::printf("%s\n", nlohmann::json{{"file", a->text},
+      std::printf("%s\n", statecut::io::json_text(nlohmann::json{{"file", a->text},
                                          {"tokenizer", tok.describe()},
                                          {"bytes", text.size()},
                                          {"tokens", ids.size()},
                                          {"seconds", secs},
-                                         {"out", a->out.empty() ? nlohmann::json(nullptr) : nlohmann::json(a->out)}}
-                                  .dump()
+                                         {"out", a->out.empty() ? nlohmann::json(nullptr) : nlohmann::json(a->out)}})
                                   .c_str());
     } else {
       std::printf("%s: %zu bytes -> %zu tokens (%.3f bytes/token) with %s in %.2f s (%.1f MB/s)\n", a->text.c_str(),

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/verify/verify.h"
@@ -96,7 +97,7 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
       }
     }
     if (a->json) {
-      std::printf("%s\n", statecut::verify::to_json(rep).dump().c_str());
+      std::printf("%s\n", statecut::io::json_text(statecut::verify::to_json(rep)).c_str());
     } else {
       statecut::verify::print_table(rep, stdout);
     }

@@ -20,6 +20,10 @@ std::string one_line(std::string s) {
 
 }  // namespace
 
+std::string json_text(const json& j, int indent, bool ensure_ascii) {
+  return j.dump(indent, ' ', ensure_ascii, json::error_handler_t::replace);
+}
+
 json read_json_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": missing");

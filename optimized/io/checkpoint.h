@@ -16,6 +16,11 @@ namespace statecut::io {
 
 /// Parses a JSON file; throws "<path>: cannot open" / "<path>: malformed JSON (...)".
 nlohmann::json read_json_file(const std::string& path);
+
+/// JSON text for output (stdout, statecut.json, config.json, state files): a string that is not valid UTF-8 (a path
+/// with bytes of another encoding: Linux file names are bytes) is written with U+FFFD in place of its bad bytes
+/// instead of nlohmann's type_error 316 — which failed prune and every --json output after the work was done.
+std::string json_text(const nlohmann::json& j, int indent = -1, bool ensure_ascii = false);
 /// Throws "<dir>: no such checkpoint folder; statecut reads local folders only ..." when `dir` does not exist (a Hub
 /// id such as org/name is not fetched), "<dir>: not a folder ..." when it is a file.
 void require_checkpoint_folder(const std::string& dir);

@@ -39,13 +39,13 @@ void write(const json& j, int indent, std::string& out) {
     out += "{\n";
     size_t i = 0;
     for (auto it = j.begin(); it != j.end(); ++it, ++i) {
-      out += pad + json(it.key()).dump() + ": ";
+      out += pad + io::json_text(json(it.key())) + ": ";
       write(it.value(), indent + 2, out);
       out += i + 1 < j.size() ? ",\n" : "\n";
     }
     out += close + "}";
   } else {
-    out += j.dump();
+    out += io::json_text(j);
   }
 }
 

@@ -66,7 +66,7 @@ int LayerSelection::new_dim() const {
   return keep.empty() ? 0 : static_cast<int>(keep.front().size());
 }
 
-std::string python_json_dump(const json& j) { return j.dump(2, ' ', /*ensure_ascii=*/true) + "\n"; }
+std::string python_json_dump(const json& j) { return io::json_text(j, 2, /*ensure_ascii=*/true) + "\n"; }
 
 void check_selection(const PrunableLayer& L, const LayerSelection& s) {
   const bool rot = !s.rotation.empty();

@@ -216,7 +216,7 @@ void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, 
   for (const auto& r : st.history) hist.push_back(step_to_json(r));
   const nlohmann::json j = {{"format", 1},          {"step", st.step},       {"seconds", st.seconds},
                             {"skipped", st.skipped}, {"recipe", recipe_json(opt, world)}, {"history", hist}};
-  write_text_atomically((fs::path(dir) / "state.json").string(), j.dump(1) + "\n");
+  write_text_atomically((fs::path(dir) / "state.json").string(), io::json_text(j, 1) + "\n");
 }
 
 SavedState load_state(const std::string& dir, Trainable& tr, AdamW& adam, const FinetuneOptions& opt, int world) {

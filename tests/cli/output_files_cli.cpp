@@ -53,3 +53,20 @@ TEST(BadInput_OutputFiles, niahSvgNeverOverwritesTheCheckpointsConfig) {
                                        (kCorpora / "fortunes.txt").string() + " --svg " + cfg.string()),
                           cfg, before, "--svg");
 }
+
+// Linux file names are bytes: a checkpoint or --out whose name is not valid UTF-8 is pruned and reported, the JSON
+// (stdout, statecut.json) carrying U+FFFD for the bad byte — nlohmann's type_error 316 failed the whole prune, after
+// the work, and with --json left the complete output folder behind an exit 1.
+TEST(Cli_OutputFiles, namesThatAreNotUtf8AreWrittenWithAReplacementCharacter) {
+  TempDir d("outfiles");
+  const fs::path m = d.path / "model\xff";
+  fs::copy(kModel, m, fs::copy_options::recursive);
+  const std::string out = d / "out\xfe";
+  const CliRun r = run_statecut("prune --quiet --json --method l1 --ratio 0.5 --checkpoint " + m.string() + " --out " +
+                                out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["out"], d / "out\xef\xbf\xbd");  // U+FFFD in UTF-8
+  const auto rec = nlohmann::json::parse(slurp(fs::path(out) / "statecut.json"));
+  EXPECT_EQ(rec["source"]["checkpoint"], (d.path / "model\xef\xbf\xbd").string());
+}
