@@ -62,7 +62,7 @@ __device__ __forceinline__ float group_sum(float x) {
 // ---- layout [V, K] -------------------------------------------------------------------------------------------
 // Block: 4 warps; a warp holds 32/LG groups of LG lanes; a group owns RPT consecutive rows v and, per lane, KPL
 // elements of K at k = (e/VEC)*LG*VEC + lane*VEC + e%VEC (coalesced along K).
-template <typename T, typename SS, int VEC, int KPL, int LG, int RPT>
+template <typename T, typename SS, int VEC, int KPL, int LG, int RPT, bool Packed>
 __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a) {
   pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kGroups = 32 / LG;
@@ -97,18 +97,23 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
 
   long bos, eos;
   detail::seq_bounds(a, n, bos, eos);
-  // Token bos's q, k (this head) and v (this value head, row 0) and the step to the next token. Walking pointers:
-  // per-token offsets from the strides (token_offset, twice for q and k and once per row of v) made this kernel 9%
-  // slower at dk 128 on the H200 (29th wave: 152.7 against 139.3 us at B = 256), the offsets recomputed per token.
+  // Packed q, k, v (no token strides): one offset for q and k, as before the strides existed. Walking pointers or
+  // per-token strided offsets in every call made this kernel 8-9% slower at dk 128 on the H200 (29th and 30th waves:
+  // 150-153 against 139-140 us at B = 256); strided reads (slices of a packed projection) take the other instance.
   const int64_t qs = a.q_stride ? a.q_stride : static_cast<int64_t>(a.H) * K;
   const int64_t ks = a.k_stride ? a.k_stride : static_cast<int64_t>(a.H) * K;
   const int64_t vs = a.v_stride ? a.v_stride : static_cast<int64_t>(a.HV) * V;
-  const T* qt = static_cast<const T*>(a.q) + bos * qs + static_cast<int64_t>(h) * K;
-  const T* kt = static_cast<const T*>(a.k) + bos * ks + static_cast<int64_t>(h) * K;
-  const T* vt = static_cast<const T*>(a.v) + bos * vs + static_cast<int64_t>(hv) * V;
+  const T* qp = static_cast<const T*>(a.q);
+  const T* kp = static_cast<const T*>(a.k);
+  const T* vp = static_cast<const T*>(a.v);
   T* op = static_cast<T*>(a.o);
-  for (long tok = bos; tok < eos; ++tok, qt += qs, kt += ks, vt += vs) {
+  for (long tok = bos; tok < eos; ++tok) {
     float kv[KPL], qv[KPL];
+    const size_t qk_off = Packed ? (static_cast<size_t>(tok) * a.H + h) * K : 0;
+    const T* kt = Packed ? kp + qk_off : kp + tok * ks + static_cast<int64_t>(h) * K;
+    const T* qt = Packed ? qp + qk_off : qp + tok * qs + static_cast<int64_t>(h) * K;
+    const T* vt =
+        Packed ? vp + (static_cast<size_t>(tok) * a.HV + hv) * V : vp + tok * vs + static_cast<int64_t>(hv) * V;
 #pragma unroll
     for (int e = 0; e < KPL; e += VEC) {
       if (kidx[e] < K) {
@@ -285,7 +290,9 @@ template <typename T, typename SS, int VEC, int KPL, int LG, int RPT = (KPL <= 4
 cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int rows = 4 * (32 / LG) * RPT;
   dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
-  return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT>, grid, dim3(128), 0, s, a);
+  if (a.q_stride == 0 && a.k_stride == 0 && a.v_stride == 0)
+    return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, true>, grid, dim3(128), 0, s, a);
+  return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, false>, grid, dim3(128), 0, s, a);
 }
 
 template <typename T, typename SS>
