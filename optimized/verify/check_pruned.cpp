@@ -305,10 +305,16 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   }
   // Pruned in several steps and checked against the first source: the keep sets composed back to it ("original").
   bool composed = false;
+  int64_t src_dk = -1;
+  try {
+    src_dk = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string()).front().head_k_dim;
+  } catch (const std::exception&) {  // the weights row names what does not fit
+  }
+  const std::string step_source = rec.contains("source") && rec["source"].is_object()
+                                      ? rec["source"].value("checkpoint", std::string("?"))
+                                      : std::string("?");
   if (rec.contains("original") && rec["original"].is_object() && rec["original"].contains("layers")) {
     try {
-      const int64_t src_dk =
-          prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string()).front().head_k_dim;
       if (src_dk != rec.value("head_k_dim", int64_t{-1}) && src_dk == rec["original"].value("head_k_dim", int64_t{-1})) {
         std::map<int, std::vector<std::vector<int64_t>>> original;
         for (const auto& l : rec["original"]["layers"])
@@ -320,6 +326,18 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
       }
     } catch (const std::exception&) {  // not the first source after all: the step's own selection applies
     }
+  }
+  if (!composed && rec.contains("original") && rec["original"].is_null() && src_dk > 0 &&
+      src_dk != rec.value("head_k_dim", int64_t{-1})) {
+    // A later step of a chain that cannot be composed back (an earlier step rotated channels: pca, "original": null):
+    // its keep sets index a dk-head_k_dim model, not this source; comparing them here would blame correct weights.
+    const std::string why = source + " has dk " + std::to_string(src_dk) + ", this step pruned a dk " +
+                            std::to_string(rec.value("head_k_dim", int64_t{-1})) + " checkpoint (" + step_source +
+                            ") and its keep sets do not compose back (an earlier step rotated channels): give --source " +
+                            step_source;
+    out.push_back(skipped("pruned.weights", why));
+    out.push_back(skipped("pruned.certificate", why));
+    return;
   }
   if (rec.contains("finetune")) {  // statecut finetune trains q/k/v, convs, norms, biases after the pruning
     out.push_back(skipped("pruned.weights", "fine-tuned after pruning (statecut.json \"finetune\"): the trained tensors "
@@ -333,9 +351,6 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(std::move(w));
   }
   if (composed) {
-    const std::string step_source = rec.contains("source") && rec["source"].is_object()
-                                        ? rec["source"].value("checkpoint", std::string("?"))
-                                        : std::string("?");
     out.push_back(skipped("pruned.certificate",
                           "the certificate belongs to the last step: give --source its own source (" + step_source + ")"));
     return;
