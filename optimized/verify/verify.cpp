@@ -36,33 +36,15 @@ const std::vector<std::pair<std::string, CheckFn>>& groups() {
 }
 
 /// The safetensors files of dir; each must parse (else the checkpoint cannot be read: exit 2).
+/// The weight files as the loaders open them (io::Checkpoint: one file, or the index's shards, which must be file
+/// names in the folder — an index naming ../x or /etc/passwd was read by verify though eval and prune refuse it).
 std::vector<std::string> open_files(const std::string& dir) {
   std::vector<std::string> files;
-  const fs::path single = fs::path(dir) / "model.safetensors", index = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(single)) {
-    files.push_back(single.string());
-  } else if (fs::exists(index)) {
-    json j;
-    try {
-      j = io::read_json_file(index.string());
-    } catch (const std::exception& e) {
-      throw Unreadable(e.what());
-    }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object())
-      throw Unreadable(index.string() + ": no \"weight_map\" object");
-    std::set<std::string> shards;
-    for (const auto& [name, shard] : j["weight_map"].items())
-      if (shard.is_string()) shards.insert(shard.get<std::string>());
-    for (const auto& s : shards) files.push_back((fs::path(dir) / s).string());
-  } else {
-    throw Unreadable(dir + ": no model.safetensors or model.safetensors.index.json");
-  }
-  for (const auto& f : files) {
-    try {
-      (void)io::SafetensorsFile::open(f);
-    } catch (const std::exception& e) {
-      throw Unreadable(e.what());
-    }
+  try {
+    const io::Checkpoint ck = io::Checkpoint::open(dir);
+    for (const auto& f : ck.files()) files.push_back(f.path());
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
   }
   return files;
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "optimized/io/safetensors.h"
@@ -181,6 +182,29 @@ TEST(Cli_Verify, nothingCheckedIsNoPassAndAMissingSourceIsUnreadable) {
   EXPECT_EQ(s.code, 2) << s.out << s.err;
   EXPECT_TRUE(contains(s.err, (tmp / "none") + ": no such checkpoint folder")) << s.err;
   EXPECT_TRUE(s.out.empty()) << s.out;
+}
+
+// A shard index pointing outside the checkpoint folder (../x, an absolute path) is refused as the loaders refuse it:
+// exit 2 naming the index (verify read whatever file the index named).
+TEST(Cli_Verify, shardIndexPointingOutsideTheFolderIsUnreadable) {
+  const fs::path model = fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L";
+  TempDir tmp("verify-cli-index");
+  const fs::path ck = tmp.path / "ck";
+  fs::create_directories(ck);
+  fs::copy_file(model / "config.json", ck / "config.json");
+  fs::copy_file(model / "model.safetensors", tmp.path / "outside.safetensors");
+  const std::string outside = (tmp.path / "outside.safetensors").string();
+  for (const std::string& shard : {std::string("../outside.safetensors"), outside}) {
+    nlohmann::json map = nlohmann::json::object();
+    const auto weights = statecut::io::SafetensorsFile::open((model / "model.safetensors").string());
+    for (const auto& n : weights.names()) map[n] = shard;
+    std::ofstream(ck / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+    const auto r = run_statecut("verify --checkpoint " + ck.string() + kFast + " --quiet");
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_TRUE(contains(r.err, "model.safetensors.index.json: ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "is not a file name in the checkpoint directory")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
 }
 
 TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
