@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command_registry.h"
+#include "cli/usage.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/generate/model_bench.h"
 #include "optimized/models/model.h"
@@ -215,7 +216,9 @@ statecut::cli::Command bench_cmd("bench", [](CLI::App& app) {
   app.add_option("--decode", a->decode, "batch list, e.g. 1,16,64,256");
   app.add_option("--prompt", a->prompt, "prompt tokens before the decode steps (CUDA 512, CPU 128)");
   app.add_option("--new-tokens", a->new_tokens, "timed decode steps (CUDA 128, CPU 32)");
-  app.add_option("--repeats", a->repeats, "prefill repetitions (best taken)")->capture_default_str();
+  app.add_option("--repeats", a->repeats, "prefill repetitions (best taken)")
+      ->check(statecut::cli::at_least(1))
+      ->capture_default_str();
   app.add_option("--device", a->device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--dtype", a->dtype, "auto (cuda bf16, cpu f32) | f32 | bf16")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))

@@ -225,9 +225,12 @@ statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
                  "evaluation\")");
   app.add_option("--window", a->opt.window, "tokens per window (--task: max length, inputs cut on the left)")
       ->capture_default_str();
-  text_only(app.add_option("--stride", a->opt.stride, "window start every S tokens (default: the window, disjoint)"));
-  app.add_option("--batch", a->opt.batch, "windows (--task: choices) per forward (0 = automatic)");
-  text_only(app.add_option("--max-tokens", a->opt.max_tokens, "score only the first N tokens of each file (0 = all)"));
+  text_only(app.add_option("--stride", a->opt.stride, "window start every S tokens (default: the window, disjoint)")
+                ->check(statecut::cli::at_least(0)));
+  app.add_option("--batch", a->opt.batch, "windows (--task: choices) per forward (0 = automatic)")
+      ->check(statecut::cli::at_least(0));
+  text_only(app.add_option("--max-tokens", a->opt.max_tokens, "score only the first N tokens of each file (0 = all)")
+                ->check(statecut::cli::at_least(0)));
   app.add_flag("--log-samples", a->log_samples, "--task --json: per-record log-likelihoods under \"samples\"");
   app.add_flag("--niah", a->niah_mode, "passkey retrieval over --lengths x --depths, filler from --text");
   niah(app.add_option("--lengths", a->niah.lengths, "--niah context lengths in tokens")

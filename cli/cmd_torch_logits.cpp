@@ -108,7 +108,7 @@ statecut::cli::Command logits_cmd("logits", [](CLI::App& app) {
   tokens->excludes(text);
   app.add_option("--out", a->out, "output safetensors file (key logits [B,T,V] F32); must not exist")->required();
   app.add_option("--max-tokens", a->max_tokens, "keep the first N positions of each sequence (0 = all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(statecut::cli::at_least(0))
       ->capture_default_str();
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_option("--dtype", a->dtype, "model dtype")->check(CLI::IsMember({"f32", "bf16", "f64"}));

@@ -48,6 +48,22 @@ inline std::string did_you_mean(const std::string& word, const std::vector<std::
   return best.empty() ? "" : " (did you mean " + best + "?)";
 }
 
+/// A CLI11 check for an integer option: at least `lo`, with a message that says so ("--stride: must be an integer
+/// >= 0, got -1"; CLI11's NonNegativeNumber printed its bound as a 309-digit double).
+inline CLI::Validator at_least(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const long long x = std::stoll(v, &used);
+          if (used == v.size() && x >= lo) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be an integer >= " + std::to_string(lo) + ", got " + v;
+      },
+      "INT>=" + std::to_string(lo));
+}
+
 /// "--name" for every long option and "-x" for every short one of `app`.
 inline std::vector<std::string> option_names(const CLI::App& app) {
   std::vector<std::string> out;

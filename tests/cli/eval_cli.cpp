@@ -69,6 +69,23 @@ TEST(BadInput_Eval, missingOrEmptyFileIsOneLine) {
   }
 }
 
+// Negative counts were accepted (exit 0, a table): a usage error naming the option and the bound. bench --repeats 0
+// (no prefill measured) likewise.
+TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
+  const std::string text = (kCorpora / "fortunes.txt").string();
+  for (const std::string opt : {"--stride", "--max-tokens", "--batch"}) {
+    const CliRun r = run_statecut("eval --checkpoint " + kModel.string() + " --text " + text + " " + opt + " -1");
+    EXPECT_EQ(r.code, 2) << opt;
+    const auto l = lines(r.err);
+    ASSERT_EQ(l.size(), 1u) << r.err;
+    EXPECT_EQ(l[0], "statecut eval: usage: " + opt + ": must be an integer >= 0, got -1; see 'statecut eval --help'");
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const CliRun b = run_statecut("bench --checkpoint " + kModel.string() + " --repeats 0");
+  EXPECT_EQ(b.code, 2);
+  EXPECT_EQ(b.err, "statecut bench: usage: --repeats: must be an integer >= 1, got 0; see 'statecut bench --help'\n");
+}
+
 TEST(BadInput_Eval, failureAfterTheFilesAreReadPrintsNoTableHeader) {
   TempDir d("evalbad2");
   std::ofstream(d / "one.txt") << "x";  // one byte: one token, nothing to predict
