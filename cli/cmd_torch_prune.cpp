@@ -67,7 +67,8 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--keep-from", a->opt.keep_from, "apply the keep sets of a keep.json or statecut.json instead");
   auto* ratio = app.add_option("--ratio", a->opt.ratio,
                                 "pruning ratio in (0,1): keep max(1, floor(dk (1 - R))) channels per head");
-  app.add_option("--keep", a->opt.keep, "keep exactly K channels per head (1 <= K <= dk)");
+  app.add_option("--keep", a->opt.keep, "keep exactly K channels per head (1 <= K <= dk)")
+      ->check(statecut::cli::at_least(1));
   app.add_option("--calib", a->opt.calib, "calibration text or token files (swanda, grad, drrqr, pca; rand and l1 ignore it, with a warning)");
   app.add_option("--calib-seqs", a->opt.calib_seqs, "calibration sequences N")->capture_default_str();
   app.add_option("--calib-len", a->opt.calib_len, "tokens per calibration sequence L")->capture_default_str();

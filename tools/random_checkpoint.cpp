@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
                                                    "mamba2: 64, head dim = 2 * hidden / heads)");
   auto* layers = app.add_option("--layers", s.layers, "layers (delta_net 24, gated_deltanet 21, mamba2 48)");
   auto* state = app.add_option("--state", s.state, "mamba2: state_size (default 128)");
-  app.add_option("--head-dim", s.head_dim, "gated_deltanet: key head dim (default 256)");
+  auto* head_dim = app.add_option("--head-dim", s.head_dim, "gated_deltanet: key head dim (default 256)");
   app.add_option("--expand-v", s.expand_v, "gated_deltanet: dv = head_dim * expand_v (default 2)");
   app.add_option("--intermediate", s.intermediate, "MLP size")->capture_default_str();
   app.add_option("--vocab", s.vocab, "vocabulary")->capture_default_str();
@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
     s.qwen = family == "qwen3_5";
     s.mamba = family == "mamba2";
     if (state->count() != 0 && !s.mamba) throw std::runtime_error("--state is a mamba2 option");
+    if (head_dim->count() != 0 && s.head_dim < 1) throw std::runtime_error("--head-dim must be positive");
     if (s.mamba) {  // state-spaces/mamba2-1.3b unless given
       if (heads->count() == 0) s.heads = 64;
       if (layers->count() == 0) s.layers = 48;

@@ -117,6 +117,15 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     tok_desc = !tok.available() ? "none (" + tok.unavailable_reason() + ")"
                : tok.byte_level() ? std::string("byte-level (vocab 256, no tokenizer file)")
                                   : tok.describe();
+    // Every other command refuses text whose ids the model cannot embed; a tokenizer larger than the embedding is
+    // that, for any text (a smaller one is fine: embeddings are often padded).
+    const int64_t model_vocab = ctx.config.value("vocab_size", int64_t{0});
+    if (tok.available() && !tok.byte_level() && model_vocab > 0 && tok.vocab_size() > model_vocab) {
+      problems.push_back(ctx.dir + ": the tokenizer (" + tok.describe() + ") has " + std::to_string(tok.vocab_size()) +
+                         " ids but config.json's vocab_size is " + std::to_string(model_vocab) +
+                         ": text would give ids the model cannot embed");
+      if (r.where.empty()) r.where = "tokenizer";
+    }
   } catch (const std::exception& e) {
     problems.push_back(e.what());
     if (r.where.empty()) r.where = "tokenizer";

@@ -70,7 +70,7 @@ TEST(BadInput_Eval, missingOrEmptyFileIsOneLine) {
 }
 
 // Negative counts were accepted (exit 0, a table): a usage error naming the option and the bound. bench --repeats 0
-// (no prefill measured) likewise.
+// (no prefill measured), rank --len and prune --keep below 1 likewise.
 TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
   const std::string text = (kCorpora / "fortunes.txt").string();
   for (const std::string opt : {"--stride", "--max-tokens", "--batch"}) {
@@ -84,6 +84,13 @@ TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
   const CliRun b = run_statecut("bench --checkpoint " + kModel.string() + " --repeats 0");
   EXPECT_EQ(b.code, 2);
   EXPECT_EQ(b.err, "statecut bench: usage: --repeats: must be an integer >= 1, got 0; see 'statecut bench --help'\n");
+  // rank --len -3 said "cannot create std::vector larger than max_size()"; prune --keep 0 "give exactly one of ..."
+  const CliRun rk = run_statecut("rank --checkpoint " + kModel.string() + " --text " + text + " --len -3");
+  EXPECT_EQ(rk.code, 2);
+  EXPECT_EQ(rk.err, "statecut rank: usage: --len: must be an integer >= 1, got -3; see 'statecut rank --help'\n");
+  const CliRun pk = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --keep 0 --out x");
+  EXPECT_EQ(pk.code, 2);
+  EXPECT_EQ(pk.err, "statecut prune: usage: --keep: must be an integer >= 1, got 0; see 'statecut prune --help'\n");
 }
 
 TEST(BadInput_Eval, failureAfterTheFilesAreReadPrintsNoTableHeader) {

@@ -207,6 +207,25 @@ TEST(Cli_Verify, shardIndexPointingOutsideTheFolderIsUnreadable) {
   }
 }
 
+// A tokenizer with more ids than the model embeds (here a Qwen-vocabulary tokenizer.json beside a 256-token model):
+// every other command refuses text from it, so `load` fails naming it (it passed).
+TEST(Cli_Verify, tokenizerLargerThanTheEmbeddingFailsLoad) {
+  const fs::path root(STATECUT_SOURCE_DIR);
+  TempDir tmp("verify-cli-tokenizer");
+  const fs::path ck = tmp.path / "ck";
+  fs::copy(root / "assets" / "byte_delta_net_4L", ck, fs::copy_options::recursive);
+  fs::copy_file(root / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", ck / "tokenizer.json");
+  const auto r = run_statecut("verify --checkpoint " + ck.string() + " --only load --json --quiet");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["checks"].size(), 1u);
+  EXPECT_EQ(j["checks"][0]["status"], "fail");
+  EXPECT_EQ(j["checks"][0]["where"], "tokenizer");
+  EXPECT_TRUE(contains(j["checks"][0]["message"].get<std::string>(),
+                       "ids but config.json's vocab_size is 256: text would give ids the model cannot embed"))
+      << j["checks"][0]["message"];
+}
+
 TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
   const std::string src = fixture_or_skip("hf_qwen3_5");
   if (src.empty()) GTEST_SKIP() << "fixture not found";
