@@ -198,6 +198,11 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
   if (choice == TokenizerChoice::Bytes) return t;
   const std::string path = (fs::path(dir) / "tokenizer.model").string();
   const std::string json_path = (fs::path(dir) / "tokenizer.json").string();
+  for (const std::string& p : {path, json_path}) {  // one line naming it, not a stream error or a helper's abort
+    std::error_code ec;
+    if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
+      throw std::runtime_error(p + ": not a regular file (a directory?); expected the tokenizer file");
+  }
   if (!fs::exists(path)) {
     if (fs::exists(json_path)) return for_tokenizer_json(json_path);
     // Byte-level only when the checkpoint says so: any other vocabulary read as raw bytes gives meaningless ids.

@@ -69,6 +69,22 @@ TEST(BadInput_Eval, missingOrEmptyFileIsOneLine) {
   }
 }
 
+// A tokenizer.json or tokenizer.model that is a directory: one line naming it (it was libstdc++'s "basic_filebuf::
+// underflow error reading the file: Is a directory", or the SentencePiece helper's abort).
+TEST(BadInput_Eval, tokenizerPathThatIsADirectoryIsOneLineNamingIt) {
+  for (const std::string name : {"tokenizer.json", "tokenizer.model"}) {
+    TempDir d("evaltokdir");
+    const fs::path m = d.path / "m";
+    fs::copy(kModel, m, fs::copy_options::recursive);
+    fs::create_directories(m / name);
+    const CliRun r = run_statecut("eval --checkpoint " + m.string() + " --text " + (kCorpora / "fortunes.txt").string());
+    EXPECT_EQ(r.code, 1) << name;
+    EXPECT_EQ(r.err, "statecut eval: error: " + (m / name).string() +
+                         ": not a regular file (a directory?); expected the tokenizer file\n");
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
 // Negative counts were accepted (exit 0, a table): a usage error naming the option and the bound. bench --repeats 0
 // (no prefill measured), rank --len and prune --keep below 1 likewise.
 TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
