@@ -247,6 +247,12 @@ double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, 
   return f->get<double>();
 }
 
+double cfg_norm_eps(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin) {
+  const double e = cfg_double(c, key, dflt, origin);
+  if (!(std::isfinite(e) && e >= 0)) bad(origin, key, "a norm epsilon must be finite and >= 0, got " + std::to_string(e));
+  return e;
+}
+
 bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const std::string& origin) {
   const auto* f = config_field(c, key);
   if (!f) return dflt;

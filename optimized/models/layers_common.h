@@ -74,6 +74,9 @@ torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
+/// A norm epsilon: finite and >= 0 (a negative one makes the norm's square root NaN on small rows, which the forward
+/// then blamed on the text).
+double cfg_norm_eps(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
 bool cfg_bool(const nlohmann::json& c, const std::string& key, bool dflt, const std::string& origin);
 std::string cfg_string(const nlohmann::json& c, const std::string& key, const std::string& dflt,
                        const std::string& origin);

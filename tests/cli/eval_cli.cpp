@@ -85,6 +85,21 @@ TEST(BadInput_Eval, tokenizerPathThatIsADirectoryIsOneLineNamingIt) {
   }
 }
 
+// A negative norm epsilon in config.json is the config's error, named there (the forward's NaN was blamed on the
+// text: "its forward overflows on this text").
+TEST(BadInput_Eval, negativeNormEpsilonIsAConfigError) {
+  TempDir d("evaleps");
+  const fs::path m = d.path / "m";
+  fs::copy(kModel, m, fs::copy_options::recursive);
+  auto cfg = json::parse(slurp(m / "config.json"));
+  cfg["norm_eps"] = -1;
+  std::ofstream(m / "config.json") << cfg.dump();
+  const CliRun r = run_statecut("eval --checkpoint " + m.string() + " --text " + (kCorpora / "fortunes.txt").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "statecut eval: error: " + (m / "config.json").string() +
+                       ": 'norm_eps': a norm epsilon must be finite and >= 0, got -1.000000\n");
+}
+
 // Negative counts were accepted (exit 0, a table): a usage error naming the option and the bound. bench --repeats 0
 // (no prefill measured), rank --len and prune --keep below 1 likewise.
 TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {

@@ -305,7 +305,7 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.vocab_size = cfg_int(c, "vocab_size", origin);
   m.hidden_size = cfg_int(c, "hidden_size", origin);
   m.num_layers = cfg_int(c, "num_hidden_layers", origin);
-  m.norm_eps = cfg_double(c, "norm_eps", 1e-6, origin);
+  m.norm_eps = cfg_norm_eps(c, "norm_eps", 1e-6, origin);
   m.tie_word_embeddings = cfg_bool(c, "tie_word_embeddings", false, origin);
   if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_layers <= 0)
     config_error(origin, "vocab_size, hidden_size and num_hidden_layers must be positive");

@@ -76,7 +76,7 @@ Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& ori
   m.state = cfg_int(c, "state_size", origin);
   m.groups = cfg_int(c, "n_groups", kMamba2DefaultGroups, origin);
   m.conv = cfg_int(c, "conv_kernel", 4, origin);
-  m.eps = cfg_double(c, "layer_norm_epsilon", 1e-5, origin);
+  m.eps = cfg_norm_eps(c, "layer_norm_epsilon", 1e-5, origin);
   m.use_bias = cfg_bool(c, "use_bias", false, origin);
   m.conv_bias = cfg_bool(c, "use_conv_bias", true, origin);
   m.residual_fp32 = cfg_bool(c, "residual_in_fp32", true, origin);

@@ -44,7 +44,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
     config_error(origin, "sizes, head counts and head dims must be positive");
   m.head_dim = c.contains("head_dim") && !c.at("head_dim").is_null() ? cfg_int(c, "head_dim", origin)
                                                                      : m.hidden / m.heads;
-  m.eps = cfg_double(c, "rms_norm_eps", 1e-6, origin);
+  m.eps = cfg_norm_eps(c, "rms_norm_eps", 1e-6, origin);
   m.attention_bias = cfg_bool(c, "attention_bias", false, origin);
   m.output_gate = cfg_bool(c, "attn_output_gate", true, origin);
   m.tie = cfg_bool(c, "tie_word_embeddings", false, origin);
