@@ -11,9 +11,10 @@
 
 #include "cli/command_registry.h"
 #include "cli/usage.h"
-#include "optimized/io/checkpoint.h"
 #include "optimized/generate/model_bench.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
+#include "optimized/models/model_registry.h"
 
 namespace {
 
@@ -114,6 +115,8 @@ int run_bench(const BenchArgs& a) {
 
   std::vector<std::string> dirs = {a.checkpoint};
   dirs.insert(dirs.end(), a.compare.begin(), a.compare.end());
+  // Every checkpoint checked as the loader checks it (no weights held) before minutes of timing the first one.
+  for (const auto& d : dirs) statecut::check_causal_lm_loads(d);
   std::vector<statecut::ModelBenchResult> results;
   for (const auto& d : dirs) {
     auto model = statecut::load_causal_lm(d, dtype, device);  // one model in memory at a time

@@ -70,4 +70,17 @@ TEST(BadInput_Bench, badSizesAreOneLineAndExitOne) {
   }
 }
 
+// A --compare checkpoint that does not load fails before anything is timed (the first model was benchmarked, its
+// progress printed, and only then the broken one named).
+TEST(BadInput_Bench, brokenCompareCheckpointFailsBeforeAnyTiming) {
+  const std::string full = fixture_dir("fla_delta_net");
+  if (full.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  statecut::test::TempDir d("bench-broken");
+  const auto r = run_statecut("bench --checkpoint " + full + " --compare " + (d / "none") + " --decode 1 --prefill 1x8");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line (progress of the first model?): " << r.err;
+  EXPECT_NE(r.err.find(d / "none"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
 }  // namespace
