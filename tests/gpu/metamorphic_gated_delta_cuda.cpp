@@ -1,7 +1,7 @@
 // Metamorphic relations of the CUDA gated delta rule kernels at sizes too large for the CPU loop:
 // chunked = recurrent, state carried across calls, in-place decode = one multi-token call, bf16-state decode =
-// fp32 decode rounded once, the decode kernel without its delta term = the linear-attention recurrence, both state
-// layouts,
+// fp32 decode rounded once, the decode kernel without its delta term = the linear-attention recurrence, the [V,K]
+// kernel's packed instance = its strided one bit for bit, both state layouts,
 // grouped values = explicit repetition of q/k heads, packed varlen = separate calls, and slices of a packed
 // projection read in place = contiguous copies.
 #include <gtest/gtest.h>
@@ -11,6 +11,12 @@
 #include <cstdio>
 
 #include "tests/gpu/gated_delta_cases.h"
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include <cuda_runtime_api.h>
+
+#include "kernels/gated_delta.h"
+#endif
 
 namespace {
 
@@ -239,6 +245,37 @@ TEST(Meta_GatedDeltaCuda, groupedValuesEqualRepeatedHeads) {
     auto [o_r, s_r] = run_cuda(kern, cr, r, d.s0, 0.1);
     EXPECT_EQ(rel_err(o_g, o_r), 0.0);  // the kernels read the same numbers
     EXPECT_EQ(rel_err(s_g, s_r), 0.0);
+  }
+#endif
+}
+
+// The [V,K] decode kernel has a Packed instance (no token strides: one offset for q and k; the 29th-31st waves'
+// regression fix) beside the strided one. Given the same packed tensors with strides 0 (Packed) and with the packed
+// strides spelled out (strided), the entry point must return the same bits: same numbers, same sums, same order.
+TEST(Meta_GatedDeltaCuda, packedInstanceEqualsTheStridedOneBitForBit) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  for (int K : {128, 89, 64}) {
+    GdCase c;
+    c.B = 16, c.T = 2, c.H = 2, c.HV = 4, c.K = K, c.V = 128, c.v_first = true;
+    const GdInputs d = to_device(make_inputs(c, seed_from_env(37 + K)));
+    auto run = [&](bool strided) {
+      at::Tensor o = at::empty_like(d.v), s = d.s0.clone();
+      statecut::cuda::GatedDeltaArgs a;
+      a.q = d.q.data_ptr(), a.k = d.k.data_ptr(), a.v = d.v.data_ptr(), a.o = o.data_ptr();
+      a.g = d.g.data_ptr<float>(), a.beta = d.beta.data_ptr<float>();
+      a.initial_state = s.data_ptr<float>(), a.final_state = s.data_ptr<float>();
+      a.N = c.B, a.seq_len = c.T, a.H = c.H, a.HV = c.HV, a.K = K, a.V = c.V, a.scale = 0.1f, a.l2norm_qk = true;
+      a.layout = statecut::cuda::StateLayout::kVK;
+      if (strided) a.q_stride = a.k_stride = int64_t{c.H} * K, a.v_stride = int64_t{c.HV} * c.V;
+      EXPECT_EQ(statecut::cuda::gated_delta_recurrent(a, nullptr), cudaSuccess);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      return std::make_pair(o, s);
+    };
+    const auto [o_p, s_p] = run(false);
+    const auto [o_s, s_s] = run(true);
+    EXPECT_TRUE(at::equal(o_p, o_s)) << c.name();
+    EXPECT_TRUE(at::equal(s_p, s_s)) << c.name();
   }
 #endif
 }
