@@ -12,11 +12,11 @@
 #include <string>
 
 #include "cli/command_registry.h"
-#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
 #include "optimized/generate/generate.h"
 #include "optimized/generate/text_stream.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
 #include "optimized/text/tokenizer.h"
 

@@ -5,11 +5,11 @@
 #include <cstdio>
 
 #include "cli/command_registry.h"
-#include "optimized/io/checkpoint.h"
-#include "cli/tokenizer_option.h"
-#include "optimized/prune/prune.h"
 #include "cli/progress_bar.h"
+#include "cli/tokenizer_option.h"
 #include "cli/usage.h"
+#include "optimized/io/checkpoint.h"
+#include "optimized/prune/prune.h"
 
 namespace {
 

@@ -7,13 +7,13 @@
 #include <memory>
 
 #include "cli/command_registry.h"
-#include "cli/usage.h"
-#include "optimized/io/checkpoint.h"
 #include "cli/progress_bar.h"
 #include "cli/tokenizer_option.h"
+#include "cli/usage.h"
 #include "optimized/analysis/rank_analysis.h"
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 

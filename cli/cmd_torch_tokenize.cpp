@@ -10,9 +10,9 @@
 #include <string>
 
 #include "cli/command_registry.h"
-#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/io/atomic_dir.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
 #include "optimized/text/tokenizer.h"
 

@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
-#include "optimized/io/checkpoint.h"
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/verify/verify.h"
 #include "optimized/verify/verify_svg.h"
 

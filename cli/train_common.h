@@ -13,8 +13,8 @@
 #include <string>
 
 #include "cli/command_registry.h"
-#include "optimized/io/checkpoint.h"
 #include "cli/tokenizer_option.h"
+#include "optimized/io/checkpoint.h"
 #include "optimized/train/data_parallel.h"
 #include "optimized/train/trainer.h"
 
@@ -146,7 +146,9 @@ inline int run_training(TrainArgs& a, const std::string& label, const std::strin
   const int64_t step = r.history.empty() ? 0 : r.history.back().step;
   if (!r.completed) {
     if (a.json)
-      std::printf("%s\n", statecut::io::json_text(nlohmann::json{{"completed", false}, {"state", r.state_dir}, {"step", step}}).c_str());
+      std::printf("%s\n",
+                  statecut::io::json_text(nlohmann::json{{"completed", false}, {"state", r.state_dir}, {"step", step}})
+                      .c_str());
     else
       std::printf("stopped at step %lld; continue with --resume (state in %s)\n", static_cast<long long>(step),
                   r.state_dir.c_str());

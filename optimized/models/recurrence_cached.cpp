@@ -45,6 +45,11 @@ void kernel_state(const torch::Tensor& k, const torch::Tensor& v, torch::Tensor&
   state = state.defined() ? state.to(torch::kFloat32).contiguous()
                           : torch::zeros({v.size(0), v.size(2), k.size(3), v.size(3)}, v.options().dtype(torch::kFloat32));
 }
+
+/// A kernel's optional fp32 input: undefined stays absent.
+c10::optional<at::Tensor> fp32_opt(const torch::Tensor& t) {
+  return t.defined() ? c10::optional<at::Tensor>(t.to(torch::kFloat32)) : c10::optional<at::Tensor>();
+}
 #endif
 
 }  // namespace
@@ -88,7 +93,7 @@ torch::Tensor delta_rule_cached(const torch::Tensor& q, const torch::Tensor& k, 
     const int64_t T = v.size(1);
     kernel_state(k, v, state);
     const c10::optional<at::Tensor> none;
-    const c10::optional<at::Tensor> g_opt = g.defined() ? c10::optional<at::Tensor>(g.to(torch::kFloat32)) : none;
+    const c10::optional<at::Tensor> g_opt = fp32_opt(g);
     const c10::optional<at::Tensor> b_opt(beta.to(torch::kFloat32));
     if (T == 1)
       return cuda::gated_delta_rule_decode_(q, k, v, g_opt, b_opt, scale, state, none, /*use_qk_l2norm_in_kernel=*/l2norm_qk,
@@ -142,11 +147,8 @@ torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tenso
 #ifdef STATECUT_WITH_CUDA_KERNELS
   if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v, {g, value_scale})) {
     kernel_state(k, v, state);
-    const auto f32 = [](const torch::Tensor& t) {
-      return t.defined() ? c10::optional<at::Tensor>(t.to(torch::kFloat32)) : c10::optional<at::Tensor>();
-    };
     const c10::optional<at::Tensor> none;
-    return cuda::gated_delta_rule_decode_(q, k, v, f32(g), f32(value_scale), scale, state, none,
+    return cuda::gated_delta_rule_decode_(q, k, v, fp32_opt(g), fp32_opt(value_scale), scale, state, none,
                                           /*use_qk_l2norm_in_kernel=*/false, /*use_gate_in_kernel=*/false, none, none,
                                           /*use_beta_sigmoid_in_kernel=*/false, /*state_v_first=*/false,
                                           /*round_beta=*/false, /*delta=*/false);

@@ -108,8 +108,8 @@ json source_record(const PruneOptions& opt, const json& cfg) {
 PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, const std::vector<PrunableLayer>& layers) {
   const int dk = layers.front().head_k_dim;
   PruneResult res;
-  res.selection = read_keep_file(opt.keep_from);
   const json kf = io::read_json_file(opt.keep_from);
+  res.selection = keep_selections(kf, opt.keep_from);
   for (const char* key : {"dk", "head_k_dim"})
     if (kf.contains(key) && !(kf[key].is_number_integer() && kf[key].get<int64_t>() == dk))
       throw std::runtime_error(opt.keep_from + ": \"" + key + "\" is " + kf[key].dump() + ", but " + opt.checkpoint +

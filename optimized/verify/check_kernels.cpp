@@ -41,8 +41,7 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out) {
     return;
   }
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(ctx.layers.empty() ? skipped("kernels", "no linear-attention layer")
-                                    : unavailable(ctx, "kernels", ctx.forward_error));
+    out.push_back(forward_unavailable(ctx, "kernels"));
     return;
   }
   for (const RecurrenceMode mode : {RecurrenceMode::Chunk, RecurrenceMode::Recurrent}) {

@@ -71,8 +71,7 @@ CheckResult row(const std::string& name, torch::Dtype ct, bool kernels, const Wo
 
 void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(ctx.layers.empty() ? skipped("chunk-recurrent", "no linear-attention layer")
-                                    : unavailable(ctx, "chunk-recurrent", ctx.forward_error));
+    out.push_back(forward_unavailable(ctx, "chunk-recurrent"));
     return;
   }
   const torch::Dtype ct = compute_dtype(ctx.run_dtype);
@@ -118,8 +117,7 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
 
 void check_state_carry(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(ctx.layers.empty() ? skipped("state-carry", "no linear-attention layer")
-                                    : unavailable(ctx, "state-carry", ctx.forward_error));
+    out.push_back(forward_unavailable(ctx, "state-carry"));
     return;
   }
   const int64_t T = ctx.ids.size(1);

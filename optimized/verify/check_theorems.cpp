@@ -300,8 +300,7 @@ void invariances(Context& ctx, std::vector<CheckResult>& out) {
 
 void check_theorems(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty() || !ctx.ensure_forward()) {
-    out.push_back(ctx.layers.empty() ? skipped("theorems", "no linear-attention layer")
-                                    : unavailable(ctx, "theorems", ctx.forward_error));
+    out.push_back(forward_unavailable(ctx, "theorems"));
     return;
   }
   state_theorems(ctx, out);

@@ -230,6 +230,10 @@ CheckResult unavailable(const Context& ctx, const std::string& name, const std::
   return r;
 }
 
+CheckResult forward_unavailable(const Context& ctx, const std::string& name) {
+  return ctx.layers.empty() ? skipped(name, "no linear-attention layer") : unavailable(ctx, name, ctx.forward_error);
+}
+
 CheckResult skipped(const std::string& name, const std::string& why) {
   CheckResult r;
   r.name = name;

@@ -28,6 +28,9 @@ CheckResult skipped(const std::string& name, const std::string& why);
 /// loaded and its forward then threw (out of memory, a shape the loader let through: nothing was checked, so no pass),
 /// skipped when it did not load (the `load` row fails and names the cause once).
 CheckResult unavailable(const Context& ctx, const std::string& name, const std::string& why);
+/// The row of a check that needs the forward, when it cannot have it: skipped without a linear-attention layer, else
+/// unavailable(ctx, name, ctx.forward_error).
+CheckResult forward_unavailable(const Context& ctx, const std::string& name);
 /// The recurrence threshold of a compute dtype and its one-line reason (shared by reference, chunk-recurrent,
 /// state-carry: all three compare recurrences on the same inputs).
 /// kernels: the layer runs the CUDA kernels (bf16/fp16 on CUDA), whose chunk form takes TF32 operands.
