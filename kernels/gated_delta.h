@@ -5,6 +5,8 @@
 ///   k_t, q_t <- x / sqrt(sum x^2 + 1e-6)            (when l2norm_qk, as fla's use_qk_l2norm_in_kernel)
 ///   g_t      <- -exp(A_log[hv]) softplus(a_t + dt_bias[hv])   (when gate_in_kernel; else g_t as given; no g: 0)
 ///   b_t      <- sigmoid(b_t)                        (when beta_sigmoid; no beta: 1)
+///   b_t      <- softplus(a_t + dt_bias[hv])         (when beta_dt, recurrent only: Mamba-2's dt, g_t = A_log's
+///                                                    −exp times it)
 ///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,   o_t = S_t^T (scale q_t)
 ///   (recurrent kernel with delta = false: S_t = exp(g_t) S_{t-1} + b_t k_t v_t^T, gated linear attention with b_t
 ///   scaling the value — Mamba-2's SSM with k = B, q = C, b = dt, g = dt A)
@@ -68,6 +70,9 @@ struct GatedDeltaArgs {
   bool beta_round = false;  ///< round beta (after the sigmoid) to in_type: a model computing sigmoid in that type (fla
                             ///< DeltaNet); with beta_sigmoid the sigmoid is LibTorch's 1 / (1 + expf(−x))
   bool delta = true;  ///< false: no delta term (gated linear attention, above); the chunk kernel refuses it
+  bool beta_dt = false;  ///< beta_t = softplus(a_t + dt_bias[hv]) from the gate input (needs gate_in_kernel; beta
+                         ///< unused): Mamba-2's dt, so g_t = A dt_t and b_t = dt_t come from one raw input with
+                         ///< A = −exp(A_log); the chunk kernel refuses it
 };
 
 /// nullptr when the arguments are usable, else a one-line reason naming the argument.

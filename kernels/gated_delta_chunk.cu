@@ -579,7 +579,7 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
-  if (a.g_typed || a.beta_typed || a.beta_round || !a.delta)
+  if (a.g_typed || a.beta_typed || a.beta_round || !a.delta || a.beta_dt)
     return cudaErrorInvalidValue;  // fp32 gates and the delta rule only (the recurrent kernel takes the others)
   // q and k in place share one token stride, a multiple of 8 elements (16-byte row copies) that holds the H K
   // elements of a token; v's is even (32-bit loads) and holds HV V

@@ -44,6 +44,11 @@ __device__ __forceinline__ float token_gate(const GatedDeltaArgs& a, long tok, i
 }
 template <typename T>
 __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {
+  if (a.beta_dt) {  // Mamba-2's dt = softplus(a + dt_bias), the factor log_gate_of multiplies by −exp(A_log)
+    const float raw = a.g_typed ? to_f<T>(static_cast<const T*>(a.g_typed)[tok * a.g_stride + hv])
+                                : a.g[tok * a.HV + hv];
+    return detail::softplus(raw + (a.dt_bias ? a.dt_bias[hv] : 0.f));
+  }
   if (a.beta_typed == nullptr && !a.beta_round) return detail::token_beta(a, tok, hv);
   if (a.beta_typed == nullptr && a.beta == nullptr) return 1.f;
   float b = a.beta_typed ? to_f<T>(static_cast<const T*>(a.beta_typed)[tok * a.beta_stride + hv])
@@ -362,6 +367,7 @@ const char* check_args(const GatedDeltaArgs& a) {
   if (a.cu_seqlens != nullptr && a.max_seq_len < 0) return "max_seq_len must be >= 0 with cu_seqlens";
   if (a.gate_in_kernel && (a.A_log == nullptr || (a.g == nullptr && a.g_typed == nullptr)))
     return "gate_in_kernel needs g and A_log";
+  if (a.beta_dt && !a.gate_in_kernel) return "beta_dt needs gate_in_kernel (beta is formed from the gate input)";
   if (a.q_stride < 0 || a.k_stride < 0 || a.v_stride < 0 || a.g_stride < 0 || a.beta_stride < 0)
     return "token strides must be >= 0";
   return nullptr;

@@ -35,13 +35,14 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_rule_recurrent(
 /// state is widened to fp32 in registers and rounded once at the end of the call. Inputs are read in place (no copy)
 /// when their tokens lie one stride apart (slices of one packed projection output), g and beta also when they are of
 /// q's dtype (no conversion). round_beta: beta (after the sigmoid) is rounded to q's dtype, as a model computing the
-/// sigmoid in that dtype (fla DeltaNet) has it. delta = false: gated linear attention, S = exp(g) S + beta k v^T
-/// (kernels/gated_delta.h; C++ only, not in the registered schema).
+/// sigmoid in that dtype (fla DeltaNet) has it. delta = false: gated linear attention, S = exp(g) S + beta k v^T;
+/// beta_dt (with use_gate_in_kernel; beta unused): beta = softplus(g + dt_bias), Mamba-2's dt from its raw input
+/// (kernels/gated_delta.h; both C++ only, not in the registered schema).
 at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                     const OptTensor& g, const OptTensor& beta, double scale, at::Tensor& state,
                                     const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
                                     bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
                                     bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta = false,
-                                    bool delta = true);
+                                    bool delta = true, bool beta_dt = false);
 
 }  // namespace statecut::cuda

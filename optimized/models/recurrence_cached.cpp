@@ -164,4 +164,25 @@ torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tenso
   return o;
 }
 
+torch::Tensor linear_attention_cached_dt(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const GateInputs& gate, double scale, RecurrenceMode mode,
+                                         torch::Tensor& state) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (v.dim() == 4 && v.size(1) == 1 && delta_rule_uses_cuda_kernels(q, k, v, {gate.a, gate.A_log, gate.dt_bias})) {
+    kernel_state(k, v, state);
+    const c10::optional<at::Tensor> none;
+    return cuda::gated_delta_rule_decode_(q, k, v, c10::optional<at::Tensor>(gate.a), none, scale, state, none,
+                                          /*use_qk_l2norm_in_kernel=*/false, /*use_gate_in_kernel=*/true,
+                                          c10::optional<at::Tensor>(gate.A_log), fp32_opt(gate.dt_bias),
+                                          /*use_beta_sigmoid_in_kernel=*/false, /*state_v_first=*/false,
+                                          /*round_beta=*/false, /*delta=*/false, /*beta_dt=*/true);
+  }
+#endif
+  const auto cd = compute_dtype(v.scalar_type());
+  auto dt = gate.a.to(cd);
+  if (gate.dt_bias.defined()) dt = dt + gate.dt_bias;
+  dt = torch::softplus(dt);
+  return linear_attention_cached(q, k, v, -torch::exp(gate.A_log) * dt, scale, mode, state, dt);
+}
+
 }  // namespace statecut

@@ -49,4 +49,12 @@ torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tenso
                                       const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state,
                                       const torch::Tensor& value_scale = torch::Tensor());
 
+/// Mamba-2's step from its raw dt input: dt = softplus(gate.a + gate.dt_bias), g = −exp(gate.A_log) · dt, then
+/// linear_attention_cached(q, k, v, g, scale, mode, state, /*value_scale=*/dt). One token of bf16/fp16 on CUDA: dt
+/// and g are formed in the decode kernel from `a` read in place (beta_dt), no launch before it; otherwise LibTorch in
+/// the compute dtype (the same values as forming dt · A with A = −exp(A_log): one fp32 product either way).
+torch::Tensor linear_attention_cached_dt(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                         const GateInputs& gate, double scale, RecurrenceMode mode,
+                                         torch::Tensor& state);
+
 }  // namespace statecut

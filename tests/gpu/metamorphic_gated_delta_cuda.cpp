@@ -143,40 +143,60 @@ TEST(Meta_GatedDeltaCuda, inPlaceDecodeEqualsMultiTokenCall) {
 
 // The decode kernel without its delta term (delta = false: Mamba-2's SSM step, S = exp(g) S + b k vᵀ, o = Sᵀ(scale q))
 // against that recurrence in double on the host, both layouts, grouped values (1 key head, 4 value heads: one
-// Mamba-2 group), dk 128 / 89 / 16 and three tokens a call. State: fp32 sums of at most dk + 1 terms, 1e-5 normwise;
-// o: the same plus one bf16 rounding (2^-9 relative), 2^-8 with room for the state's error.
+// Mamba-2 group), dk 128 / 89 / 16 and three tokens a call; b and g given, or (dt_in_kernel: beta_dt, Mamba-2's
+// decode step) formed in the kernel from one raw input a (bf16 read in place, as the packed projection holds it; fp32
+// at dk 89), b = softplus(a + dt_bias), g = −exp(A_log) b, the reference forming them in double from the same bf16 a.
+// State: fp32 sums of at most dk + 1 terms, 1e-5 normwise; o: the same plus one bf16 rounding (2^-9 relative), 2^-8
+// with room for the state's error.
 TEST(Meta_GatedDeltaCuda, linearAttentionDecodeMatchesTheRecurrenceInDouble) {
   STATECUT_REQUIRE_GPU();
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  for (bool v_first : {false, true}) {
-    for (int K : {128, 89, 16}) {
-      GdCase c;
-      c.B = 8, c.T = 3, c.H = 1, c.HV = 4, c.K = K, c.V = 64, c.v_first = v_first, c.l2norm = false;
-      c.b_lo = 0.01, c.b_hi = 2.0;  // dt
-      const GdInputs h = make_inputs(c, seed_from_env(31 + K));
-      const GdInputs d = to_device(h);
-      const double scale = 0.7;
-      at::Tensor state = d.s0.clone();
-      const at::Tensor o = statecut::cuda::gated_delta_rule_decode_(
-          d.q, d.k, d.v, d.g, d.beta, scale, state, c10::nullopt, false, false, c10::nullopt, c10::nullopt, false,
-          v_first, /*round_beta=*/false, /*delta=*/false);
-      const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
-      at::Tensor S = f64(v_first ? h.s0.transpose(-1, -2) : h.s0);  // [B,HV,K,V]
-      std::vector<at::Tensor> os;
-      for (int t = 0; t < c.T; ++t) {
-        const at::Tensor q = f64(h.q.select(1, t)).repeat_interleave(c.HV / c.H, 1) * scale;  // [B,HV,K]
-        const at::Tensor k = f64(h.k.select(1, t)).repeat_interleave(c.HV / c.H, 1);
-        const at::Tensor v = f64(h.v.select(1, t)), g = f64(h.g.select(1, t)), b = f64(h.beta.select(1, t));
-        S = S * at::exp(g).unsqueeze(-1).unsqueeze(-1) + (b.unsqueeze(-1) * k).unsqueeze(-1) * v.unsqueeze(-2);
-        os.push_back(at::einsum("bhkv,bhk->bhv", {S, q}));
+  for (bool dt_in_kernel : {false, true})
+    for (bool v_first : {false, true}) {
+      for (int K : {128, 89, 16}) {
+        GdCase c;
+        c.B = 8, c.T = 3, c.H = 1, c.HV = 4, c.K = K, c.V = 64, c.v_first = v_first, c.l2norm = false;
+        c.b_lo = 0.01, c.b_hi = 2.0;  // dt
+        c.gate_in_kernel = dt_in_kernel;
+        GdInputs h = make_inputs(c, seed_from_env(31 + K));
+        // The raw dt input a in bf16 as the projection rounds it (read in place); at dk 89 in fp32 (the other read).
+        if (dt_in_kernel && K != 89) h.g = h.g.to(at::kBFloat16);
+        const GdInputs d = to_device(h);
+        const double scale = 0.7;
+        at::Tensor state = d.s0.clone();
+        const auto opt = [](const at::Tensor& t) { return c10::optional<at::Tensor>(t); };
+        const at::Tensor o =
+            dt_in_kernel
+                ? statecut::cuda::gated_delta_rule_decode_(d.q, d.k, d.v, opt(d.g), c10::nullopt, scale, state,
+                                                           c10::nullopt, false, true, opt(d.A_log), opt(d.dt_bias),
+                                                           false, v_first, /*round_beta=*/false, /*delta=*/false,
+                                                           /*beta_dt=*/true)
+                : statecut::cuda::gated_delta_rule_decode_(d.q, d.k, d.v, d.g, d.beta, scale, state, c10::nullopt,
+                                                           false, false, c10::nullopt, c10::nullopt, false, v_first,
+                                                           /*round_beta=*/false, /*delta=*/false);
+        const auto f64 = [](const at::Tensor& t) { return t.to(at::kDouble); };
+        at::Tensor G = f64(h.g), Bt = dt_in_kernel ? at::Tensor() : f64(h.beta);
+        if (dt_in_kernel) {
+          Bt = at::softplus(G + f64(h.dt_bias));
+          G = -at::exp(f64(h.A_log)) * Bt;
+        }
+        at::Tensor S = f64(v_first ? h.s0.transpose(-1, -2) : h.s0);  // [B,HV,K,V]
+        std::vector<at::Tensor> os;
+        for (int t = 0; t < c.T; ++t) {
+          const at::Tensor q = f64(h.q.select(1, t)).repeat_interleave(c.HV / c.H, 1) * scale;  // [B,HV,K]
+          const at::Tensor k = f64(h.k.select(1, t)).repeat_interleave(c.HV / c.H, 1);
+          const at::Tensor v = f64(h.v.select(1, t)), g = G.select(1, t), b = Bt.select(1, t);
+          S = S * at::exp(g).unsqueeze(-1).unsqueeze(-1) + (b.unsqueeze(-1) * k).unsqueeze(-1) * v.unsqueeze(-2);
+          os.push_back(at::einsum("bhkv,bhk->bhv", {S, q}));
+        }
+        const at::Tensor o_ref = at::stack(os, 1), s_got = (v_first ? state.transpose(-1, -2) : state).cpu();
+        const double eo = rel_err(o.cpu(), o_ref), es = rel_err(s_got, S);
+        std::printf("[meta] linear attention decode %s%s: o %.3e state %.3e\n", c.name().c_str(),
+                    dt_in_kernel ? " dt in kernel" : "", eo, es);
+        EXPECT_LE(es, 1e-5) << c.name() << (dt_in_kernel ? " dt in kernel" : "");
+        EXPECT_LE(eo, 1.0 / 256) << c.name() << (dt_in_kernel ? " dt in kernel" : "");
       }
-      const at::Tensor o_ref = at::stack(os, 1), s_got = (v_first ? state.transpose(-1, -2) : state).cpu();
-      const double eo = rel_err(o.cpu(), o_ref), es = rel_err(s_got, S);
-      std::printf("[meta] linear attention decode %s: o %.3e state %.3e\n", c.name().c_str(), eo, es);
-      EXPECT_LE(es, 1e-5) << c.name();
-      EXPECT_LE(eo, 1.0 / 256) << c.name();
     }
-  }
 #endif
 }
 

@@ -5,13 +5,20 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "optimized/io/safetensors.h"
+#include "optimized/models/decode_cache.h"
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model_registry.h"
-#include "optimized/models/decode_cache.h"
 #include "optimized/models/recurrence.h"
 #include "optimized/models/recurrence_cached.h"
+
+#ifdef STATECUT_WITH_CUDA_KERNELS
+#include "kernels/binding/mamba2_step_torch.h"
+#endif
 
 namespace statecut {
 
@@ -118,6 +125,34 @@ torch::Tensor hf_gated_norm_gate_first(const torch::Tensor& y, const torch::Tens
   return w * h.to(y.scalar_type());
 }
 
+/// The residual add and the next norm: (s, hf_rms_norm(s in w's dtype)) with s = res + delta in res's dtype (fp32
+/// under residual_in_fp32: LibTorch's fp32 + bf16), s = res without delta. One kernel on CUDA (kernels/mamba2_step.h).
+std::pair<torch::Tensor, torch::Tensor> residual_norm(const torch::Tensor& res, const torch::Tensor& delta,
+                                                      const torch::Tensor& w, double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (!needs_autograd({res, delta, w}) && fused_ops_usable({w, delta}) &&
+      cuda::fused_mamba2_residual_norm_apply(res, delta, w))
+    return cuda::fused_mamba2_residual_norm(res, delta, w, eps);
+#endif
+  auto s = delta.defined() ? res + delta : res;
+  return {s, hf_rms_norm(s.to(w.scalar_type()), w, eps)};
+}
+
+/// The SSM output o [B,T,H,P] plus its D skip (o + x · D, in the compute dtype), then the gated norm with z: x [B,T,I]
+/// (the conv output's x channels), z [B,T,I], D [H]. One kernel on CUDA (kernels/mamba2_step.h), in o's dtype; else
+/// LibTorch in the compute dtype (mamba2_ssm's sum and hf_gated_norm_gate_first, the same operations).
+torch::Tensor skip_gated_norm(const torch::Tensor& o, const torch::Tensor& x, const torch::Tensor& D,
+                              const torch::Tensor& z, const torch::Tensor& w, double eps) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (!needs_autograd({o, x, z, w, D}) && fused_ops_usable({o, x, z, w}) &&
+      cuda::fused_mamba2_gated_norm_apply(o, x, D, z, w))
+    return cuda::fused_mamba2_gated_norm(o, x, D, o.size(-1), z, w, eps);
+#endif
+  const auto ct = compute_dtype(x.scalar_type());
+  auto y = o.to(ct) + x.to(ct).reshape(o.sizes()) * D.to(ct).view({1, 1, -1, 1});
+  return hf_gated_norm_gate_first(y.reshape(x.sizes()), z, w, eps);
+}
+
 struct Mamba2Layer {
   torch::Tensor norm, in_proj, in_bias, conv_w, conv_b, dt_bias, A_log, D, gated_norm, out_proj, out_bias;
 };
@@ -165,7 +200,10 @@ class HfMamba2 final : public CausalLM {
     if (opt.capture_boundary) res.boundary.resize(layers_.size());
     for (size_t i = 0; i < layers_.size(); ++i) {
       enter_block(opt, static_cast<int64_t>(i));
-      h = block(h, layers_[i], opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr, nullptr);
+      const Mamba2Layer& l = layers_[i];
+      auto x = hf_rms_norm(h.to(l.norm.scalar_type()), l.norm, cfg_.eps);
+      auto residual = cfg_.residual_fp32 ? h.to(compute_dtype(h.scalar_type())) : h;
+      h = residual + mixer(x, l, opt.mode, opt.capture_boundary ? &res.boundary[i] : nullptr, nullptr);
       hand_over_boundary(opt, res, i);
       if (opt.output_hidden_states) res.hidden_states.push_back(h);
     }
@@ -182,11 +220,17 @@ class HfMamba2 final : public CausalLM {
     begin_cached_forward(cache, input_ids, layers_.size());
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
     ForwardResult res;
+    // The residual stream `stream` and the last block's output `delta` travel to the next norm, which adds them
+    // (residual_norm: one kernel with the norm on CUDA); forward()'s h after block i is stream + delta.
+    torch::Tensor stream = cfg_.residual_fp32 ? h.to(compute_dtype(h.scalar_type())) : h, delta;
     for (size_t i = 0; i < layers_.size(); ++i) {
-      h = block(h, layers_[i], opt.mode, nullptr, &cache.layers[i]);
-      if (opt.output_hidden_states) res.hidden_states.push_back(h);
+      const Mamba2Layer& l = layers_[i];
+      torch::Tensor x;
+      std::tie(stream, x) = residual_norm(stream, delta, l.norm, cfg_.eps);
+      delta = mixer(x, l, opt.mode, nullptr, &cache.layers[i]);
+      if (opt.output_hidden_states) res.hidden_states.push_back(stream + delta);
     }
-    auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
+    auto hn = residual_norm(stream, delta, norm_f_, cfg_.eps).second;
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
     res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
     end_cached_forward(cache, input_ids.size(1));
@@ -200,13 +244,12 @@ class HfMamba2 final : public CausalLM {
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
 
  private:
-  /// cache: null for a whole-sequence forward; else the block's decode state, read and updated.
-  torch::Tensor block(const torch::Tensor& h, const Mamba2Layer& l, RecurrenceMode mode, LayerBoundary* bd,
+  /// The block's mixer on its normalised input x (the residual add is the caller's): y W_outᵀ. cache: null for a
+  /// whole-sequence forward; else the block's decode state, read and updated.
+  torch::Tensor mixer(const torch::Tensor& x, const Mamba2Layer& l, RecurrenceMode mode, LayerBoundary* bd,
                       LayerDecodeState* cache) const {
     const auto& m = cfg_;
-    const int64_t Bsz = h.size(0), T = h.size(1), gn = m.groups * m.state;
-    auto x = hf_rms_norm(h.to(l.norm.scalar_type()), l.norm, m.eps);
-    auto residual = m.residual_fp32 ? h.to(compute_dtype(h.scalar_type())) : h;
+    const int64_t Bsz = x.size(0), T = x.size(1), gn = m.groups * m.state;
     auto proj = statecut::linear(x, l.in_proj);
     if (l.in_bias.defined()) proj = proj + l.in_bias;
     auto z = proj.narrow(2, 0, m.inner);
@@ -218,6 +261,14 @@ class HfMamba2 final : public CausalLM {
     auto xs = xbc.narrow(2, 0, m.inner).reshape({Bsz, T, m.heads, m.head_dim});
     auto Bm = xbc.narrow(2, m.inner, gn).reshape({Bsz, T, m.groups, m.state});
     auto Cm = xbc.narrow(2, m.inner + gn, gn).reshape({Bsz, T, m.groups, m.state});
+    if (cache && !(m.dt_min > 0.0 || std::isfinite(m.dt_max))) {
+      // A decode step without a dt clamp: dt, its decay and the SSM in one kernel (one token on CUDA), then the D
+      // skip and the gated norm in one (skip_gated_norm); the same operations as below otherwise.
+      auto o = linear_attention_cached_dt(Cm, Bm, xs, GateInputs{dt_raw, l.A_log, l.dt_bias}, /*scale=*/1.0, mode,
+                                          cache->state);
+      auto yn = skip_gated_norm(o, xbc.narrow(2, 0, m.inner), l.D, z, l.gated_norm, m.eps);
+      return out_projection(yn, l);
+    }
     auto dt = torch::softplus(dt_raw.to(l.dt_bias.scalar_type()) + l.dt_bias);
     if (m.dt_min > 0.0 || std::isfinite(m.dt_max)) dt = torch::clamp(dt, m.dt_min, m.dt_max);
     auto A = -torch::exp(l.A_log);
@@ -232,10 +283,12 @@ class HfMamba2 final : public CausalLM {
       bd->g = g;
       bd->final_state = state;
     }
-    auto yn = hf_gated_norm_gate_first(y.reshape({Bsz, T, m.inner}), z, l.gated_norm, m.eps);
+    return out_projection(hf_gated_norm_gate_first(y.reshape({Bsz, T, m.inner}), z, l.gated_norm, m.eps), l);
+  }
+
+  static torch::Tensor out_projection(const torch::Tensor& yn, const Mamba2Layer& l) {
     auto out = statecut::linear(yn.to(l.out_proj.scalar_type()), l.out_proj);
-    if (l.out_bias.defined()) out = out + l.out_bias;
-    return residual + out;
+    return l.out_bias.defined() ? out + l.out_bias : out;
   }
 
   Mamba2Config cfg_;
