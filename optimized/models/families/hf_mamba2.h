@@ -14,6 +14,9 @@
 /// Logits = norm_f(h) W_lmᵀ (W_lm = embeddings when tie_word_embeddings).
 /// hidden_states, as transformers returns them: the residual stream after each block, then norm_f of the last one
 /// (num_layers + 1 entries; the embedding output is NOT among them).
+/// Decode (forward_cached): the residual add travels to the next block's norm (one kernel with it on CUDA), and a step
+/// without a dt clamp forms dt and g = dt·A inside the decode kernel and the D skip with the gated norm in one kernel
+/// (kernels/mamba2_step.h; the same operations in LibTorch elsewhere).
 /// As linear attention: key = B, query = C, value = dt·x, log decay g = dt·A, scale 1, plus the D skip (DESIGN.md §3);
 /// LayerBoundary gives q = C, k = B [B,T,G,N], v = x [B,T,H,P], g = dt·A [B,T,H], final_state [B,H,N,P].
 #pragma once
