@@ -18,6 +18,7 @@
 #include <string>
 
 #include "tests/gpu/cuda_ready.h"
+#include "tests/gpu/row_kernel_inputs.h"
 #include "tests/rel_err_tensor.h"
 #include "tests/test_env.h"
 
@@ -31,13 +32,9 @@ namespace {
 #ifdef STATECUT_WITH_CUDA_KERNELS
 using torch::indexing::Slice;
 
-double unit_roundoff(torch::Dtype t) { return t == torch::kBFloat16 ? 0x1p-9 : 0x1p-12; }
-
-torch::Tensor randn(std::vector<int64_t> shape, torch::Dtype t, double scale = 1.0) {
-  return (torch::randn(shape, torch::dtype(torch::kFloat32)) * scale).to(torch::kCUDA, t);
-}
-
-torch::Tensor f64(const torch::Tensor& t) { return t.to(torch::kCPU, torch::kFloat64); }
+using test::f64;
+using test::unit_roundoff;
+using test::randn;
 
 torch::Tensor norm64(const torch::Tensor& x, const torch::Tensor& w, double eps) {
   const auto xd = f64(x);
