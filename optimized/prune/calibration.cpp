@@ -1,6 +1,7 @@
 #include "optimized/prune/calibration.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -99,6 +100,34 @@ void accumulate_pca(const torch::Tensor& q, const torch::Tensor& k, LayerCalibra
   lc.pca_n += static_cast<double>(q.size(1));
 }
 
+bool all_finite(const torch::Tensor& t) { return torch::isfinite(t).all().item<bool>(); }
+
+/// The one-line error of an activation that is not finite (`what` ends in "is" / "are"); layer < 0 or head < 0: not
+/// named.
+CalibrationNotFinite not_finite(int64_t layer, int64_t head, const std::string& what, const char* pass = "forward") {
+  std::string at;
+  if (layer >= 0) at = "layer " + std::to_string(layer) + (head >= 0 ? " head " + std::to_string(head) : "") + ": ";
+  return CalibrationNotFinite("calibration: " + at + what + " not finite (NaN or Inf): the model's " + pass +
+                              " overflows on the calibration windows");
+}
+
+/// What the selectors read from one layer's boundary must be finite: the q/k projections' input (rms) and q, k
+/// (features, rows, pca). A NaN or Inf there is a forward that overflowed on the windows (finite weights too large for
+/// fp32, e.g. 3e38), named here by layer and head as each batch is folded, not by the selector afterwards ("select:
+/// head 0: M has NaN or Inf"). Statistics in f64 would not help: the fp32 activations are already Inf, and f64 sums
+/// of squares of finite fp32 values (< 1.2e77 each) do not overflow. One device sync per tensor when all is finite.
+void check_boundary(int64_t layer, const LayerBoundary& bd, bool rms, bool qk) {
+  if (rms && bd.attn_in.defined() && !all_finite(bd.attn_in))
+    throw not_finite(layer, -1, "the input of the q/k projections is");
+  if (!qk) return;
+  for (const auto& [x, what] :
+       {std::make_pair(bd.q, "the q activations are"), std::make_pair(bd.k, "the k activations are")}) {
+    if (all_finite(x)) continue;
+    for (int64_t h = 0; h < x.size(2); ++h)
+      if (!all_finite(x.select(2, h))) throw not_finite(layer, h, what);
+  }
+}
+
 /// The state of one calibration: the windows, what to collect, and the progress count shared by both passes.
 struct CalibrationPass {
   CausalLM& model;
@@ -131,6 +160,7 @@ void boundary_pass(CalibrationPass& p, Calibration& cal) {
     const size_t li = it->second;
     seen[li] = 1;
     LayerCalibration& lc = cal.layers[li];
+    check_boundary(layer, bd, needs.rms, needs.features || needs.rows || needs.pca);
     if (needs.rms) accumulate_rms(bd, lc);
     if (!(needs.features || needs.rows || needs.pca)) return;
     // The row picks and PCA sums stay on the host; the R factor is folded where the activations are.
@@ -225,6 +255,18 @@ class QkGradScope {
   std::vector<torch::Tensor> trainable_;
 };
 
+/// The loss of windows `x` is not finite: one no-grad forward finds the first layer whose q/k projections' input, or
+/// whose q or k of a head, is not finite, and names it; past the last linear-attention layer the loss is named.
+[[noreturn]] void throw_loss_not_finite(CalibrationPass& p, const torch::Tensor& x) {
+  torch::NoGradGuard no_grad;
+  ForwardOptions fo;
+  fo.capture_boundary = true;
+  fo.logits = false;
+  fo.on_boundary = [](int64_t layer, LayerBoundary& bd) { check_boundary(layer, bd, true, true); };
+  p.model.forward(x, fo);
+  throw not_finite(-1, -1, "the loss is");
+}
+
 /// The gradient pass: Σ over sequences of ∂(mean next-token CE)/∂W for the q and k row blocks of every layer.
 void gradient_pass(CalibrationPass& p, Calibration& cal) {
   const QkGradScope scope(p.model.named_parameters(), p.layers);
@@ -239,8 +281,10 @@ void gradient_pass(CalibrationPass& p, Calibration& cal) {
     // Σ over the nb sequences of each sequence's mean CE (the paper's batch-1 losses, summed).
     const torch::Tensor loss = torch::nn::functional::cross_entropy(
         logits.scalar_type() == torch::kFloat64 ? logits : logits.to(torch::kFloat32), target) * nb;
+    const double loss_value = loss.item<double>();
+    if (!std::isfinite(loss_value)) throw_loss_not_finite(p, x);
     loss.backward();
-    loss_sum += loss.item<double>();
+    loss_sum += loss_value;
     if (p.progress) p.progress(++p.done, p.steps);
   }
   cal.mean_loss = loss_sum / static_cast<double>(N);
@@ -251,6 +295,13 @@ void gradient_pass(CalibrationPass& p, Calibration& cal) {
       throw std::runtime_error("calibration: no gradient reached '" + Lr.q_weight + "' (model forward not differentiable)");
     cal.layers[li].grad_q = q_block_rows(gq, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
     cal.layers[li].grad_k = k_block_rows(gk, Lr).detach().to(torch::kCPU, torch::kFloat32).clone();
+    // A finite loss whose backward overflowed.
+    for (const auto& [g, what] : {std::make_pair(cal.layers[li].grad_q, "the loss gradient of Wq is"),
+                                  std::make_pair(cal.layers[li].grad_k, "the loss gradient of Wk is")}) {
+      if (all_finite(g)) continue;
+      for (int64_t h = 0; h < Lr.num_key_heads; ++h)
+        if (!all_finite(g.narrow(0, h * Lr.head_k_dim, Lr.head_k_dim))) throw not_finite(Lr.layer, h, what, "backward");
+    }
   }
 }
 

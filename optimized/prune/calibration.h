@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "optimized/models/model.h"
@@ -58,13 +59,22 @@ struct Calibration {
 
 using Progress = std::function<void(int64_t done, int64_t total)>;
 
+/// Thrown by calibrate() when what the selectors read is not finite (q, k or the q/k projections' input of a batch;
+/// for grad the loss or a gradient): the model's forward (or backward) overflowed on the windows, e.g. finite weights
+/// too large for fp32 (3e38). One line naming the layer, the head and what overflowed, without the checkpoint: the
+/// caller that knows it prefixes it.
+struct CalibrationNotFinite : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// What a selection method reads from the calibration pass (nothing for rand and l1; drrqr: the R factor, or the
 /// faithful rows); side, seed and batch are left for the caller to fill in.
 CalibrationNeeds calibration_needs(ref::SelectMethod method, bool faithful);
 /// True when calibration_needs(method, ...) asks for anything (swanda, grad, drrqr, pca).
 bool needs_calibration(ref::SelectMethod method);
 
-/// ids: [N, L] int64 (CPU). Throws std::runtime_error when the model exposes no boundary for a prunable layer.
+/// ids: [N, L] int64 (CPU). Throws std::runtime_error when the model exposes no boundary for a prunable layer, and
+/// CalibrationNotFinite when an activation it reads holds NaN or Inf (the forward overflowed).
 /// before_block: passed to every forward (ForwardOptions::before_block): a StreamedModel's hook runs the no-grad pass
 /// with one block's weights resident; the gradient pass needs every block at once and refuses it.
 Calibration calibrate(CausalLM& model, const torch::Tensor& ids, const CalibrationNeeds& needs,

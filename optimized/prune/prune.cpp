@@ -181,7 +181,11 @@ CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, co
   needs.seed = opt.seed;
   needs.batch = opt.batch;
   CalibrationRun run;
-  run.cal = calibrate(model.model(), w.ids, needs, progress, model.hook());
+  try {
+    run.cal = calibrate(model.model(), w.ids, needs, progress, model.hook());
+  } catch (const CalibrationNotFinite& e) {  // the checkpoint's forward overflowed: name it
+    throw std::runtime_error(opt.checkpoint + ": " + e.what());
+  }
   res.seconds_calibrate = prune_seconds_since(t0);
   std::vector<std::string> files;
   for (const auto& f : opt.calib) files.push_back(absolute_path(f));
@@ -292,7 +296,11 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
     ref::SelectOptions lo = so;
     lo.layer = L.layer;  // the seed rule's layer (reference/select_rng.h): the model's layer index
     const LayerCalibration* lc = calib.cal.layers.empty() ? nullptr : &calib.cal.layers[static_cast<size_t>(li)];
-    selected[static_cast<size_t>(li)] = ref::select_layer(layer_inputs(L, weights, lc, lo.method), lo);
+    try {
+      selected[static_cast<size_t>(li)] = ref::select_layer(layer_inputs(L, weights, lc, lo.method), lo);
+    } catch (const ref::ShapeError& e) {  // the reference names the head only: add the checkpoint and the layer
+      throw std::runtime_error(opt.checkpoint + ": layer " + std::to_string(L.layer) + ": " + e.what());
+    }
   });
   for (size_t li = 0; li < layers.size(); ++li) {
     const PrunableLayer& L = layers[li];

@@ -1,5 +1,6 @@
 #include "optimized/verify/verify_context.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include <cmath>
@@ -88,6 +89,31 @@ const std::vector<double>& Context::f64_distances() {
     for (int64_t b = 0; b < lg.size(0); ++b) f64_distances_.push_back(rel_err(lg[b], logits64[b]));
   }
   return f64_distances_;
+}
+
+double Context::f64_sensitivity() {
+  if (f64_sensitivity_) return *f64_sensitivity_;
+  f64_sensitivity_ = std::nan("");
+  if (!ensure_f64()) return *f64_sensitivity_;
+  try {
+    torch::NoGradGuard ng;
+    const double u = unit_roundoff(run_dtype);
+    say("forward in f64 with every weight moved by one unit roundoff of " + std::string(dtype_label(run_dtype)));
+    const std::unique_ptr<CausalLM> m = load_causal_lm(dir, torch::kFloat64, device64);
+    auto gen = at::detail::createCPUGenerator(opt.seed);
+    for (auto& [name, w] : m->named_parameters()) {
+      if (!w.is_floating_point()) continue;
+      const torch::Tensor bit = torch::randint(2, w.sizes(), gen, torch::TensorOptions().dtype(torch::kFloat64));
+      w.mul_((bit * 2 - 1).to(w.device()).mul_(u).add_(1.0));  // w (1 ± u)
+    }
+    const torch::Tensor lg = m->forward(ids.to(device64), ForwardOptions()).logits.to(torch::kCPU, torch::kFloat64);
+    double worst = 0;
+    for (int64_t b = 0; b < lg.size(0); ++b) worst = std::max(worst, rel_err(lg[b], logits64[b]));
+    f64_sensitivity_ = worst;
+  } catch (const std::exception& e) {
+    f64_error = "the perturbed f64 model fails: " + error_text(e);
+  }
+  return *f64_sensitivity_;
 }
 
 LayerData layer_data(Context& ctx, size_t li) {

@@ -64,12 +64,18 @@ struct Context {
   /// Per window, the run-dtype logits' normwise distance from logits64 (`reference.model`'s figures, and the e that
   /// scales `chunk-recurrent.model`'s bf16 limit); computed once. Needs ensure_forward() and ensure_f64().
   const std::vector<double>& f64_distances();
+  /// How far rounding alone can move this model's logits at the run dtype's precision: the f64 model with every weight
+  /// multiplied by (1 ± u) (u: the run dtype's unit roundoff; the signs drawn with --seed) vs logits64, normwise
+  /// relative, worst window; computed once (a second f64 model while it runs). NaN, and why in f64_error, when it
+  /// cannot run. Needs ensure_f64().
+  double f64_sensitivity();
 
   void say(const std::string& line) const;
 
  private:
   std::optional<bool> forward_ok_, f64_ok_;
   std::vector<double> f64_distances_;
+  std::optional<double> f64_sensitivity_;
 };
 
 /// One prunable layer's recurrence inputs from the boundary of the native forward.

@@ -2,7 +2,7 @@
 // `statecut prune` exit 1 (not a signal) with exactly one stderr line naming the offending file and the problem,
 // nothing on stdout, and no output file or directory left behind. The malformed checkpoints are made from a good fla
 // DeltaNet one (truncated or corrupted safetensors, lying offsets, malformed or disagreeing config, unknown
-// model_type, missing tensor or shard, NaN weights).
+// model_type, missing tensor or shard, NaN weights, finite weights whose forward overflows).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -259,6 +259,40 @@ TEST_F(BadInput_CliCheckpoint, nanWeight) {
     }
   });
   expect_checkpoint_failure(ck, {"model.norm.weight", "NaN"});
+}
+
+// Finite weights too large for fp32 (layer 0's q/k projections at 3e38; a bf16 copy: 2.99e38) pass the loader, and
+// the calibration forward overflows: each calibrating method of prune says so in one line naming the checkpoint, the
+// layer, the head and that the activations are not finite. drrqr said "select: head 0: M has NaN or Inf" (no file,
+// no layer, no cause), pca "pca: covariance has NaN or Inf", swanda "top-k: scores contain NaN".
+TEST_F(BadInput_CliCheckpoint, hugeFiniteWeightsAreACalibrationOverflowNamingCheckpointAndLayer) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    for (const char* n : {"model.layers.0.attn.q_proj.weight", "model.layers.0.attn.k_proj.weight"}) {
+      auto& b = bytes.at(n);
+      if (views.at(n).dtype == DType::F32) {
+        const float big = 3e38f;
+        for (std::size_t i = 0; i + 4 <= b.size(); i += 4) std::memcpy(b.data() + i, &big, 4);
+      } else {
+        ASSERT_EQ(views.at(n).dtype, DType::BF16);
+        const uint16_t big = 0x7F61;  // 2.99e38
+        for (std::size_t i = 0; i + 2 <= b.size(); i += 2) std::memcpy(b.data() + i, &big, 2);
+      }
+    }
+  });
+  TempDir d("cli_io_overflow");
+  // swanda reads the input of the q/k projections, which the overflow reaches in layer 1; the others read layer 0's
+  // q and k (grad: located by a forward once the loss is not finite).
+  for (const std::string method : {"drrqr", "drrqr --faithful", "pca", "grad", "swanda"}) {
+    SCOPED_TRACE(method);
+    const std::string prune = checkpoint_commands(d, ck, method).back().second;  // on d/text.txt, out d/pruned
+    const std::string line =
+        expect_one_line_error(run_statecut(prune), "statecut prune: error: " + ck + ": calibration: ");
+    const std::string where = method == "swanda" ? "layer 1: the input of the q/k projections is" : "layer 0 head 0: ";
+    EXPECT_NE(line.find(where), std::string::npos) << line;
+    EXPECT_NE(line.find("not finite (NaN or Inf): the model's forward overflows"), std::string::npos) << line;
+    EXPECT_FALSE(fs::exists(d / "pruned")) << "partial output directory left behind";
+  }
 }
 
 TEST_F(BadInput_CliCheckpoint, noWeightsFile) {

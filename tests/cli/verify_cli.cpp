@@ -12,6 +12,7 @@
 
 #include "optimized/io/safetensors.h"
 #include "tests/cli/cli_run.h"
+#include "tests/cli/overflow_checkpoint.h"
 #include "tests/test_env.h"
 
 namespace {
@@ -237,6 +238,49 @@ TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
   const auto j = nlohmann::json::parse(r.out);
   for (const auto& c : j["checks"])
     if (c["name"] == "pruned.weights") EXPECT_EQ(c["status"], "pass") << c.dump();
+}
+
+// A bf16 model pruned to one key channel per head: its L2-normalised q and k are sign(q), sign(k), which bf16 rounding
+// flips where the channel is near 0, so its logits are 0.12 from f64 with every op right, past the fixed 0.1 it failed.
+// reference.model holds it to its measured conditioning instead (check_reference.cpp, kRoundingsPerWeight); the
+// unpruned model keeps the fixed limit, and a non-finite figure still fails: the same prune of a model whose final
+// norm overflows.
+TEST(Cli_Verify, bf16KeyDimOneIsHeldToItsConditioningAndAnOverflowStillFails) {
+  const fs::path model = fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L";
+  TempDir tmp("verify-cli-dk1");
+  auto model_row = [](const std::string& out) {
+    const nlohmann::json j = nlohmann::json::parse(out);
+    for (const auto& c : j["checks"])
+      if (c["name"] == "reference.model") return c;
+    return nlohmann::json::object();
+  };
+  const auto p = run_statecut("prune --quiet --checkpoint " + model.string() + " --method l1 --keep 1 --out " +
+                              (tmp / "dk1"));
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto r = run_statecut("verify --checkpoint " + (tmp / "dk1") + " --json --quiet");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const nlohmann::json m = model_row(r.out);
+  EXPECT_EQ(m.value("status", ""), "pass") << m.dump();
+  const nlohmann::json none;
+  ASSERT_TRUE(m.value("figure", none).is_number() && m.value("threshold", none).is_number()) << m.dump();
+  EXPECT_GT(m["figure"].get<double>(), 0.1) << m.dump();  // past the well-conditioned limit: the case of this test
+  EXPECT_TRUE(m.value("details", nlohmann::json::object()).value("sensitivity", none).is_number()) << m.dump();
+  EXPECT_TRUE(contains(m.value("reason", ""), "ill-conditioned")) << m.dump();
+
+  const auto r0 = run_statecut("verify --checkpoint " + model.string() + " --only reference --json --quiet");
+  EXPECT_EQ(r0.code, 0) << r0.out << r0.err;
+  const nlohmann::json m0 = model_row(r0.out);
+  EXPECT_EQ(m0.value("threshold", none), 0.1) << m0.dump();
+  EXPECT_FALSE(m0.value("details", nlohmann::json::object()).contains("sensitivity")) << m0.dump();
+
+  const std::string big = statecut::test::overflowing_checkpoint(model, tmp.path / "big");
+  const auto pb = run_statecut("prune --quiet --checkpoint " + big + " --method l1 --keep 1 --out " + (tmp / "big1"));
+  ASSERT_EQ(pb.code, 0) << pb.err;
+  const auto rb = run_statecut("verify --checkpoint " + (tmp / "big1") + " --json --quiet");
+  EXPECT_EQ(rb.code, 1) << rb.out << rb.err;
+  const nlohmann::json mb = model_row(rb.out);
+  EXPECT_EQ(mb.value("status", ""), "fail") << mb.dump();
+  EXPECT_TRUE(mb.contains("figure") && mb["figure"].is_null()) << mb.dump();  // NaN: the bf16 logits are not finite
 }
 
 }  // namespace
