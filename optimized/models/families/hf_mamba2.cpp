@@ -71,6 +71,8 @@ struct Mamba2Config {
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, head_dim = 0, state = 0, groups = 1, conv = 4, inner = 0;
   double eps = 1e-5, dt_min = 0.0, dt_max = std::numeric_limits<double>::infinity();
   bool use_bias = false, conv_bias = true, residual_fp32 = true, tie = false;
+  /// time_step_limit other than (0, inf): dt is clamped after the softplus (HF's default leaves it as it is).
+  bool dt_clamped() const { return dt_min > 0.0 || std::isfinite(dt_max); }
 };
 
 Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& origin) {
@@ -261,7 +263,7 @@ class HfMamba2 final : public CausalLM {
     auto xs = xbc.narrow(2, 0, m.inner).reshape({Bsz, T, m.heads, m.head_dim});
     auto Bm = xbc.narrow(2, m.inner, gn).reshape({Bsz, T, m.groups, m.state});
     auto Cm = xbc.narrow(2, m.inner + gn, gn).reshape({Bsz, T, m.groups, m.state});
-    if (cache && !(m.dt_min > 0.0 || std::isfinite(m.dt_max))) {
+    if (cache && !m.dt_clamped()) {
       // A decode step without a dt clamp: dt, its decay and the SSM in one kernel (one token on CUDA), then the D
       // skip and the gated norm in one (skip_gated_norm); the same operations as below otherwise.
       auto o = linear_attention_cached_dt(Cm, Bm, xs, GateInputs{dt_raw, l.A_log, l.dt_bias}, /*scale=*/1.0, mode,
@@ -270,7 +272,7 @@ class HfMamba2 final : public CausalLM {
       return out_projection(yn, l);
     }
     auto dt = torch::softplus(dt_raw.to(l.dt_bias.scalar_type()) + l.dt_bias);
-    if (m.dt_min > 0.0 || std::isfinite(m.dt_max)) dt = torch::clamp(dt, m.dt_min, m.dt_max);
+    if (m.dt_clamped()) dt = torch::clamp(dt, m.dt_min, m.dt_max);
     auto A = -torch::exp(l.A_log);
     torch::Tensor state, g;
     auto y = mamba2_ssm(xs, Bm, Cm, dt, A, l.D, mode, bd ? &state : nullptr, bd ? &g : nullptr,
