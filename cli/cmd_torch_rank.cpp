@@ -100,9 +100,7 @@ void rank_warn(const std::string& what) { std::fprintf(stderr, "statecut rank: w
 void check_options(const RankArgs& a) {
   if (!a.baseline.empty() && a.svg.empty()) rank_warn("--baseline is drawn only in the --svg plots; without --svg it is ignored");
   if (a.curves && !a.json) rank_warn("--curves adds u(t) to the --json object; without --json it is ignored");
-  std::error_code ec;
-  if (!a.svg.empty() && fs::exists(a.svg, ec))
-    throw std::runtime_error(a.svg + ": the --svg folder already exists (remove it or choose another --svg)");
+  if (!a.svg.empty()) statecut::require_new_output_file(a.svg, "--svg");
 }
 
 statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
@@ -129,7 +127,7 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
     check_options(*a);
     // The plot folder is made (as a temporary sibling) before the analysis, so an unwritable place fails at once.
     std::unique_ptr<statecut::AtomicDir> svg_dir;
-    if (!a->svg.empty()) svg_dir = std::make_unique<statecut::AtomicDir>(a->svg);
+    if (!a->svg.empty()) svg_dir = std::make_unique<statecut::AtomicDir>(a->svg, "--svg");
     const statecut::RankReport r = run_rank(a->checkpoint, *a, "rank");
     for (const auto& n : r.notes) rank_warn(n);
     if (svg_dir) {

@@ -60,9 +60,13 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
     o.text.insert(o.text.end(), a->tokens.begin(), a->tokens.end());
     o.only = split_list(a->only);
     o.skip = split_list(a->skip);
-    if (!a->svg.empty() && std::filesystem::exists(a->svg)) {  // before minutes of checks, not after
-      std::fprintf(stderr, "statecut verify: error: --svg %s: exists already (choose a new folder)\n", a->svg.c_str());
-      return 2;
+    if (!a->svg.empty()) {  // before minutes of checks, not after; a usage error (exit 2) as the footer says
+      try {
+        statecut::require_new_output_file(a->svg, "--svg");
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
+        return 2;
+      }
     }
     const auto t0 = std::chrono::steady_clock::now();
     if (!a->quiet)
@@ -87,7 +91,7 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
     }
     if (!a->svg.empty()) {
       try {
-        statecut::AtomicDir dir(a->svg);
+        statecut::AtomicDir dir(a->svg, "--svg");
         statecut::write_text_atomically(
             dir.path() + "/report.svg", statecut::verify::report_svg(rep, "statecut verify: " + statecut::plot_name(o.checkpoint)));
         dir.commit();

@@ -418,7 +418,7 @@ void write_rank_svg_files(const RankReport& r, const RankReport* baseline, const
 }
 
 void write_rank_svgs(const RankReport& r, const RankReport* baseline, const PlotLabels& labels, const std::string& dir) {
-  AtomicDir out(dir);
+  AtomicDir out(dir, "--svg");
   write_rank_svg_files(r, baseline, labels, out.path());
   out.commit();
 }

@@ -74,15 +74,14 @@ std::vector<std::string> remove_stale_temporaries(const std::string& parent) {
   return removed;
 }
 
-AtomicDir::AtomicDir(const std::string& target) : target_(target) {
+AtomicDir::AtomicDir(const std::string& target, const std::string& option) : target_(target) {
   if (target.empty()) throw std::runtime_error("output directory: empty path");
   fs::path t = fs::path(target);
   if (!t.has_filename()) t = t.parent_path();  // "out/" → "out"
   target_ = t.string();
+  require_new_output_file(target_, option);
   std::error_code ec;
-  if (fs::exists(t, ec)) throw std::runtime_error(target_ + ": output already exists (remove it or choose another --out)");
   const fs::path parent = t.has_parent_path() ? t.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) throw std::runtime_error(target_ + ": parent directory " + parent.string() + " does not exist");
   remove_stale_temporaries(parent.string());  // left by a run killed with SIGKILL
   static std::atomic<int> counter{0};
   const fs::path tmp = parent / ("." + t.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +

@@ -16,9 +16,11 @@ namespace statecut {
 /// left half written); on failure the temporary is removed and a one-line std::runtime_error names `path`.
 void write_text_atomically(const std::string& path, const std::string& text);
 
-/// An output file the user names (--out, --svg): refused when something exists at `path` already — statecut never
-/// overwrites a user's file (a checkpoint's own model.safetensors or config.json among them) — or when its parent
-/// folder is missing. Checked before any work; a one-line std::runtime_error names `path` and `option`.
+/// An output file or folder the user names (--out, --svg): refused when something exists at `path` already —
+/// statecut never overwrites a user's file (a checkpoint's own model.safetensors or config.json among them) — or when
+/// its parent folder is missing. Checked before any work; a one-line std::runtime_error names `path` and `option`:
+/// "PATH: OPTION already exists (remove it or choose another OPTION)", "PATH: OPTION: parent directory P does not
+/// exist". Every output check of the CLI says it this way (AtomicDir's constructor calls it).
 void require_new_output_file(const std::string& path, const std::string& option);
 
 /// Removes the temporaries of dead processes in `parent`; returns their paths (each also reported on stderr).
@@ -26,7 +28,8 @@ std::vector<std::string> remove_stale_temporaries(const std::string& parent);
 
 class AtomicDir {
  public:
-  explicit AtomicDir(const std::string& target);
+  /// `option`: the option that named `target`, for require_new_output_file's message.
+  explicit AtomicDir(const std::string& target, const std::string& option = "--out");
   AtomicDir(const AtomicDir&) = delete;
   AtomicDir& operator=(const AtomicDir&) = delete;
   ~AtomicDir();

@@ -312,9 +312,7 @@ void validate_finetune_options(const FinetuneOptions& o) {
   for (const auto& f : o.eval_text)
     if (!fs::is_regular_file(f)) trainer_fail(f + ": no such file");
   if (o.out.empty()) trainer_fail("--out is required");
-  if (fs::exists(o.out)) trainer_fail(o.out + ": already exists (the output folder must be new)");
-  const fs::path parent = fs::absolute(fs::path(o.out)).parent_path();
-  if (!fs::is_directory(parent)) trainer_fail(o.out + ": parent folder " + parent.string() + " does not exist");
+  require_new_output_file(o.out, "--out");
   if (o.steps < 1) trainer_fail("--steps must be >= 1");
   if (o.seq_len < 2) trainer_fail("--seq-len must be >= 2");
   if (o.batch < 1) trainer_fail("--batch must be >= 1");

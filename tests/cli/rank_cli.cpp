@@ -122,7 +122,7 @@ TEST(BadInput_Rank, existingSvgFolderIsNamedAsSvg) {
   EXPECT_EQ(r.code, 1);
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << r.err;
-  EXPECT_NE(l[0].find((d / "plots") + ": the --svg folder already exists (remove it or choose another --svg)"),
+  EXPECT_NE(l[0].find((d / "plots") + ": --svg already exists (remove it or choose another --svg)"),
             std::string::npos) << l[0];
   EXPECT_EQ(l[0].find("--out"), std::string::npos) << l[0];
   EXPECT_TRUE(r.out.empty()) << "refused before the analysis: " << r.out;
