@@ -36,19 +36,22 @@ __device__ __forceinline__ size_t token_offset(int64_t stride, long tok, int64_t
   return static_cast<size_t>(tok) * static_cast<size_t>(stride ? stride : packed);
 }
 
+/// The g input of token tok, value head hv (g_t, or the gate input a_t): g_typed when given, else the fp32 g.
+template <typename T>
+__device__ __forceinline__ float token_g_input(const GatedDeltaArgs& a, long tok, int hv) {
+  return a.g_typed ? to_f<T>(static_cast<const T*>(a.g_typed)[tok * a.g_stride + hv]) : a.g[tok * a.HV + hv];
+}
+
 /// g_t and beta_t of token tok, value head hv, from the fp32 arrays or the input-type ones (g_typed, beta_typed).
 template <typename T>
 __device__ __forceinline__ float token_gate(const GatedDeltaArgs& a, long tok, int hv) {
-  if (a.g_typed == nullptr) return detail::token_log_gate(a, tok, hv);
-  return detail::log_gate_of(a, to_f<T>(static_cast<const T*>(a.g_typed)[tok * a.g_stride + hv]), hv);
+  if (a.g_typed == nullptr && a.g == nullptr) return 0.f;  // no decay
+  return detail::log_gate_of(a, token_g_input<T>(a, tok, hv), hv);
 }
 template <typename T>
 __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {
-  if (a.beta_dt) {  // Mamba-2's dt = softplus(a + dt_bias), the factor log_gate_of multiplies by −exp(A_log)
-    const float raw = a.g_typed ? to_f<T>(static_cast<const T*>(a.g_typed)[tok * a.g_stride + hv])
-                                : a.g[tok * a.HV + hv];
-    return detail::softplus(raw + (a.dt_bias ? a.dt_bias[hv] : 0.f));
-  }
+  if (a.beta_dt)  // Mamba-2's dt = softplus(a + dt_bias), the factor log_gate_of multiplies by −exp(A_log)
+    return detail::softplus(token_g_input<T>(a, tok, hv) + (a.dt_bias ? a.dt_bias[hv] : 0.f));
   if (a.beta_typed == nullptr && !a.beta_round) return detail::token_beta(a, tok, hv);
   if (a.beta_typed == nullptr && a.beta == nullptr) return 1.f;
   float b = a.beta_typed ? to_f<T>(static_cast<const T*>(a.beta_typed)[tok * a.beta_stride + hv])

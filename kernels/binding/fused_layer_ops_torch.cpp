@@ -34,12 +34,6 @@ bool as_rows(const at::Tensor& t, RowsArg& a, int64_t& rows) {
   return true;
 }
 
-ElemType elem(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16; }
-
-void check(cudaError_t e, const char* what) {
-  TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
-}
-
 at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, double eps, double w_offset = 0.0,
                 NormGate gate = NormGate::kFla) {
   TORCH_CHECK(fused_layer_ops_apply({x, w, z ? *z : at::Tensor()}), "statecut fused rms_norm: unsupported inputs");
@@ -52,13 +46,22 @@ at::Tensor norm(const at::Tensor& x, const at::Tensor* z, const at::Tensor& w, d
   const RowsArg za = z ? rows_arg(*z, zrows) : RowsArg{};
   const at::Tensor wc = w.contiguous();
   at::Tensor y = at::empty(x.sizes(), x.options());
-  check(rms_norm_rows(elem(x), xa, wc.data_ptr(), za, y.data_ptr(), rows, static_cast<int>(D), static_cast<float>(eps),
-                      at::cuda::getCurrentCUDAStream(), static_cast<float>(w_offset), gate),
-        "rms_norm");
+  check_launch(rms_norm_rows(elem_type(x), xa, wc.data_ptr(), za, y.data_ptr(), rows, static_cast<int>(D),
+                             static_cast<float>(eps), at::cuda::getCurrentCUDAStream(), static_cast<float>(w_offset),
+                             gate),
+               "rms_norm");
   return y;
 }
 
 }  // namespace
+
+ElemType elem_type(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16;
+}
+
+void check_launch(cudaError_t e, const char* what) {
+  TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
+}
 
 RowsArg rows_arg(const at::Tensor& t, int64_t& rows) {
   RowsArg a;
@@ -110,9 +113,9 @@ at::Tensor gemv_call(const at::Tensor& x, const at::Tensor& w, int64_t N, Launch
   auto shape = x.sizes().vec();
   shape.back() = N;
   at::Tensor y = at::empty(shape, x.options());
-  check(launch(elem(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
-               static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
-        what);
+  check_launch(launch(elem_type(x), x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M),
+                      static_cast<int>(N), static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
+               what);
   return y;
 }
 
@@ -144,9 +147,10 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const 
   const RowsArg xa = rows_arg(x, rows), da = rows_arg(delta, drows);
   const at::Tensor wc = w.contiguous();
   at::Tensor sum = at::empty(x.sizes(), x.options()), y = at::empty(x.sizes(), x.options());
-  check(add_rms_norm_rows(elem(x), xa, da, wc.data_ptr(), sum.data_ptr(), y.data_ptr(), rows, static_cast<int>(D),
-                          static_cast<float>(eps), at::cuda::getCurrentCUDAStream(), static_cast<float>(w_offset)),
-        "add_rms_norm");
+  check_launch(add_rms_norm_rows(elem_type(x), xa, da, wc.data_ptr(), sum.data_ptr(), y.data_ptr(), rows,
+                                 static_cast<int>(D), static_cast<float>(eps), at::cuda::getCurrentCUDAStream(),
+                                 static_cast<float>(w_offset)),
+               "add_rms_norm");
   return {sum, y};
 }
 
@@ -193,10 +197,10 @@ at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at:
   const at::Tensor wc = w.contiguous();
   const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
   at::Tensor y = at::empty({g.B, 1, g.C}, x.options());
-  check(conv1d_step(elem(x), xa, conv.data_ptr(), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
-                    static_cast<int>(g.B), static_cast<int>(g.C), static_cast<int>(g.W), silu,
-                    at::cuda::getCurrentCUDAStream()),
-        "conv1d_step");
+  check_launch(conv1d_step(elem_type(x), xa, conv.data_ptr(), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
+                           static_cast<int>(g.B), static_cast<int>(g.C), static_cast<int>(g.W), silu,
+                           at::cuda::getCurrentCUDAStream()),
+               "conv1d_step");
   return y;
 }
 
@@ -212,11 +216,11 @@ at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tens
   const at::Tensor bc = bias.defined() ? bias.contiguous() : bias;
   at::Tensor y = at::empty({g.B, T, g.C}, x.options());
   if (final_state) *final_state = at::empty({g.B, g.W - 1, g.C}, x.options());
-  check(conv1d_seq(elem(x), xa, ptr_or_null(init), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
-                   final_state && g.W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(g.B),
-                   static_cast<int>(T), static_cast<int>(g.C), static_cast<int>(g.W), silu,
-                   at::cuda::getCurrentCUDAStream()),
-        "conv1d");
+  check_launch(conv1d_seq(elem_type(x), xa, ptr_or_null(init), wc.data_ptr(), ptr_or_null(bc), y.data_ptr(),
+                          final_state && g.W > 1 ? final_state->data_ptr() : nullptr, static_cast<int>(g.B),
+                          static_cast<int>(T), static_cast<int>(g.C), static_cast<int>(g.W), silu,
+                          at::cuda::getCurrentCUDAStream()),
+               "conv1d");
   return y;
 }
 
@@ -227,8 +231,9 @@ at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b) {
   int64_t rows = 0, brows = 0;
   const RowsArg aa = rows_arg(a, rows), ba = rows_arg(b, brows);
   at::Tensor y = at::empty(a.sizes(), a.options());
-  check(silu_mul(elem(a), aa, ba, y.data_ptr(), rows, static_cast<int>(a.size(-1)), at::cuda::getCurrentCUDAStream()),
-        "silu_mul");
+  check_launch(silu_mul(elem_type(a), aa, ba, y.data_ptr(), rows, static_cast<int>(a.size(-1)),
+                        at::cuda::getCurrentCUDAStream()),
+               "silu_mul");
   return y;
 }
 

@@ -18,11 +18,18 @@
 
 #include <utility>
 
+#include "kernels/gated_delta.h"
+
 namespace statecut::cuda {
 
 /// True when every defined tensor is CUDA, of the first one's dtype, that dtype bf16 or fp16, and flattenable to
 /// rows of at most two stride levels with a contiguous last dim.
 bool fused_layer_ops_apply(std::initializer_list<at::Tensor> ts);
+
+/// The kernels' element type of a bf16 or fp16 tensor (the *_apply checks have made sure it is one of them).
+ElemType elem_type(const at::Tensor& t);
+/// TORCH_CHECK that a launcher returned cudaSuccess: "statecut: WHAT launch failed: <the CUDA error>".
+void check_launch(cudaError_t e, const char* what);
 
 struct RowsArg;  // kernels/fused_layer_ops.h
 /// t [..., D] as the kernels' rows (RowsArg: one or two stride levels over the leading dims; the last dim contiguous)

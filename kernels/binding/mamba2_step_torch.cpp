@@ -8,15 +8,6 @@
 #include "kernels/mamba2_step.h"
 
 namespace statecut::cuda {
-namespace {
-
-ElemType elem(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16 ? ElemType::kBF16 : ElemType::kF16; }
-
-void check(cudaError_t e, const char* what) {
-  TORCH_CHECK(e == cudaSuccess, "statecut: ", what, " launch failed: ", cudaGetErrorString(e));
-}
-
-}  // namespace
 
 bool fused_mamba2_residual_norm_apply(const at::Tensor& res, const at::Tensor& delta, const at::Tensor& w) {
   if (!res.defined() || !w.defined() || !fused_layer_ops_apply({w, delta})) return false;
@@ -35,11 +26,11 @@ std::pair<at::Tensor, at::Tensor> fused_mamba2_residual_norm(const at::Tensor& r
   const int64_t D = w.numel(), rows = res.numel() / D;
   at::Tensor y = at::empty(res.sizes(), w.options());
   at::Tensor sum = delta.defined() ? at::empty(res.sizes(), res.options()) : res;
-  check(mamba2_residual_norm(elem(w), res.scalar_type() == at::kFloat, res.data_ptr(),
-                             delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
-                             delta.defined() ? sum.data_ptr() : nullptr, y.data_ptr(), rows, static_cast<int>(D),
-                             static_cast<float>(eps), at::cuda::getCurrentCUDAStream()),
-        "mamba2_residual_norm");
+  check_launch(mamba2_residual_norm(elem_type(w), res.scalar_type() == at::kFloat, res.data_ptr(),
+                                    delta.defined() ? delta.data_ptr() : nullptr, w.data_ptr(),
+                                    delta.defined() ? sum.data_ptr() : nullptr, y.data_ptr(), rows,
+                                    static_cast<int>(D), static_cast<float>(eps), at::cuda::getCurrentCUDAStream()),
+               "mamba2_residual_norm");
   return {sum, y};
 }
 
@@ -62,12 +53,11 @@ at::Tensor fused_mamba2_gated_norm(const at::Tensor& o, const at::Tensor& x, con
   int64_t rows = 0, zrows = 0;
   const RowsArg xa = rows_arg(x, rows), za = rows_arg(z, zrows);
   const int64_t I = w.numel();
-  auto shape = x.sizes().vec();
-  at::Tensor y = at::empty(shape, o.options());
-  check(mamba2_gated_norm(elem(o), o.data_ptr(), xa, Dskip.data_ptr<float>(), static_cast<int>(P), za, w.data_ptr(),
-                          y.data_ptr(), rows, static_cast<int>(I), static_cast<float>(eps),
-                          at::cuda::getCurrentCUDAStream()),
-        "mamba2_gated_norm");
+  at::Tensor y = at::empty(x.sizes(), o.options());
+  check_launch(mamba2_gated_norm(elem_type(o), o.data_ptr(), xa, Dskip.data_ptr<float>(), static_cast<int>(P), za,
+                                 w.data_ptr(), y.data_ptr(), rows, static_cast<int>(I), static_cast<float>(eps),
+                                 at::cuda::getCurrentCUDAStream()),
+               "mamba2_gated_norm");
   return y;
 }
 
