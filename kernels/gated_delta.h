@@ -8,8 +8,8 @@
 ///   b_t      <- softplus(a_t + dt_bias[hv])         (when beta_dt, recurrent only: Mamba-2's dt, g_t = A_log's
 ///                                                    −exp times it)
 ///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,   o_t = S_t^T (scale q_t)
-///   (recurrent kernel with delta = false: S_t = exp(g_t) S_{t-1} + b_t k_t v_t^T, gated linear attention with b_t
-///   scaling the value — Mamba-2's SSM with k = B, q = C, b = dt, g = dt A)
+///   (delta = false, both kernels: S_t = exp(g_t) S_{t-1} + b_t k_t v_t^T, gated linear attention with b_t scaling
+///   the value — Mamba-2's SSM with k = B, q = C, b = dt, g = dt A)
 /// Shapes (token-major, contiguous): q, k [Ttot, H, K] and v, o [Ttot, HV, V] in bf16 or fp16; g, beta [Ttot, HV]
 /// fp32 (both kernels take token strides for q, k, v — the chunk kernel one stride for q and k, a multiple of 8
 /// elements with 16-byte aligned rows, and an even one for v — and the recurrent kernel g, beta in the input type:
@@ -69,7 +69,7 @@ struct GatedDeltaArgs {
   int64_t g_stride = 0, beta_stride = 0;
   bool beta_round = false;  ///< round beta (after the sigmoid) to in_type: a model computing sigmoid in that type (fla
                             ///< DeltaNet); with beta_sigmoid the sigmoid is LibTorch's 1 / (1 + expf(−x))
-  bool delta = true;  ///< false: no delta term (gated linear attention, above); the chunk kernel refuses it
+  bool delta = true;  ///< false: no delta term (gated linear attention, above)
   bool beta_dt = false;  ///< beta_t = softplus(a_t + dt_bias[hv]) from the gate input (needs gate_in_kernel; beta
                          ///< unused): Mamba-2's dt, so g_t = A dt_t and b_t = dt_t come from one raw input with
                          ///< A = −exp(A_log); the chunk kernel refuses it

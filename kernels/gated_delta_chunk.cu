@@ -12,6 +12,8 @@
 //      V' = T Y                                               (= U - W S of the WY form)
 //      O  = diag(e^G rq scale) Qr S + P V'
 //      S <- e^{G_last} S + Kr^T diag(e^{G_last - G} rk) V'
+//    Without the delta term (a.delta false: gated linear attention, Mamba-2's SSD) prep makes T = I and b e^G rk = 0,
+//    so V' = diag(b) V and the same products follow.
 //    mma.sync with fp32 accumulation: the state is kept in fp32 registers and, for the products that read it, in
 //    shared memory as two bf16 terms hi + lo; bf16 inputs: Kr S and Qr S, and Kr^T V'' (V'' also as hi + lo terms),
 //    as bf16 m16n8k16 on the exact rows; fp16 inputs: TF32 m16n8k8; T Y and P V' in TF32 (this keeps the error
@@ -579,8 +581,8 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
 
 cudaError_t gated_delta_chunk(const GatedDeltaArgs& a, cudaStream_t stream) {
   if (check_args(a) != nullptr || a.state_bf16) return cudaErrorInvalidValue;  // fp32 states only
-  if (a.g_typed || a.beta_typed || a.beta_round || !a.delta || a.beta_dt)
-    return cudaErrorInvalidValue;  // fp32 gates and the delta rule only (the recurrent kernel takes the others)
+  if (a.g_typed || a.beta_typed || a.beta_round || a.beta_dt)
+    return cudaErrorInvalidValue;  // fp32 gates only (the recurrent kernel takes the others)
   // q and k in place share one token stride, a multiple of 8 elements (16-byte row copies) that holds the H K
   // elements of a token; v's is even (32-bit loads) and holds HV V
   const int64_t qks = chunk::qk_token_stride(a), vs = a.v_stride ? a.v_stride : static_cast<int64_t>(a.HV) * a.V;

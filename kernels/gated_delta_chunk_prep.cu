@@ -1,7 +1,10 @@
 // Kernel 1 of the chunked prefill (see gated_delta_chunk.cu for the whole algorithm): per (chunk, value head,
 // sequence), fully parallel, the L2 norms of the chunk's q, k rows, the in-chunk cumulative log gate G, beta, and
 //   A = strict_lower(diag(b) K K^T o D),  T = (I + A)^-1 (blocked, 3xTF32),  P = tril_incl(Q K^T o D)
-// written to the workspace in A-fragment order with the per-token scalars the serial kernel needs.
+// written to the workspace in A-fragment order with the per-token scalars the serial kernel needs. Without the delta
+// term (gated linear attention, a.delta false) A = 0 and the scalars b e^G rk are 0: T = I exactly and the serial
+// kernel's Y = diag(b) V - diag(b e^G rk) Kr S is diag(b) V, so V' = diag(b) V and the state and output products
+// are those of S_t = e^{g_t} S_{t-1} + b_t k_t v_t^T.
 #include <type_traits>
 
 #include "kernels/gated_delta_chunk.cuh"
@@ -183,7 +186,7 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
       for (int e = 0; e < 4; ++e) {
         const int r = m0 + g + (e >= 2 ? 8 : 0), c = 8 * ct + 2 * t + (e & 1);
         float v = 0.f;
-        if (is_q ? c <= r : c < r) {
+        if (is_q ? c <= r : (c < r && a.delta)) {  // no delta term: A = 0, so T = I
           const float d = __expf(static_cast<float>(Gs[r] - Gs[c])) * Rk[c];
           v = (is_q ? Rq[r] : Bs[r] * Rk[r]) * d * acc[j][e];
         }
@@ -251,7 +254,7 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
     const double gl = Gs[C - 1];
     const float e = __expf(static_cast<float>(Gs[tid]));
     os[tid] = Bs[tid];
-    os[C + tid] = Bs[tid] * e * Rk[tid];
+    os[C + tid] = a.delta ? Bs[tid] * e * Rk[tid] : 0.f;  // no delta term: Y = diag(b) V
     os[2 * C + tid] = e * Rq[tid];
     os[3 * C + tid] = __expf(static_cast<float>(gl - Gs[tid])) * Rk[tid];
     if (tid == 0) os[4 * C] = __expf(static_cast<float>(gl));

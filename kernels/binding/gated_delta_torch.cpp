@@ -190,11 +190,12 @@ std::tuple<at::Tensor, at::Tensor> run(Mode mode, const at::Tensor& q, const at:
                                        const OptTensor& initial_state, bool output_final_state,
                                        const OptTensor& cu_seqlens, bool l2norm, bool gate_in_kernel,
                                        const OptTensor& A_log, const OptTensor& dt_bias, bool beta_sigmoid,
-                                       bool state_v_first) {
+                                       bool state_v_first, bool delta = true) {
   TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, l2norm, gate_in_kernel, A_log, dt_bias, beta_sigmoid,
                        state_v_first, /*in_place=*/false, /*chunk=*/mode == Mode::kChunk);
+  p.args.delta = delta;
   const std::vector<int64_t> shape = state_shape(p, state_v_first);
   if (initial_state.has_value() && initial_state->defined()) {
     TORCH_CHECK(initial_state->sizes() == at::IntArrayRef(shape), "statecut: initial_state must be ",
@@ -228,6 +229,15 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_rule_recurrent(
     bool use_beta_sigmoid_in_kernel, bool state_v_first) {
   return run(Mode::kRecurrent, q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens,
              use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log, dt_bias, use_beta_sigmoid_in_kernel, state_v_first);
+}
+
+std::tuple<at::Tensor, at::Tensor> gated_linear_attention_rule(
+    bool chunk, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
+    const OptTensor& beta, double scale, const OptTensor& initial_state, bool output_final_state,
+    const OptTensor& cu_seqlens, bool state_v_first) {
+  return run(chunk ? Mode::kChunk : Mode::kRecurrent, q, k, v, g, beta, scale, initial_state, output_final_state,
+             cu_seqlens, /*l2norm=*/false, /*gate_in_kernel=*/false, c10::nullopt, c10::nullopt,
+             /*beta_sigmoid=*/false, state_v_first, /*delta=*/false);
 }
 
 at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,

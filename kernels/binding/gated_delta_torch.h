@@ -31,6 +31,16 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_rule_recurrent(
     bool use_qk_l2norm_in_kernel, bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
     bool use_beta_sigmoid_in_kernel, bool state_v_first);
 
+/// Gated linear attention over whole sequences (the kernels without their delta term, kernels/gated_delta.h):
+///   S_t = exp(g_t) S_{t-1} + beta_t k_t v_t^T,   o_t = S_t^T (scale q_t)
+/// on gated_delta_chunk (chunk) or gated_delta_recurrent, with gated_delta_rule_chunk's shapes and no fused
+/// transforms: q, k as given (no L2 norm), g the log decay and beta the value scale as given (Mamba-2's SSD: k = B,
+/// q = C, beta = dt, g = dt A; beta absent = 1). C++ only, not in the registered schema.
+std::tuple<at::Tensor, at::Tensor> gated_linear_attention_rule(
+    bool chunk, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const OptTensor& g,
+    const OptTensor& beta, double scale, const OptTensor& initial_state, bool output_final_state,
+    const OptTensor& cu_seqlens, bool state_v_first);
+
 /// Decode / few-step update: `state` (fp32 or bf16, contiguous, CUDA) is read and overwritten in place; a bf16
 /// state is widened to fp32 in registers and rounded once at the end of the call. Inputs are read in place (no copy)
 /// when their tokens lie one stride apart (slices of one packed projection output), g and beta also when they are of

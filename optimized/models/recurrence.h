@@ -42,12 +42,24 @@ torch::Tensor gated_linear_attention(const torch::Tensor& q, const torch::Tensor
 /// fused as use_qk_l2norm_in_kernel — the same x·rsqrt(Σx²+1e-6) in fp32) run when the build has them
 /// (STATECUT_WITH_CUDA_KERNELS), v is on a CUDA device, q/k/v are all bf16 or all fp16 (the kernels take no fp32
 /// or f64 inputs) and dk, dv ≤ 256 with dv % 4 == 0 (the kernels' limits). Everything else — CPU, fp32, f64, larger
-/// heads — runs l2_normalize + gated_delta_rule above. Mamba-2 (no delta term) stays on gated_linear_attention.
+/// heads — runs l2_normalize + gated_delta_rule above.
 /// Accuracy of the kernel path (H200, every fixture, tests/gpu/golden_models_cuda.cpp): final state vs an f64 loop on
 /// the same bf16 inputs ≤ 4.8e-7 (recurrent kernel, fp32) and ≤ 3.4e-4 (chunk kernel, TF32 operands).
 torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                  const torch::Tensor& beta, const torch::Tensor& g, double scale, bool l2norm_qk,
                                  RecurrenceMode mode, torch::Tensor* final_state);
+
+/// Gated linear attention as Mamba-2 calls it: S_t = exp(g_t) S_{t−1} + b_t k_t v_tᵀ, o_t = S_tᵀ (scale · q_t), with
+/// b = value_scale [B,T,Hv] (undefined: 1) scaling each token's value (Mamba-2: k = B, q = C, v = x, b = dt,
+/// g = dt·A). q, k, v as the model has them (activation dtype), g [B,T,Hv], initial_state [B,Hv,dk,dv] or undefined.
+/// Dispatch: under delta_rule_uses_cuda_kernels' conditions the kernels without their delta term (gated_delta_chunk
+/// for mode Chunk, gated_delta_recurrent for Recurrent; b and g in fp32, o in v's dtype, the value scaled in fp32
+/// inside the kernel); otherwise gated_linear_attention on q, k and b·v in the compute dtype. final_state (if
+/// non-null): [B,Hv,dk,dv] key-major, fp32 on the kernel path.
+torch::Tensor linear_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& value_scale, const torch::Tensor& g, double scale,
+                                       const torch::Tensor& initial_state, RecurrenceMode mode,
+                                       torch::Tensor* final_state);
 
 /// True when delta_rule_forward would run these inputs through the CUDA kernels (tests assert the path they measure):
 /// CUDA bf16/fp16 q, k, v of supported sizes that autograd does not record, nor any of `other_inputs` (beta, g, the

@@ -155,11 +155,13 @@ torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tenso
   }
 #endif
   const auto cd = compute_dtype(v.scalar_type());
-  const auto vs = value_scale.defined() ? v.to(cd) * value_scale.to(cd).unsqueeze(-1) : v;
-  if (v.dim() == 4 && v.size(1) == 1) return recurrent_step(q, k, vs, torch::Tensor(), g, scale, state);
+  if (v.dim() == 4 && v.size(1) == 1) {
+    const auto vs = value_scale.defined() ? v.to(cd) * value_scale.to(cd).unsqueeze(-1) : v;
+    return recurrent_step(q, k, vs, torch::Tensor(), g, scale, state);
+  }
+  // A prompt (T > 1): the chunk or recurrent kernel from the carried state on CUDA, LibTorch otherwise
   torch::Tensor S;
-  auto o = gated_linear_attention(q.to(cd), k.to(cd), vs, g, scale, state,
-                                  v.size(1) == 1 ? RecurrenceMode::Recurrent : mode, &S);
+  auto o = linear_attention_forward(q, k, v, value_scale, g, scale, state, mode, &S);
   assign_state(state, S);
   return o;
 }

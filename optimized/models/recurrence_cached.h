@@ -1,8 +1,8 @@
 /// The recurrences of recurrence.h continuing from a carried state (incremental decoding, decode_cache.h).
 ///
 ///   delta_rule_cached        = delta_rule_forward (same inputs, same contract) with initial state `state`
-///   linear_attention_cached  = gated_linear_attention (Mamba-2's SSD) with initial state `state`; one token on CUDA:
-///                              the decode kernel with delta = false
+///   linear_attention_cached  = linear_attention_forward (Mamba-2's SSD) with initial state `state`; one token on
+///                              CUDA: the decode kernel with delta = false, a prompt the chunk (or recurrent) kernel
 /// state: [B,Hv,dk,dv] key-major in the compute dtype (fp32; f64 for f64 activations), undefined = zeros. On return it
 /// holds the final state, written in place when it was defined with that shape (CUDA graphs replay into it).
 /// Metamorphic relation: run(x[0:T1+T2]) = run(x[T1:], state = run(x[0:T1])) up to rounding.
@@ -43,8 +43,8 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
                                        double scale, bool l2norm_qk, RecurrenceMode mode, torch::Tensor& state);
 
 /// value_scale [B,T,Hv] (optional): b_t scaling each token's value, S_t = exp(g_t) S_{t-1} + b_t k_t v_tᵀ (Mamba-2:
-/// b = dt). One token of bf16/fp16 q, k, v on CUDA: the decode kernel without its delta term (delta = false), state
-/// updated in place, output in v's dtype; otherwise LibTorch in the compute dtype.
+/// b = dt). bf16/fp16 q, k, v on CUDA: the kernels without their delta term (delta = false; one token: the decode
+/// kernel, state updated in place), output in v's dtype; otherwise LibTorch in the compute dtype.
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                       const torch::Tensor& g, double scale, RecurrenceMode mode, torch::Tensor& state,
                                       const torch::Tensor& value_scale = torch::Tensor());

@@ -1,5 +1,6 @@
-// delta_rule_forward: the families' entry to the (gated) delta rule; the CUDA kernels for bf16/fp16 activations on a
-// CUDA device when the build has them, the LibTorch recurrences otherwise (contract in recurrence.h).
+// delta_rule_forward and linear_attention_forward: the families' entries to the (gated) delta rule and to gated linear
+// attention; the CUDA kernels for bf16/fp16 activations on a CUDA device when the build has them, the LibTorch
+// recurrences otherwise (contract in recurrence.h).
 #include <string>
 
 #include "optimized/models/fused_ops.h"
@@ -61,6 +62,27 @@ torch::Tensor delta_rule_forward(const torch::Tensor& q, const torch::Tensor& k,
   auto qn = l2norm_qk ? l2_normalize(q) : q.to(cd);
   auto kn = l2norm_qk ? l2_normalize(k) : k.to(cd);
   return gated_delta_rule(qn, kn, v, beta, g, scale, torch::Tensor(), mode, final_state);
+}
+
+torch::Tensor linear_attention_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& value_scale, const torch::Tensor& g, double scale,
+                                       const torch::Tensor& initial_state, RecurrenceMode mode,
+                                       torch::Tensor* final_state) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (delta_rule_uses_cuda_kernels(q, k, v, {value_scale, g, initial_state})) {
+    const auto f32 = [](const torch::Tensor& t) {
+      return t.defined() ? c10::optional<at::Tensor>(t.to(torch::kFloat32)) : c10::optional<at::Tensor>();
+    };
+    auto [o, S] = cuda::gated_linear_attention_rule(mode == RecurrenceMode::Chunk, q, k, v, f32(g), f32(value_scale),
+                                                    scale, f32(initial_state), final_state != nullptr,
+                                                    c10::nullopt, /*state_v_first=*/false);
+    if (final_state) *final_state = S;
+    return o;
+  }
+#endif
+  const auto cd = compute_dtype(v.scalar_type());
+  const auto vs = value_scale.defined() ? v.to(cd) * value_scale.to(cd).unsqueeze(-1) : v;
+  return gated_linear_attention(q.to(cd), k.to(cd), vs, g, scale, initial_state, mode, final_state);
 }
 
 }  // namespace statecut

@@ -3,6 +3,7 @@
 ///
 /// Per sequence n and value head hv (key head hv / (HV/H)), state S [K, V]:
 ///   S_t = exp(g_t) (I - b_t k_t k_t^T) S_{t-1} + b_t k_t v_t^T,  o_t = S_t^T (scale q_t)
+/// or, for cases without the delta term (delta = false, Mamba-2's SSD with b = dt), S_t = exp(g_t) S_{t-1} + b_t k_t v_t^T
 /// with the fused transforms of kernels/gated_delta.h (l2 norm of q, k; g = -exp(A_log) softplus(a + dt_bias);
 /// b = sigmoid(logit)). Shapes: q, k [B,T,H,K]; v [B,T,HV,V]; g, beta [B,T,HV]; state [N,HV,K,V] (or [N,HV,V,K]).
 #pragma once
@@ -38,6 +39,7 @@ struct GdCase {
   int g_period = 0;                   ///< with g_strong: the pattern repeats every g_period steps (0: once)
   double b_lo = 0.0, b_hi = 1.0;      ///< beta range when given directly
   bool l2norm = true, gate_in_kernel = false, beta_sigmoid = false, v_first = false, init_state = true;
+  bool delta = true;                  ///< false: gated linear attention, S_t = e^{g_t} S_{t-1} + b_t k_t v_t^T (Mamba-2)
   at::ScalarType dtype = at::kBFloat16;
 
   int64_t N() const { return seqlens.empty() ? B : static_cast<int64_t>(seqlens.size()); }
@@ -57,6 +59,7 @@ struct GdCase {
     if (!l2norm) s << ",prenorm";
     if (v_first) s << ",vfirst";
     if (!init_state) s << ",s0=0";
+    if (!delta) s << ",nodelta";
     s << ")";
     return s.str();
   }
@@ -124,6 +127,21 @@ inline std::vector<GdCase> equivalence_cases() {
   { GdCase c; c.K = 256, c.V = 512, c.T = 130, c.B = 8, c.H = 6, c.HV = 6; cs.push_back(c); }
   { GdCase c; c.K = 89, c.V = 388, c.T = 70, c.v_first = true; cs.push_back(c); }
   { GdCase c; c.K = 64, c.V = 1024, c.T = 65; cs.push_back(c); }
+  // without the delta term (Mamba-2's SSD: one key head = one group, four value heads, q = C, k = B as the model
+  // gives them, no L2 norm; b = dt in [0.01, 2]): its state dims and chunk boundaries, the [V,K] layout, packed
+  // sequences, strong-then-weak decay, long weak-decay memory in fp16
+  const auto nodelta = [](int K, int V, int T) {
+    GdCase c;
+    c.K = K, c.V = V, c.T = T, c.H = 1, c.HV = 4, c.delta = false, c.l2norm = false, c.b_lo = 0.01, c.b_hi = 2.0;
+    return c;
+  };
+  { GdCase c = nodelta(128, 64, 130); cs.push_back(c); }
+  { GdCase c = nodelta(16, 64, 63); cs.push_back(c); }
+  { GdCase c = nodelta(89, 64, 65); c.v_first = true; cs.push_back(c); }
+  { GdCase c = nodelta(64, 128, 265); c.B = 1, c.seqlens = {1, 63, 130, 64, 0, 7}; cs.push_back(c); }
+  { GdCase c = nodelta(128, 64, 200); c.g_lo = -20.0, c.g_hi = -1e-3, c.g_strong = 32, c.g_period = 64;
+    cs.push_back(c); }
+  { GdCase c = nodelta(128, 64, 1000); c.g_lo = -0.05, c.g_hi = -1e-3, c.dtype = at::kHalf; cs.push_back(c); }
   return cs;
 }
 
@@ -258,7 +276,7 @@ void loop_reference(const GdCase& c, const GdInputs& in, double scale, at::Tenso
         for (int64_t j = 0; j < V; ++j) {
           Real a = 0;
           for (int64_t i = 0; i < K; ++i) a += S[i * V + j] * kv[i];
-          vn[j] = bt * (vp[(t * HV + hv) * V + j] - a);
+          vn[j] = bt * (c.delta ? vp[(t * HV + hv) * V + j] - a : vp[(t * HV + hv) * V + j]);
         }
         for (int64_t i = 0; i < K; ++i)
           for (int64_t j = 0; j < V; ++j) S[i * V + j] += kv[i] * vn[j];
@@ -297,6 +315,9 @@ inline GdInputs to_device(const GdInputs& in) {
 /// One call of a kernel on device inputs; returns (o, final state).
 inline std::tuple<at::Tensor, at::Tensor> run_cuda(Kernel which, const GdCase& c, const GdInputs& d,
                                                    const at::Tensor& s0, double scale) {
+  if (!c.delta)  // no fused transforms on this path (gated_linear_attention_rule)
+    return statecut::cuda::gated_linear_attention_rule(which == Kernel::kChunk, d.q, d.k, d.v, opt(d.g), opt(d.beta),
+                                                       scale, opt(s0), true, opt(d.cu), c.v_first);
   auto fn = which == Kernel::kChunk ? &statecut::cuda::gated_delta_rule_chunk
                                     : &statecut::cuda::gated_delta_rule_recurrent;
   return fn(d.q, d.k, d.v, opt(d.g), opt(d.beta), scale, opt(s0), true, opt(d.cu), c.l2norm, c.gate_in_kernel,

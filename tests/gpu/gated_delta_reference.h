@@ -1,11 +1,12 @@
-/// The double-precision oracle of the registry cases: statecut::ref::gated_delta_recurrent per (sequence, value
-/// head), after the fused transforms of the kernels, all in double through statecut::ref primitives
-/// (l2norm_rows, gdn_log_decay, sigmoid). Shapes as tests/gpu/gated_delta_cases.h; o [B,T,HV,V] and the final
-/// state in the case's layout, both double CPU tensors.
+/// The double-precision oracle of the registry cases: statecut::ref::gated_delta_recurrent (general_rule_recurrent
+/// for cases without the delta term) per (sequence, value head), after the fused transforms of the kernels, all in
+/// double through statecut::ref primitives (l2norm_rows, gdn_log_decay, sigmoid). Shapes as
+/// tests/gpu/gated_delta_cases.h; o [B,T,HV,V] and the final state in the case's layout, both double CPU tensors.
 #pragma once
 #include <ATen/ATen.h>
 
 #include "reference/gated_delta_rule.h"
+#include "reference/general_rule.h"
 #include "reference/primitives.h"
 #include "tests/gpu/gated_delta_cases.h"
 
@@ -57,7 +58,11 @@ inline void reference_double(const GdCase& c, const GdInputs& in, double scale, 
         for (int64_t i = 0; i < c.K; ++i)
           for (int64_t j = 0; j < c.V; ++j) S0(i, j) = s.data_ptr<double>()[i * c.V + j];
       }
-      const ref::HeadResult r = ref::gated_delta_recurrent(qh, kh, rows_of(v, bos, len, hv), bh, gh, scale, &S0);
+      // without the delta term: the general rule with alpha = e^g, no k k^T term, gamma = b
+      const ref::HeadResult r =
+          c.delta ? ref::gated_delta_recurrent(qh, kh, rows_of(v, bos, len, hv), bh, gh, scale, &S0)
+                  : ref::general_rule_recurrent(qh, kh, rows_of(v, bos, len, hv), gh.array().exp().matrix(),
+                                                ref::Vec::Zero(len), bh, scale, &S0);
       double* op = o_out.data_ptr<double>();  // [Ttot, HV, V] contiguous
       for (int64_t t = 0; t < len; ++t)
         for (int64_t j = 0; j < c.V; ++j) op[((bos + t) * c.HV + hv) * c.V + j] = r.o(t, j);

@@ -2,7 +2,8 @@
 //   fp32 — the LibTorch path (the kernels take no fp32 inputs): the fixture goldens at the CPU thresholds.
 //   bf16 — the delta-rule families run statecut::cuda (gated_delta_chunk in chunk mode, gated_delta_recurrent in
 //          recurrent mode; asserted per layer): logits against the fp32 golden, and each layer's final state against
-//          the LibTorch recurrence in f64 on the very same bf16 boundary inputs. Mamba-2 stays on LibTorch.
+//          the LibTorch recurrence in f64 on the very same bf16 boundary inputs; Mamba-2's SSD runs the same kernels
+//          without their delta term (value dt·x, dt recovered from the boundary's g = dt·A).
 // `statecut logits --device cuda --dtype bf16` end to end lives in tests/cli/logits_cmd.cpp (a process without CUDA
 // of its own runs the binary; run in-process here after CUDA was initialised, the test process died of SIGSEGV at
 // PC 0 on the H200 once the CLI had exited, while the same CLI command run alone exited 0).
@@ -33,6 +34,7 @@
 
 #include "optimized/io/safetensors.h"
 #include "optimized/models/layers_common.h"
+#include "optimized/models/families/hf_mamba2.h"
 #include "optimized/models/model.h"
 #include "optimized/models/recurrence.h"
 #include "optimized/models/weight_source.h"
@@ -156,17 +158,25 @@ TEST_F(Golden_ModelsCuda, fp32LibTorchPathMatchesEveryFixtureGolden) {
   }
 }
 
-/// Each delta-rule layer's final state from the kernels against gated_delta_rule in f64 on the same boundary inputs.
-void check_states_against_f64(const std::string& name, const ForwardResult& res, RecurrenceMode mode) {
+/// Each recurrent layer's final state from the kernels against the LibTorch recurrence in f64 on the same boundary
+/// inputs: gated_delta_rule, or for Mamba-2 (model given) gated_linear_attention on C, B and dt·x.
+void check_states_against_f64(const std::string& name, const ForwardResult& res, RecurrenceMode mode,
+                              CausalLM* mamba2 = nullptr) {
   for (size_t L = 0; L < res.boundary.size(); ++L) {
     const auto& b = res.boundary[L];
-    if (!b.q.defined() || !b.beta.defined()) continue;  // full attention / Mamba-2
+    if (!b.q.defined() || (!b.beta.defined() && !mamba2)) continue;  // full attention
     ASSERT_TRUE(delta_rule_uses_cuda_kernels(b.q, b.k, b.v)) << name << " layer " << L << ": not the kernel path";
     const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kCPU, torch::kFloat64); };
     torch::Tensor S_ref;
-    gated_delta_rule(l2_normalize(f64(b.q)), l2_normalize(f64(b.k)), f64(b.v), f64(b.beta),
-                     b.g.defined() ? f64(b.g) : torch::Tensor(), 1.0, torch::Tensor(), RecurrenceMode::Recurrent,
-                     &S_ref);
+    if (mamba2) {
+      const auto dt = f64(mamba2_boundary_dt(*mamba2, static_cast<int>(L), b));
+      gated_linear_attention(f64(b.q), f64(b.k), f64(b.v) * dt.unsqueeze(-1), f64(b.g), 1.0, torch::Tensor(),
+                             RecurrenceMode::Recurrent, &S_ref);
+    } else {
+      gated_delta_rule(l2_normalize(f64(b.q)), l2_normalize(f64(b.k)), f64(b.v), f64(b.beta),
+                       b.g.defined() ? f64(b.g) : torch::Tensor(), 1.0, torch::Tensor(), RecurrenceMode::Recurrent,
+                       &S_ref);
+    }
     const int64_t T = b.q.size(1), dk = b.q.size(3);
     const double tol = mode == RecurrenceMode::Recurrent ? 2 * kU32 * static_cast<double>(T + dk) : 4 * kUtf32;
     ASSERT_EQ(b.final_state.scalar_type(), torch::kFloat32);
@@ -199,7 +209,7 @@ TEST_F(Golden_ModelsCuda, bf16KernelPathMatchesFp32GoldenWithinTwiceTheCpuBf16Er
                     name.c_str(), r.c_str(), mode_name(mode), e_gpu, e_cpu, kBf16RelToCpu, kBf16Tol);
         EXPECT_LE(e_gpu, kBf16RelToCpu * e_cpu) << name << " " << r << mode_name(mode);
         EXPECT_LE(e_gpu, kBf16Tol) << name << " " << r << mode_name(mode);
-        check_states_against_f64(name, g.res, mode);
+        check_states_against_f64(name, g.res, mode, family_of(name) == "hf_mamba2" ? gpu.get() : nullptr);
         logits[mode == RecurrenceMode::Chunk] = g.res.logits;
       }
       const double e_modes = rel_err(logits[1], logits[0]);

@@ -28,17 +28,15 @@ torch::Tensor mamba2_ssm(const torch::Tensor& x, const torch::Tensor& Bm, const 
   TORCH_CHECK(x.dim() == 4 && Bm.dim() == 4 && Cm.sizes() == Bm.sizes(), "mamba2_ssm: expected x [B,T,H,P], B, C [B,T,G,N]");
   TORCH_CHECK(x.size(2) % Bm.size(2) == 0, "mamba2_ssm: num_heads must be a multiple of n_groups");
   const auto ct = compute_dtype(x.scalar_type());
-  auto xf = x.to(ct);
   auto dtf = dt.to(ct);
   auto g = dtf * A.to(ct);  // [B,T,H] log decay dt·A
-  // value dt·x; with a carried state C, B and x go as they are (one bf16 token on CUDA: the decode kernel scales x by
-  // dt itself, no delta term)
+  // value dt·x: C, B and x go as they are, dt as the value scale (bf16 on CUDA: the kernels scale x by dt in fp32
+  // themselves, without their delta term)
   auto y = carried_state
                ? linear_attention_cached(Cm, Bm, x, g, /*scale=*/1.0, mode, *carried_state, /*value_scale=*/dtf)
-               : gated_linear_attention(Cm.to(ct), Bm.to(ct), xf * dtf.unsqueeze(-1), g, /*scale=*/1.0,
-                                        torch::Tensor(), mode, final_state);
+               : linear_attention_forward(Cm, Bm, x, dtf, g, /*scale=*/1.0, torch::Tensor(), mode, final_state);
   if (log_decay) *log_decay = g;
-  return y.to(ct) + xf * D.to(ct).view({1, 1, -1, 1});
+  return y.to(ct) + x.to(ct) * D.to(ct).view({1, 1, -1, 1});
 }
 
 torch::Tensor mamba2_boundary_dt(CausalLM& model, int layer, const LayerBoundary& bd) {

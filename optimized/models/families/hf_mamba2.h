@@ -16,7 +16,8 @@
 /// (num_layers + 1 entries; the embedding output is NOT among them).
 /// Decode (forward_cached): the residual add travels to the next block's norm (one kernel with it on CUDA), and a step
 /// without a dt clamp forms dt and g = dt·A inside the decode kernel and the D skip with the gated norm in one kernel
-/// (kernels/mamba2_step.h; the same operations in LibTorch elsewhere).
+/// (kernels/mamba2_step.h; the same operations in LibTorch elsewhere). The SSD of a prompt or a whole sequence in
+/// bf16/fp16 on CUDA runs the chunk kernel without its delta term (linear_attention_forward, recurrence.h).
 /// As linear attention: key = B, query = C, value = dt·x, log decay g = dt·A, scale 1, plus the D skip (DESIGN.md §3);
 /// LayerBoundary gives q = C, k = B [B,T,G,N], v = x [B,T,H,P], g = dt·A [B,T,H], final_state [B,H,N,P].
 #pragma once

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Mamba-2's prompt and whole-sequence SSD on the chunk kernel without its delta term (kernels/gated_delta_chunk_prep.cu:
+# A = 0 so T = I, and b e^G rk = 0 so Y = diag(b) V; linear_attention_forward in optimized/models/recurrence_cuda.cpp).
+#   A  configure + build; every GPU test (ctest -L GPU: the registry's new cases without the delta term on both
+#      kernels, the Mamba-2 golden on CUDA with its layers' states against f64); a random Mamba-2 1.3B and its 50%
+#      prune through `statecut bench --prefill 1x2048,8x2048` (decode 1); the kernels of its 8 x 2048 prefill.
+# Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A
+set -uo pipefail
+PHASE=${1:-A}
+TAG=w34
+# shellcheck source=bench/device_env.sh
+source "$(dirname "$0")/device_env.sh"
+if [ "$PHASE" = A ]; then
+  gpu_tests=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  configure_and_build $gpu_tests decode_equivalence
+  (cd "$BUILD" && ctest -L GPU -V -j4 --timeout 400) >"$LOGS/ctest_gpu.log" 2>&1 || { rc=1; keep "$LOGS/ctest_gpu.log"; }
+  say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1) at $(elapsed) s"
+  grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Not Run|Skipped)" "$LOGS/ctest_gpu.log" | tee -a "$S"
+  grep -E "Failure" -A4 "$LOGS/ctest_gpu.log" | head -40 >>"$S"
+  grep -ohE "\[errors\].*nodelta.*" "$LOGS/ctest_gpu.log" | cut -c1-260 | sort -u >>"$S"
+  grep -ohE "\[bf16\] hf_mamba2.*" "$LOGS/ctest_gpu.log" | sort -u >>"$S"
+  run_tests decode_equivalence
+  checkpoint m2 --family mamba2 && pruned m2 && bench_prefill m2 1x2048,8x2048
+  [ "$(elapsed)" -lt 480 ] && profile_prefill m2 8 2048
+fi
+say "phase $PHASE done at $(elapsed) s, rc $rc"
+exit $rc
