@@ -3,7 +3,8 @@
 # A = 0 so T = I, and b e^G rk = 0 so Y = diag(b) V; linear_attention_forward in optimized/models/recurrence_cuda.cpp).
 #   A  configure + build; every GPU test (ctest -L GPU: the registry's new cases without the delta term on both
 #      kernels, the Mamba-2 golden on CUDA with its layers' states against f64); a random Mamba-2 1.3B and its 50%
-#      prune through `statecut bench --prefill 1x2048,8x2048` (decode 1); the kernels of its 8 x 2048 prefill.
+#      prune through `statecut bench --prefill 1x2048,8x2048` (decode 1); the kernels of its 8 x 2048 prefill; a
+#      planted bug (the chunk kernel's A kept without the delta term) must fail the registry's nodelta cases.
 # Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A
 set -uo pipefail
 PHASE=${1:-A}
@@ -22,7 +23,9 @@ if [ "$PHASE" = A ]; then
   grep -ohE "\[bf16\] hf_mamba2.*" "$LOGS/ctest_gpu.log" | sort -u >>"$S"
   run_tests decode_equivalence
   checkpoint m2 --family mamba2 && pruned m2 && bench_prefill m2 1x2048,8x2048
-  [ "$(elapsed)" -lt 480 ] && profile_prefill m2 8 2048
+  [ "$(elapsed)" -lt 440 ] && profile_prefill m2 8 2048
+  [ "$(elapsed)" -lt 480 ] && planted_bug kernels/gated_delta_chunk_prep.cu 's/(c < r \&\& a.delta)/(c < r)/' \
+    equiv_gated_delta_cuda '*nodelta*' "the chunk kernel keeps A without the delta term"
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
