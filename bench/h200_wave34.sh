@@ -5,7 +5,9 @@
 #      kernels, the Mamba-2 golden on CUDA with its layers' states against f64); a random Mamba-2 1.3B and its 50%
 #      prune through `statecut bench --prefill 1x2048,8x2048` (decode 1); the kernels of its 8 x 2048 prefill; a
 #      planted bug (the chunk kernel's A kept without the delta term) must fail the registry's nodelta cases.
-# Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A
+#   B  (after the prep kernel skips Kr Kr^T and the solve without the delta term) the whole gate, `ci/device.sh` with
+#      BENCH=1 SKIP_SANITIZER=1, its files under $OUT/gate; then the Mamba-2 1.3B bench of A again on its build.
+# Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A|B
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w34
@@ -26,6 +28,11 @@ if [ "$PHASE" = A ]; then
   [ "$(elapsed)" -lt 440 ] && profile_prefill m2 8 2048
   [ "$(elapsed)" -lt 480 ] && planted_bug kernels/gated_delta_chunk_prep.cu 's/(c < r \&\& a.delta)/(c < r)/' \
     equiv_gated_delta_cuda '*nodelta*' "the chunk kernel keeps A without the delta term"
+fi
+if [ "$PHASE" = B ]; then
+  OUT="$OUT/gate" BENCH=1 SKIP_SANITIZER=1 BUILD="$BUILD" bash ci/device.sh >"$LOGS/gate.log" 2>&1 || rc=1
+  say "gate: $(tail -1 "$LOGS/gate.log") at $(elapsed) s"
+  checkpoint m2 --family mamba2 && pruned m2 && bench_prefill m2 1x2048,8x2048
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -154,13 +154,16 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
   const int w4 = warp & 3;
   const bool is_q = warp >= 4;
   const T* Am = is_q ? Qb : Kb;
-  float acc[5][4];
+  float acc[5][4] = {};
   float ss0 = 0.f, ss1 = 0.f;
-  switch (w4) {
-    case 0: strip_products<T, 3, 0, 5, 3>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
-    case 1: strip_products<T, 3, 5, 3, 0>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
-    case 2: strip_products<T, 2, 0, 5, 2>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
-    default: strip_products<T, 2, 5, 1, 1>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+  // without the delta term Kr Kr^T is not needed (A = 0), nor k's norms unless they are taken
+  if (is_q || a.delta || a.l2norm_qk) {
+    switch (w4) {
+      case 0: strip_products<T, 3, 0, 5, 3>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+      case 1: strip_products<T, 3, 5, 3, 0>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+      case 2: strip_products<T, 2, 0, 5, 2>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+      default: strip_products<T, 2, 5, 1, 1>(acc, ss0, ss1, Am, Kb, ldb, Kp, lane); break;
+    }
   }
   const int s1 = w4 < 2 ? 3 : 2, j1 = w4 & 1 ? 5 : 0, n1 = w4 == 1 ? 3 : w4 == 3 ? 1 : 5;
   const int s2 = w4 == 1 ? 0 : w4 == 3 ? 1 : s1;
@@ -195,8 +198,13 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
     }
   }
   __syncthreads();
-  // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows ----
-  if (warp < 4 && lane < 16) {
+  // ---- T = (I + A)^-1: diagonal 16 x 16 blocks by column lanes, then block rows; without the delta term A = 0 and
+  //      T = I: the diagonal blocks are set to I (the blocks below them were written 0 above) ----
+  if (!a.delta) {
+    if (warp < 4 && lane < 16)
+#pragma unroll
+      for (int r = 0; r < 16; ++r) Ts[(warp * 16 + r) * ldc + warp * 16 + lane] = r == lane ? 1.f : 0.f;
+  } else if (warp < 4 && lane < 16) {
     const int d = warp * 16, cc = lane;
     float x[16];
 #pragma unroll
@@ -213,7 +221,7 @@ __global__ void __launch_bounds__(kThreadsA, 4) prep_kernel(const GatedDeltaArgs
   __syncthreads();
   // Block rows: T[bi][0:bi] = -T[bi][bi] (A[bi][0:bi] T[0:bi][0:bi]), one warp per 8-column tile, 3xTF32 mma
   // (fp32-accurate); results are stored after a barrier since other warps still read A[bi][.].
-  for (int bi = 1; bi < 4; ++bi) {
+  for (int bi = 1; bi < (a.delta ? 4 : 1); ++bi) {
     const int nt = warp;  // column tile [8 nt, 8 nt + 8) of row block bi
     float y[4] = {0.f, 0.f, 0.f, 0.f};
     if (nt < 2 * bi) {
