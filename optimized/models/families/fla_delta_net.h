@@ -26,6 +26,8 @@ namespace statecut {
 struct FlaLayerConfig {
   bool gated = false;  ///< Gated DeltaNet: a_proj, A_log, dt_bias
   int64_t num_heads = 0, num_v_heads = 0, head_k_dim = 0, head_v_dim = 0;
+  /// conv_bias is config.json's value; the loader binds the q/k/v conv biases when the weights hold them, whatever it
+  /// says (fla's models ignore the key: their layers are built without conv biases).
   bool use_beta = true, use_gate = false, use_short_conv = true, conv_bias = false, allow_neg_eigval = false;
   int64_t conv_size = 4;
   std::string qk_activation = "silu", qk_norm = "l2";
