@@ -7,7 +7,10 @@
 #      planted bug (the chunk kernel's A kept without the delta term) must fail the registry's nodelta cases.
 #   B  (after the prep kernel skips Kr Kr^T and the solve without the delta term) the whole gate, `ci/device.sh` with
 #      BENCH=1 SKIP_SANITIZER=1, its files under $OUT/gate; then the Mamba-2 1.3B bench of A again on its build.
-# Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A|B
+#   C  golden_models_cuda over tests/data/variants (the twelve fla / transformers checkpoints with other configs): fp32
+#      on CUDA against the library's logits, bf16 on the kernels within twice the CPU bf16 error, each layer's final
+#      state against f64; then over the fixtures as ctest runs it.
+# Results under $OUT: 00_summary.log, bench_m2.json, ctest_gpu.log on failure. Run: bash bench/h200_wave34.sh A|B|C
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w34
@@ -33,6 +36,17 @@ if [ "$PHASE" = B ]; then
   OUT="$OUT/gate" BENCH=1 SKIP_SANITIZER=1 BUILD="$BUILD" bash ci/device.sh >"$LOGS/gate.log" 2>&1 || rc=1
   say "gate: $(tail -1 "$LOGS/gate.log") at $(elapsed) s"
   checkpoint m2 --family mamba2 && pruned m2 && bench_prefill m2 1x2048,8x2048
+fi
+if [ "$PHASE" = C ]; then
+  configure_and_build golden_models_cuda
+  mkdir -p "$WORK/vroot" && ln -sfn "$PWD/tests/data/variants" "$WORK/vroot/fixtures"
+  STATECUT_SHARED_ROOT="$WORK/vroot" timeout 300 "$BUILD/tests/golden_models_cuda" >"$LOGS/variants.log" 2>&1 ||
+    { rc=1; keep "$LOGS/variants.log"; }
+  say "golden_models_cuda over the variants: $(grep -E '^\[  (PASSED|FAILED) ' "$LOGS/variants.log" | tr '\n' ' ')"
+  grep -E "Failure" -A4 "$LOGS/variants.log" | head -40 >>"$S"
+  grep -E "^\[(fp32|bf16)\]" "$LOGS/variants.log" | grep -v "layer" | cut -c1-200 >>"$S"
+  grep -E "^\[bf16\].*layer" "$LOGS/variants.log" | sort -t' ' -k9 -g | tail -4 >>"$S"
+  run_tests golden_models_cuda
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
