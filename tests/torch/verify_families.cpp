@@ -101,3 +101,20 @@ TEST(Verify_Shipped, byteDeltaNetPassesOnItsOwnText) {
 }
 
 }  // namespace
+
+// Checkpoints of tests/data/variants (configs unlike the fixtures'): Mamba-2 with a bias on in_proj, whose B and C rows
+// prune cuts with their weight rows — verify's row map knew only the conv biases and failed a correct prune
+// ("in_proj.bias: differs from the source"); fla DeltaNet whose config says conv_bias true while fla built no conv
+// biases (its models never pass the key on): the checkpoint loads, prunes and verifies.
+TEST(Verify_Variants, prunedVariantsPassWithTheirSource) {
+  for (const char* name : {"hf_mamba2_bias_tied", "fla_delta_net_gate_elu_sum"}) {
+    SCOPED_TRACE(name);
+    const std::string dir = std::string(STATECUT_SOURCE_DIR) + "/tests/data/variants/" + name;
+    TempDir tmp("verify-var");
+    const std::string out = tmp / "pruned";
+    prune_l1(dir, out);
+    const Report r = run_verify(quick(out, dir));
+    EXPECT_TRUE(r.passed()) << failures(r);
+    EXPECT_EQ(row(r, "pruned.weights").status, Status::Pass) << row(r, "pruned.weights").message;
+  }
+}
