@@ -43,6 +43,7 @@ std::string slurp_text(const std::string& path) {
 }
 
 int run_text(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& tok) {
+  a.opt.tokens_without_bytes = true;  // token files for a checkpoint without a tokenizer: perplexity, no bits/byte
   std::vector<statecut::TokenStream> streams;  // read all first: a bad file fails before any compute
   for (const auto& f : a.text) streams.push_back(statecut::read_tokens(f, tok, model.vocab_size()));
   std::vector<statecut::EvalResult> rs;  // all scored before anything is printed: a failure prints no table
@@ -52,13 +53,16 @@ int run_text(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& 
   }
   if (a.json) {
     nlohmann::json results = nlohmann::json::array();
-    for (const auto& r : rs)
-      results.push_back({{"file", r.file},
-                         {"bits_per_byte", r.bits_per_byte},
-                         {"token_perplexity", r.token_perplexity},
-                         {"tokens", r.tokens},
-                         {"bytes", r.bytes},
-                         {"seconds", r.seconds}});
+    for (const auto& r : rs) {
+      nlohmann::json x = {{"file", r.file},
+                          {"bits_per_byte", r.no_bytes_reason.empty() ? nlohmann::json(r.bits_per_byte) : nullptr},
+                          {"token_perplexity", r.token_perplexity},
+                          {"tokens", r.tokens},
+                          {"bytes", r.bytes},
+                          {"seconds", r.seconds}};
+      if (!r.no_bytes_reason.empty()) x["bits_per_byte_unavailable"] = r.no_bytes_reason;
+      results.push_back(x);
+    }
     std::printf(
         "%s\n",
         statecut::io::json_text(
@@ -67,9 +71,16 @@ int run_text(EvalArgs& a, statecut::CausalLM& model, const statecut::Tokenizer& 
     return 0;
   }
   std::printf("%-40s %12s %12s %10s\n", "file", "bits/byte", "token ppl", "tokens");
-  for (const auto& r : rs)
-    std::printf("%-40s %12.4f %12.4f %10lld\n", r.file.c_str(), r.bits_per_byte, r.token_perplexity,
-                static_cast<long long>(r.tokens));
+  for (const auto& r : rs) {
+    if (r.no_bytes_reason.empty())
+      std::printf("%-40s %12.4f %12.4f %10lld\n", r.file.c_str(), r.bits_per_byte, r.token_perplexity,
+                  static_cast<long long>(r.tokens));
+    else
+      std::printf("%-40s %12s %12.4f %10lld\n", r.file.c_str(), "-", r.token_perplexity,
+                  static_cast<long long>(r.tokens));
+  }
+  if (!rs.empty() && !rs.front().no_bytes_reason.empty())
+    std::printf("bits/byte: %s\n", rs.front().no_bytes_reason.c_str());
   return 0;
 }
 

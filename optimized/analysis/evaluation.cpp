@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace statecut {
@@ -37,8 +38,11 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
   if (wins.empty()) throw std::runtime_error(s.source + ": rows of " + std::to_string(row) + " token(s): nothing to score");
   const int64_t batch = opt.batch > 0 ? opt.batch : (model.vocab_size() > 4096 ? 1 : 8);
   const torch::Tensor all = torch::from_blob(const_cast<int64_t*>(s.ids.data()), {n}, torch::kInt64);
-  if (!tok.available()) throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");
+  const bool count_bytes = tok.available();
+  if (!count_bytes && !opt.tokens_without_bytes)
+    throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");
   EvalResult r;
+  if (!count_bytes) r.no_bytes_reason = tok.unavailable_reason() + ": bits per byte need a tokenizer";
   r.file = s.source;
   torch::NoGradGuard no_grad;
   size_t i = 0;
@@ -70,15 +74,16 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
       for (int64_t t = wins[w].first_target - (wins[w].start + 1); t < len; ++t) {
         r.nll += acc[w - i][t];
         r.tokens += 1;
-        r.bytes += tok.bytes_of(s.ids[wins[w].start + 1 + t]);
+        if (count_bytes) r.bytes += tok.bytes_of(s.ids[wins[w].start + 1 + t]);
       }
     }
     done += static_cast<int64_t>(j - i);
     if (progress) progress(done, static_cast<int64_t>(wins.size()));
     i = j;
   }
-  if (r.bytes <= 0) throw std::runtime_error(s.source + ": the scored tokens stand for no bytes");
-  r.bits_per_byte = r.nll / (std::log(2.0) * static_cast<double>(r.bytes));
+  if (count_bytes && r.bytes <= 0) throw std::runtime_error(s.source + ": the scored tokens stand for no bytes");
+  r.bits_per_byte = count_bytes ? r.nll / (std::log(2.0) * static_cast<double>(r.bytes))
+                                : std::numeric_limits<double>::quiet_NaN();
   r.token_perplexity = std::exp(r.nll / static_cast<double>(r.tokens));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

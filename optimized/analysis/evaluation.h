@@ -24,6 +24,9 @@ struct EvalOptions {
   int64_t stride = 0;      ///< 0 = window (disjoint windows)
   int64_t batch = 0;       ///< windows per forward (0 = automatic)
   int64_t max_tokens = 0;  ///< evaluate only the first max_tokens of the stream (0 = all)
+  /// Without a tokenizer (token files for a checkpoint that ships none) score the tokens anyway: token perplexity and
+  /// nats, bits_per_byte NaN with the reason in no_bytes_reason. false: that case throws (a caller that needs bits/byte).
+  bool tokens_without_bytes = false;
 };
 
 struct EvalResult {
@@ -34,6 +37,7 @@ struct EvalResult {
   int64_t bytes = 0;   ///< bytes of the scored tokens
   double nll = 0;      ///< nats
   double seconds = 0;
+  std::string no_bytes_reason;  ///< non-empty: bits_per_byte is NaN (no tokenizer to count bytes), this says why
 };
 
 /// Throws std::runtime_error "<file>: ..." when the stream has fewer than 2 tokens, options are bad, or the model's

@@ -160,3 +160,31 @@ TEST(Cli_Eval, windowBeyondTheTrainedLengthWarnsOnce) {
   r = run_statecut("eval --quiet --checkpoint " + kModel.string() + " --window 2048 --text " + t);
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
+
+// A checkpoint without tokenizer files (vocab 128, one of tests/data/variants) scored on a token file: the token
+// perplexity, with bits/byte reported unavailable and why — the tool used to refuse with "give pre-tokenised
+// .safetensors/.bin files", the very input it had been given. Text files are still refused (no way to tokenise them).
+TEST(Cli_Eval, tokenFileWithoutATokenizerGivesPerplexityAndSaysWhyNoBitsPerByte) {
+  const std::string ck = (fs::path(STATECUT_SOURCE_DIR) / "tests/data/variants/hf_mamba2_groups2").string();
+  TempDir d("evalnotok");
+  std::vector<int64_t> ids(300);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 37 + 11) % 128);
+  write_tokens(d / "ids.safetensors", ids, 1, static_cast<int64_t>(ids.size()));
+  const std::string ids_file = d / "ids.safetensors";
+  const CliRun r = run_statecut("eval --json --quiet --checkpoint " + ck + " --window 128 --text " + ids_file);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json x = json::parse(r.out)["results"][0];
+  EXPECT_TRUE(x["bits_per_byte"].is_null());
+  EXPECT_NE(x["bits_per_byte_unavailable"].get<std::string>().find("bits per byte need a tokenizer"),
+            std::string::npos);
+  EXPECT_EQ(x["tokens"], 299);
+  const double ppl = x["token_perplexity"].get<double>();
+  EXPECT_TRUE(std::isfinite(ppl) && ppl > 1.0 && ppl < 1e4) << ppl;  // a random model over 128 tokens: ~128
+  const CliRun table = run_statecut("eval --quiet --checkpoint " + ck + " --window 128 --text " + ids_file);
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("bits/byte: "), std::string::npos) << table.out;
+  std::ofstream(d / "text.txt") << "plain text cannot be tokenised here";
+  const CliRun text = run_statecut("eval --quiet --checkpoint " + ck + " --text " + (d / "text.txt"));
+  EXPECT_EQ(text.code, 1);
+  EXPECT_NE(text.err.find("no tokenizer.model or tokenizer.json"), std::string::npos) << text.err;
+}
