@@ -1,5 +1,8 @@
 // `statecut verify` on every family: each shared fixture passes every check it can run, and a checkpoint written
 // by `statecut prune` (l1, data-free) passes with its source, the pruned rows compared bit for bit.
+#include <cstdint>
+#include <fstream>
+
 #include "tests/torch/verify_test_util.h"
 
 namespace {
@@ -106,15 +109,37 @@ TEST(Verify_Shipped, byteDeltaNetPassesOnItsOwnText) {
 // prune cuts with their weight rows — verify's row map knew only the conv biases and failed a correct prune
 // ("in_proj.bias: differs from the source"); fla DeltaNet whose config says conv_bias true while fla built no conv
 // biases (its models never pass the key on): the checkpoint loads, prunes and verifies.
+// Each is also pruned by DRRQR calibrated on a token file (the variants ship no tokenizer), and its strong-RRQR
+// certificate checked.
 TEST(Verify_Variants, prunedVariantsPassWithTheirSource) {
+  TempDir tmp("verify-var");
+  const std::string tokens = tmp / "calib.u16.bin";
+  {
+    std::ofstream f(tokens, std::ios::binary);
+    for (uint32_t i = 0; i < 4096; ++i) {
+      const uint16_t id = static_cast<uint16_t>((i * 2654435761u >> 7) % 128);  // vocab 128
+      f.write(reinterpret_cast<const char*>(&id), sizeof(id));
+    }
+  }
   for (const char* name : {"hf_mamba2_bias_tied", "fla_delta_net_gate_elu_sum"}) {
     SCOPED_TRACE(name);
     const std::string dir = std::string(STATECUT_SOURCE_DIR) + "/tests/data/variants/" + name;
-    TempDir tmp("verify-var");
-    const std::string out = tmp / "pruned";
+    const std::string out = tmp / (std::string(name) + "_l1");
     prune_l1(dir, out);
     const Report r = run_verify(quick(out, dir));
     EXPECT_TRUE(r.passed()) << failures(r);
     EXPECT_EQ(row(r, "pruned.weights").status, Status::Pass) << row(r, "pruned.weights").message;
+    statecut::PruneOptions o;
+    o.checkpoint = dir;
+    o.out = tmp / (std::string(name) + "_drrqr");
+    o.method = "drrqr";
+    o.ratio = 0.5;
+    o.calib = {tokens};
+    o.calib_seqs = 4;
+    o.calib_len = 256;
+    statecut::prune_checkpoint(o);
+    const Report rd = run_verify(quick(o.out, dir));
+    EXPECT_TRUE(rd.passed()) << failures(rd);
+    EXPECT_EQ(row(rd, "pruned.certificate").status, Status::Pass) << row(rd, "pruned.certificate").message;
   }
 }
