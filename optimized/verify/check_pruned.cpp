@@ -48,10 +48,11 @@ std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, 
     const int64_t dk = L.head_k_dim;
     auto add = [&](const std::string& t, const std::string& kind, int64_t off, int64_t stride) {
       if (t.empty()) return;
-      blocks[t].push_back({t, kind, off, head_row_stride(stride, L.head_k_dim), &L, kp});
+      const int64_t head_stride = head_row_stride(stride, dk);
+      blocks[t].push_back({t, kind, off, head_stride, &L, kp});
       // a bias beside a q/k block (a conv's; Mamba-2's in_proj with use_bias) loses the same rows (surgery.cpp)
       const std::string b = bias_of(t);
-      if (!b.empty() && src.has(b)) blocks[b].push_back({b, kind + " bias", off, head_row_stride(stride, dk), &L, kp});
+      if (!b.empty() && src.has(b)) blocks[b].push_back({b, kind + " bias", off, head_stride, &L, kp});
     };
     add(L.q_weight, "q", L.q_row_offset, L.q_row_stride);
     add(L.k_weight, "k", L.k_row_offset, L.k_row_stride);

@@ -41,6 +41,9 @@ class FlaCausalLM final : public CausalLM {
       params_.emplace_back(name, t);
       return t;
     };
+    // fla's models (bc3b101) never hand config.conv_bias to their layers, so a checkpoint may say true and hold no
+    // conv biases; the weights decide (a generated source, which lists no names, follows the config)
+    const bool weights_listed = !w.names().empty();
     embeddings_ = get("model.embeddings.weight", {cfg_.vocab_size, H}, dtype);
     for (int64_t i = 0; i < cfg_.num_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -60,10 +63,7 @@ class FlaCausalLM final : public CausalLM {
         lw.q_conv = get(a + "q_conv1d.weight", {key_dim, 1, L.conv_size}, dtype);
         lw.k_conv = get(a + "k_conv1d.weight", {key_dim, 1, L.conv_size}, dtype);
         lw.v_conv = get(a + "v_conv1d.weight", {value_dim, 1, L.conv_size}, dtype);
-        // fla's models (bc3b101) never hand config.conv_bias to their layers, so a checkpoint may say true and hold
-        // no conv biases; the weights decide (a generated source, which lists no names, follows the config)
-        const bool conv_bias = w.names().empty() ? L.conv_bias : w.has(a + "q_conv1d.bias");
-        if (conv_bias) {
+        if (weights_listed ? w.has(a + "q_conv1d.bias") : L.conv_bias) {
           lw.q_conv_b = get(a + "q_conv1d.bias", {key_dim}, dtype);
           lw.k_conv_b = get(a + "k_conv1d.bias", {key_dim}, dtype);
           lw.v_conv_b = get(a + "v_conv1d.bias", {value_dim}, dtype);
