@@ -5,6 +5,7 @@
 #include "kernels/fused_layer_ops.h"
 #include "kernels/gated_delta_common.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/rms_norm_row.cuh"
 
 namespace statecut::cuda {
 namespace {
@@ -23,62 +24,11 @@ __device__ __forceinline__ int64_t row_offset(const RowsArg& x, int64_t r, bool 
 using detail::load_vec;
 using detail::store_vec;
 
-constexpr int kNormThreads = 256;
+using detail::kNormThreads;
+using detail::kWarpRowMax;
 
-/// One row's sum of squares is done; write y = (x · inv) · (w_offset + w), then the gate: G = 1 (fla) · z · sigmoid(z)
-/// before the one rounding; G = 2 (Qwen) round(round(round(x · inv) · w) · silu(z)), the roundings of transformers'
-/// Qwen3_5RMSNormGated. `lane`/`lanes`: this thread's place among the threads sharing the row.
-template <typename T, int G, int V>
-__device__ __forceinline__ void norm_write(const T* xr, const T* __restrict__ w, const T* zr, T* yr, int D, float inv,
-                                           float w_offset, int lane, int lanes) {
-  for (int d = lane * V; d < D; d += lanes * V) {
-    float xv[V], wv[V], o[V];
-    load_vec<T, V>(xr + d, xv);
-    load_vec<T, V>(w + d, wv);
-    if constexpr (G == 2) {
-#pragma unroll
-      for (int i = 0; i < V; ++i) o[i] = to_f<T>(from_f<T>((w_offset + wv[i]) * to_f<T>(from_f<T>(xv[i] * inv))));
-    } else {
-#pragma unroll
-      for (int i = 0; i < V; ++i) o[i] = (xv[i] * inv) * (w_offset + wv[i]);
-    }
-    if constexpr (G != 0) {
-      float g[V];
-      load_vec<T, V>(zr + d, g);
-#pragma unroll
-      for (int i = 0; i < V; ++i) o[i] = G == 1 ? (o[i] * g[i]) * sigmoid_f(g[i]) : o[i] * silu_f(g[i]);
-    }
-    store_vec<T, V>(yr + d, o);
-  }
-}
-
-/// This thread's share of a row's sum of squares, reduced over its warp. Add: the row is x + delta, rounded to T as
-/// LibTorch's `x + delta` rounds it, and written to sr (the residual stream's next value); norm_write then reads sr —
-/// the same thread wrote those elements (same lane / lanes walk), so no synchronisation is needed.
-template <typename T, int V, bool Add>
-__device__ __forceinline__ float sum_squares(const T* xr, const T* dr, T* sr, int D, int lane, int lanes) {
-  float ss = 0.f;
-  for (int d = lane * V; d < D; d += lanes * V) {
-    float v[V];
-    load_vec<T, V>(xr + d, v);
-    if constexpr (Add) {
-      float dv[V];
-      load_vec<T, V>(dr + d, dv);
-#pragma unroll
-      for (int i = 0; i < V; ++i) v[i] = to_f<T>(from_f<T>(v[i] + dv[i]));
-      store_vec<T, V>(sr + d, v);
-    }
-#pragma unroll
-    for (int i = 0; i < V; ++i) ss += v[i] * v[i];
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  return ss;
-}
-
-// Rows of D <= kWarpRowMax: one warp per row, 8 rows per block (a row of 128 left 7/8 of a block-per-row idle).
-constexpr int kWarpRowMax = 1024;
-/// Add: the row normalised is x + delta (rows of `d`), written to sum (contiguous rows x D) on the way.
+/// Add: the row normalised is x + delta (rows of `d`), written to sum (contiguous rows x D) on the way. Rows of
+/// D <= kWarpRowMax: a warp per row, kNormThreads / 32 rows a block; longer rows: a block per row (rms_norm_row.cuh).
 template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                      RowsArg z, T* __restrict__ y,
@@ -87,16 +37,13 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, 
   pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + (threadIdx.x >> 5);
   if (r >= rows) return;
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const T* xr = static_cast<const T*>(x.p) + x.offset(r);
-  T* sr = Add ? sum + r * D : nullptr;
-  const T* dr = Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr;
-  const float inv = rsqrtf(sum_squares<T, V, Add>(xr, dr, sr, D, lane, 32) / static_cast<float>(D) + eps);
-  norm_write<T, G, V>(Add ? sr : xr, w, G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv,
-                      w_offset, lane, 32);
+  detail::warp_norm_row<T, G, V, Add>(static_cast<const T*>(x.p) + x.offset(r),
+                                      Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr,
+                                      Add ? sum + r * D : nullptr, w,
+                                      G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, eps,
+                                      w_offset);
 }
 
-// Longer rows: one block per row, one partial sum per warp in shared memory.
 template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                 RowsArg z, T* __restrict__ y, T* __restrict__ sum,
@@ -104,18 +51,11 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsA
   pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   __shared__ float part[kNormThreads / 32];
   const int64_t r = blockIdx.x;
-  const T* xr = static_cast<const T*>(x.p) + x.offset(r);
-  T* sr = Add ? sum + r * D : nullptr;
-  const T* dr = Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr;
-  const float ss =
-      sum_squares<T, V, Add>(xr, dr, sr, D, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float tot = 0.f;
-  for (int i = 0; i < static_cast<int>(blockDim.x >> 5); ++i) tot += part[i];
-  const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
-  norm_write<T, G, V>(Add ? sr : xr, w, G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, inv,
-                      w_offset, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+  detail::block_norm_row<T, G, V, Add>(static_cast<const T*>(x.p) + x.offset(r),
+                                       Add ? static_cast<const T*>(d.p) + d.offset(r) : nullptr,
+                                       Add ? sum + r * D : nullptr, w,
+                                       G ? static_cast<const T*>(z.p) + z.offset(r) : nullptr, y + r * D, D, eps,
+                                       w_offset, part);
 }
 
 // Grid (B, ceil(C / (V · kStepThreads))): a thread owns V channels of one sequence (16-byte loads and stores when

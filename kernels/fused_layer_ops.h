@@ -17,6 +17,9 @@
 ///   gemv          y[m, n] = round(sum_k x[m, k] w[n, k])   (x M x K, w N x K, y M x N contiguous; M <= 8; the model
 ///                 serves one row with it, a batch-1 decode step where cuBLAS left a third of the bandwidth unused)
 ///   gemv_silu_mul y[m, n] = silu_mul(gemv(x, w)[m, n], gemv(x, w)[m, N + n])   (w 2N x K: a packed gate|up)
+///   gemv_norm     (s, y) = add_rms_norm(x, delta) then gemv or gemv_silu_mul of y (delta null: rms_norm(x)), with
+///                 every block of the GEMV forming the normalised rows itself by the norm kernels' code (bit for bit
+///                 their output): a decode step's residual add, next norm and first projection in one launch
 ///
 /// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
 /// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
@@ -78,5 +81,20 @@ cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N
 /// A gated MLP's gate|up GEMV and silu_mul in one launch, bit-identical to the two: w [2N, K] holds the gate rows then
 /// the up rows (pack_rows), y [M, N] = silu_mul(gemv(x, w[:N]), gemv(x, w[N:])). Same conditions as gemv.
 cudaError_t gemv_silu_mul(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s);
+
+/// The norm gemv_norm forms before its GEMV: w the norm weight [K]; delta (null: no add) and sum [M, K] contiguous.
+struct GemvNorm {
+  const void* delta = nullptr;
+  const void* w = nullptr;
+  void* sum = nullptr;
+  float eps = 0.f, w_offset = 0.f;
+};
+/// gemv (silu_mul: gemv_silu_mul) of the rows norm makes of x [M, K] (contiguous): sum <- x + delta rounded, y <- the
+/// GEMV of rms_norm(sum) (or of rms_norm(x) without delta), one launch. The conditions of gemv, plus every pointer
+/// 16-byte aligned and M·K ≤ 12,288 when adding (24,576 when not: the rows live in shared memory); else
+/// cudaErrorInvalidValue (the caller keeps the two launches). x and delta must not alias sum.
+constexpr int kGemvNormMaxK = 12288;  ///< one row's K under which gemv_norm always fits (adding)
+cudaError_t gemv_norm(ElemType t, const void* x, const GemvNorm& norm, const void* w, void* y, int M, int N, int K,
+                      bool silu_mul, cudaStream_t s);
 
 }  // namespace statecut::cuda

@@ -1,10 +1,12 @@
-// Small-batch GEMV of a decode step, plain and with the gated MLP's silu·mul (fused_layer_ops.h has the math).
+// Small-batch GEMV of a decode step: plain, with the gated MLP's silu·mul, and forming its normalised input itself
+// (fused_layer_ops.h has the math).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/fused_layer_ops.h"
 #include "kernels/gated_delta_common.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/rms_norm_row.cuh"
 
 namespace statecut::cuda {
 namespace {
@@ -20,17 +22,80 @@ using detail::to_f;
 // Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
 // block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
 constexpr int kGemvWarps = 8;
-template <typename T, int M, bool SiluMul>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                                               T* __restrict__ y, int N, int K) {
+static_assert(kGemvWarps * 32 == detail::kNormThreads, "gemv_norm forms its rows as the norm kernels' blocks do");
+
+/// The norm a GEMV forms before it (gemv_norm; Norm = 0: none, 1: rms_norm(x), 2: add_rms_norm(x, delta)).
+template <typename T>
+struct NormIn {
+  const T* delta;
+  const T* w;
+  T* sum;
+  float eps, w_offset;
+};
+
+/// Each lane asks L2 for the 128-byte lines of its warp's weight rows, so they stream in while the block forms the
+/// normalised input (prefetch.global.L2: no registers, no wait).
+template <typename T, int R>
+__device__ __forceinline__ void prefetch_rows(const T* const (&wr)[R], int K, int lane) {
+  constexpr int kLine = 128 / sizeof(T);
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+    for (int k = lane * kLine; k < K; k += 32 * kLine) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + k));
+}
+
+/// Norm != 0: the block writes x's M rows normalised (after the residual add when Norm = 2) into `xs` (shared
+/// memory, M x K), each row by the code and the thread layout of the norm kernels (a warp per row for K <=
+/// kWarpRowMax, the whole block above: rms_norm_row.cuh), so the input is bit for bit the norm kernels' output. The
+/// sums go to n.sum from block 0 and to `ss` (shared, M x K) in the others.
+template <typename T, int M, int Norm>
+__device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs, T* ss, int K) {
+  constexpr bool Add = Norm == 2;
+  __shared__ float part[kGemvWarps];
+  auto sum_row = [&](int m) { return Add ? (blockIdx.x == 0 ? n.sum : ss) + static_cast<int64_t>(m) * K : nullptr; };
+  auto delta_row = [&](int m) { return Add ? n.delta + static_cast<int64_t>(m) * K : nullptr; };
+  if (K <= detail::kWarpRowMax) {
+    const int m = static_cast<int>(threadIdx.x >> 5);
+    if (m < M)
+      detail::warp_norm_row<T, 0, 8, Add>(x + static_cast<int64_t>(m) * K, delta_row(m), sum_row(m), n.w, nullptr,
+                                          xs + m * K, K, n.eps, n.w_offset);
+  } else {
+#pragma unroll 1
+    for (int m = 0; m < M; ++m) {
+      detail::block_norm_row<T, 0, 8, Add>(x + static_cast<int64_t>(m) * K, delta_row(m), sum_row(m), n.w, nullptr,
+                                           xs + m * K, K, n.eps, n.w_offset, part);
+      __syncthreads();  // part is read by every thread before the next row writes it
+    }
+  }
+  __syncthreads();
+}
+
+// A warp per output column reads its weight row once (16-byte loads, 8 in flight per lane) against the M <= 8 rows
+// of x, fp32 sums in k order reduced over the warp, one rounding. At M = 1 cuBLAS's kernels reached 1.4-3.4 TB/s on
+// the 1.3B layers' 8-46 MB matrices (62% of the step's copy bandwidth over a layer, H200 profile 2026-12-02).
+// SiluMul: column n reads the gate row n and the up row N + n of a packed [gate; up] (the same sums per row) and
+// writes round(round(silu(round(g))) · round(u)) — silu_mul's arithmetic on the GEMV's rounded outputs.
+// Norm: x is first normalised by the block into shared memory (norm_rows), the weight rows prefetched into L2 meanwhile.
+// Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
+// block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
+template <typename T, int M, bool SiluMul, int Norm>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x_in, const T* __restrict__ w,
+                                                               T* __restrict__ y, int N, int K, NormIn<T> nin) {
   constexpr int R = SiluMul ? 2 : 1;  // weight rows a warp reads
   pdl::wait();                        // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int n = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x >> 5);
-  if (n >= N) return;
   const T* wr[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<int64_t>(n + r * N) * K;
+  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<int64_t>(min(n, N - 1) + r * N) * K;
+  const T* x = x_in;
+  if constexpr (Norm != 0) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    T* xs = reinterpret_cast<T*>(smem);
+    if (n < N) prefetch_rows<T, R>(wr, K, lane);
+    norm_rows<T, M, Norm>(x_in, nin, xs, xs + M * K, K);
+    x = xs;
+  }
+  if (n >= N) return;
   float acc[R][M];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -69,45 +134,70 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restri
   }
 }
 
-template <typename T, int M, bool SiluMul>
-cudaError_t launch_m(const void* x, const void* w, void* y, int N, int K, cudaStream_t s) {
-  return pdl::launch(gemv_kernel<T, M, SiluMul>, dim3(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps)),
-                     dim3(kGemvWarps * 32), 0, s, static_cast<const T*>(x), static_cast<const T*>(w),
-                     static_cast<T*>(y), N, K);
+/// Shared memory of a gemv_norm block: the normalised rows, and the sums when it adds (norm_rows).
+template <typename T>
+size_t norm_smem_bytes(int Norm, int M, int K) {
+  return Norm == 0 ? 0 : static_cast<size_t>(Norm) * M * K * sizeof(T);
+}
+constexpr size_t kNormSmemMax = 48 * 1024;  ///< without opting in to more: M x K <= 12,288 (adding), 24,576 (not)
+
+template <typename T, int M, bool SiluMul, int Norm>
+cudaError_t launch_m(const void* x, const void* w, void* y, int N, int K, const NormIn<T>& n, cudaStream_t s) {
+  return pdl::launch(gemv_kernel<T, M, SiluMul, Norm>, dim3(static_cast<unsigned>((N + kGemvWarps - 1) / kGemvWarps)),
+                     dim3(kGemvWarps * 32), norm_smem_bytes<T>(Norm, M, K), s, static_cast<const T*>(x),
+                     static_cast<const T*>(w), static_cast<T*>(y), N, K, n);
 }
 
-template <typename T, bool SiluMul>
-cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
+template <typename T, bool SiluMul, int Norm>
+cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, const NormIn<T>& n, cudaStream_t s) {
   switch (M) {
-    case 1: return launch_m<T, 1, SiluMul>(x, w, y, N, K, s);
-    case 2: return launch_m<T, 2, SiluMul>(x, w, y, N, K, s);
-    case 3: return launch_m<T, 3, SiluMul>(x, w, y, N, K, s);
-    case 4: return launch_m<T, 4, SiluMul>(x, w, y, N, K, s);
-    case 5: return launch_m<T, 5, SiluMul>(x, w, y, N, K, s);
-    case 6: return launch_m<T, 6, SiluMul>(x, w, y, N, K, s);
-    case 7: return launch_m<T, 7, SiluMul>(x, w, y, N, K, s);
-    default: return launch_m<T, 8, SiluMul>(x, w, y, N, K, s);
+    case 1: return launch_m<T, 1, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 2: return launch_m<T, 2, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 3: return launch_m<T, 3, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 4: return launch_m<T, 4, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 5: return launch_m<T, 5, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 6: return launch_m<T, 6, SiluMul, Norm>(x, w, y, N, K, n, s);
+    case 7: return launch_m<T, 7, SiluMul, Norm>(x, w, y, N, K, n, s);
+    default: return launch_m<T, 8, SiluMul, Norm>(x, w, y, N, K, n, s);
   }
 }
 
+template <typename T, bool SiluMul>
+cudaError_t launch_norm(const void* x, const void* w, void* y, int M, int N, int K, const GemvNorm* g, cudaStream_t s) {
+  if (!g) return launch<T, SiluMul, 0>(x, w, y, M, N, K, NormIn<T>{}, s);
+  const NormIn<T> n{static_cast<const T*>(g->delta), static_cast<const T*>(g->w), static_cast<T*>(g->sum), g->eps,
+                    g->w_offset};
+  return g->delta ? launch<T, SiluMul, 2>(x, w, y, M, N, K, n, s) : launch<T, SiluMul, 1>(x, w, y, M, N, K, n, s);
+}
+
 template <bool SiluMul>
-cudaError_t checked_launch(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
+cudaError_t checked_launch(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, const GemvNorm* g,
+                           cudaStream_t s) {
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (!x || !w || !y || M < 1 || M > kGemvMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w))
     return cudaErrorInvalidValue;
   if (SiluMul && N > 0x3fffffff) return cudaErrorInvalidValue;  // row N + n must fit an int
-  return t == ElemType::kBF16 ? launch<__nv_bfloat16, SiluMul>(x, w, y, M, N, K, s)
-                              : launch<__half, SiluMul>(x, w, y, M, N, K, s);
+  if (g && (!g->w || !al(g->w) || (g->delta && (!al(g->delta) || !g->sum || !al(g->sum))) ||
+            norm_smem_bytes<__half>(g->delta ? 2 : 1, M, K) > kNormSmemMax))
+    return cudaErrorInvalidValue;
+  return t == ElemType::kBF16 ? launch_norm<__nv_bfloat16, SiluMul>(x, w, y, M, N, K, g, s)
+                              : launch_norm<__half, SiluMul>(x, w, y, M, N, K, g, s);
 }
 
 }  // namespace
 
 cudaError_t gemv(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
-  return checked_launch<false>(t, x, w, y, M, N, K, s);
+  return checked_launch<false>(t, x, w, y, M, N, K, nullptr, s);
 }
 
 cudaError_t gemv_silu_mul(ElemType t, const void* x, const void* w, void* y, int M, int N, int K, cudaStream_t s) {
-  return checked_launch<true>(t, x, w, y, M, N, K, s);
+  return checked_launch<true>(t, x, w, y, M, N, K, nullptr, s);
+}
+
+cudaError_t gemv_norm(ElemType t, const void* x, const GemvNorm& norm, const void* w, void* y, int M, int N, int K,
+                      bool silu_mul, cudaStream_t s) {
+  return silu_mul ? checked_launch<true>(t, x, w, y, M, N, K, &norm, s)
+                  : checked_launch<false>(t, x, w, y, M, N, K, &norm, s);
 }
 
 }  // namespace statecut::cuda

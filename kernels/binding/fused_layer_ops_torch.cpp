@@ -4,6 +4,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/fused_layer_ops.h"
 
 namespace statecut::cuda {
@@ -134,6 +137,42 @@ at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
   TORCH_CHECK(fused_gemv_apply(x, gate_up) && gate_up.size(0) % 2 == 0,
               "statecut fused gemv_silu_mul: unsupported inputs ", x.sizes(), " x ", gate_up.sizes());
   return gemv_call(x, gate_up, gate_up.size(0) / 2, gemv_silu_mul, "gemv_silu_mul");
+}
+
+bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w) {
+  static const bool on = [] {
+    const char* e = std::getenv("STATECUT_NORM_GEMV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  const auto alike = [&x](const at::Tensor& t) {
+    return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
+  };
+  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !al(nw)) return false;
+  if (delta.defined() && (!alike(delta) || delta.sizes() != x.sizes() || !al(delta))) return false;
+  return w.size(1) <= kGemvNormMaxK;
+}
+
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, const at::Tensor& delta,
+                                                          const at::Tensor& nw, double eps, double w_offset,
+                                                          const at::Tensor& w, bool silu_mul) {
+  TORCH_CHECK(fused_norm_gemv_pays(x, delta, nw, w) && (!silu_mul || w.size(0) % 2 == 0),
+              "statecut fused add_rms_norm_gemv: unsupported inputs ", x.sizes(), " x ", w.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t K = w.size(1), N = silu_mul ? w.size(0) / 2 : w.size(0);
+  auto shape = x.sizes().vec();
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
+  at::Tensor sum = delta.defined() ? at::empty(x.sizes(), x.options()) : x;
+  GemvNorm g;
+  g.delta = delta.defined() ? delta.data_ptr() : nullptr;
+  g.w = nw.data_ptr();
+  g.sum = delta.defined() ? sum.data_ptr() : nullptr;
+  g.eps = static_cast<float>(eps), g.w_offset = static_cast<float>(w_offset);
+  check_launch(gemv_norm(elem_type(x), x.data_ptr(), g, w.data_ptr(), y.data_ptr(), 1, static_cast<int>(N),
+                         static_cast<int>(K), silu_mul, at::cuda::getCurrentCUDAStream()),
+               "gemv_norm");
+  return {sum, y};
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,

@@ -13,6 +13,10 @@
 ///   fused_gemv(x [..., K] contiguous, w [N, K])                -> x · wᵀ [..., N]  (at most kGemvMaxRows rows of x)
 ///   fused_gemv_silu_mul(x [..., K], gate_up [2I, K])           -> silu(x · gateᵀ) · (x · upᵀ) [..., I], rounded as the
 ///                                                                fused_gemv + fused_silu_mul pair
+///   fused_add_rms_norm_gemv(x [..., K], delta [..., K] or undefined, nw [K], eps, w_offset, w [N, K], silu_mul)
+///                                                             -> (x + delta (x when undefined), fused_gemv or
+///                                                                fused_gemv_silu_mul of its norm), one launch, bit for
+///                                                                bit fused_add_rms_norm (fused_rms_norm) then the GEMV
 #pragma once
 #include <ATen/ATen.h>
 
@@ -63,5 +67,13 @@ at::Tensor fused_gemv(const at::Tensor& x, const at::Tensor& w);
 /// silu_mul of the two row halves of x · gate_upᵀ (gate_up [2I, K]: gate rows then up rows) -> [..., I], one launch;
 /// served when fused_gemv_apply(x, gate_up) and gate_up has an even row count.
 at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up);
+/// True when fused_add_rms_norm_gemv serves: fused_gemv_pays(x, w) (one row), delta undefined or contiguous of x's
+/// shape and dtype, the norm weight nw contiguous with K elements, every pointer 16-byte aligned, K <= 12,288 (the
+/// rows live in the blocks' shared memory), and the environment does not say STATECUT_NORM_GEMV=0 (the switch that
+/// lets one benchmark call time both ways).
+bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w);
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, const at::Tensor& delta,
+                                                          const at::Tensor& nw, double eps, double w_offset,
+                                                          const at::Tensor& w, bool silu_mul);
 
 }  // namespace statecut::cuda

@@ -85,6 +85,44 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm_zero_centered(const torch::
   return offset_add_rms_norm(x, d, weight, eps, 1.0);
 }
 
+#ifdef STATECUT_WITH_CUDA_KERNELS
+namespace {
+
+/// Whether gemv_norm serves add_rms_norm then the GEMV of w (the fused ops' conditions and the binding's).
+bool norm_gemv_applies(const torch::Tensor& x, const torch::Tensor& d, const torch::Tensor& weight,
+                       const torch::Tensor& w) {
+  return x.is_cuda() && cuda::fused_norm_gemv_pays(x, d, weight, w) && fused_ops_apply({x, d, weight, w});
+}
+
+}  // namespace
+#endif
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& x, const torch::Tensor& d,
+                                                            const torch::Tensor& weight, double eps,
+                                                            const torch::Tensor& w, bool zero_centered) {
+  const double off = zero_centered ? 1.0 : 0.0;
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (norm_gemv_applies(x, d, weight, w)) return cuda::fused_add_rms_norm_gemv(x, d, weight, eps, off, w, false);
+#endif
+  auto [s, y] = offset_add_rms_norm(x, d, weight, eps, off);
+  return {s, statecut::linear(y, w)};
+}
+
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_gated_mlp(const torch::Tensor& x, const torch::Tensor& d,
+                                                               const torch::Tensor& weight, double eps,
+                                                               const torch::Tensor& gate_up,
+                                                               const torch::Tensor& down_w, bool zero_centered) {
+  const double off = zero_centered ? 1.0 : 0.0;
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  if (gate_up.size(0) == 2 * down_w.size(1) && norm_gemv_applies(x, d, weight, gate_up)) {
+    auto [s, m] = cuda::fused_add_rms_norm_gemv(x, d, weight, eps, off, gate_up, true);
+    return {s, statecut::linear(m, down_w)};
+  }
+#endif
+  auto [s, y] = offset_add_rms_norm(x, d, weight, eps, off);
+  return {s, gated_mlp_packed(y, gate_up, down_w)};
+}
+
 torch::Tensor qwen_gated_rms_norm(const torch::Tensor& x, const torch::Tensor& gate, const torch::Tensor& weight,
                                   double eps) {
 #ifdef STATECUT_WITH_CUDA_KERNELS

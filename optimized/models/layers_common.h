@@ -13,6 +13,8 @@
 ///                              (depthwise, weight [C,1,W]; index W−1 hits the current token, like nn.Conv1d with
 ///                              padding W−1 truncated to T)
 ///   gated_mlp(x)               down(silu(gate(x)) · up(x))
+///   add_rms_norm_linear        (s, rms_norm(s, w) · Wᵀ) with s = x + d: a residual add, the next norm and the
+///                              projection reading it (add_rms_norm_gated_mlp: the gated MLP reading it)
 ///   embed_tokens(ids, E)       h[b,t] = E[ids[b,t]]  (ids checked: [B,T], every id in [0, rows of E))
 #pragma once
 #include <nlohmann/json.hpp>
@@ -53,6 +55,19 @@ torch::Tensor gated_mlp(const torch::Tensor& x, const torch::Tensor& gate_w, con
                         const torch::Tensor& down_w);
 /// gated_mlp with gate and up stacked as the row halves of one matrix gate_up [2I, hidden] (pack_rows): one GEMM.
 torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate_up, const torch::Tensor& down_w);
+/// add_rms_norm (add_rms_norm_zero_centered) then statecut::linear of the norm by W: (s, y). At batch 1 on CUDA one
+/// launch, bit for bit the two (kernels/fused_layer_ops.h gemv_norm: every block of the GEMV forms the normalised row
+/// itself, its weight rows streaming into L2 meanwhile); the normalised row is then never written, so a caller that
+/// needs it (hidden states, boundaries) calls add_rms_norm. d undefined: s = x.
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& x, const torch::Tensor& d,
+                                                            const torch::Tensor& weight, double eps,
+                                                            const torch::Tensor& w, bool zero_centered = false);
+/// The same before gated_mlp_packed: (s, gated_mlp_packed(rms_norm(s, w), gate_up, down_w)); on CUDA at batch 1 the
+/// norm, the gate|up GEMV and silu·mul are one launch, the down projection a second.
+std::pair<torch::Tensor, torch::Tensor> add_rms_norm_gated_mlp(const torch::Tensor& x, const torch::Tensor& d,
+                                                               const torch::Tensor& weight, double eps,
+                                                               const torch::Tensor& gate_up,
+                                                               const torch::Tensor& down_w, bool zero_centered = false);
 
 /// Row-stacks the defined tensors of `parts` (same trailing shape) into one new tensor, with zero rows up to a multiple
 /// of 8 when `pad` (so every part of a bf16 GEMM output row starts 16-byte aligned), and makes each part — and its

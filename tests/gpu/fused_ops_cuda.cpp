@@ -6,7 +6,8 @@
 // reduction over D ≤ 2048) is far below it; so normwise ||y − y64|| / ||y64|| ≤ 2u, the factor 2 for the fp32 part.
 // A wrong operation (a dropped weight, sigmoid for SiLU, a shifted window) is off by O(1). The state update of the
 // conv step is a pure copy: exact. silu_mul rounds where LibTorch's silu(a) * b rounds: exact. The gate|up GEMV with
-// silu·mul in its epilogue makes the same sums and roundings as the two launches it replaces: exact.
+// silu·mul in its epilogue makes the same sums and roundings as the two launches it replaces: exact; so does the GEMV
+// that forms its own normalised input (gemv_norm) against the norm kernel then the GEMV.
 // Shapes: rows 1 (the decode step), 65 and strided row views (slices of a packed projection output), D = 89 (fewer
 // threads than a block, not a multiple of 32), D = 2048 (the 1.3B hidden size), W = 4 (fla, Mamba-2, Qwen3.5) and
 // W = 1 (no state), with and without bias, fp16 once; whole-sequence conv as its test states.
@@ -23,7 +24,10 @@
 #include "tests/test_env.h"
 
 #ifdef STATECUT_WITH_CUDA_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+
 #include "kernels/binding/fused_layer_ops_torch.h"
+#include "kernels/fused_layer_ops.h"
 #endif
 
 namespace statecut {
@@ -267,6 +271,68 @@ TEST_F(FusedOps, gemvSiluMulIsTheGemvThenSiluMulBitForBit) {
   EXPECT_THROW(cuda::fused_gemv_silu_mul(randn({1, 64}, torch::kBFloat16), randn({7, 64}, torch::kBFloat16)),
                c10::Error)
       << "an odd row count has no gate and up halves";
+}
+
+// The GEMV that forms its own normalised input (gemv_norm) runs the norm kernels' row code with their thread layout,
+// so its input is their output bit for bit and the GEMV's sums are the plain GEMV's: exact. K = 712 (89 · 8) and 1024
+// take the warp-per-row side, 1032, 2048 (the 1.3B hidden size) and 4104 (a thread reads two vectors) the block side;
+// N = 6160 is DeltaNet 1.3B's packed q|k|v|β (770 blocks, each forming the row), N = 89 a partial last block.
+TEST_F(FusedOps, gemvNormIsTheAddNormThenTheGemvBitForBit) {
+  int cases = 0;
+  for (auto t : {torch::kBFloat16, torch::kHalf})
+    for (int64_t K : {712, 1024, 1032, 2048, 4104})
+      for (bool add : {true, false})
+        for (bool silu : {false, true})
+          for (double off : {0.0, 1.0}) {
+            const int64_t N = K == 2048 && !silu ? 6160 : 89;
+            const double eps = 1e-6;
+            auto x = randn({1, 1, K}, t, 4.0), nw = randn({K}, t), d = add ? randn({1, 1, K}, t) : torch::Tensor();
+            const auto w = randn({silu ? 2 * N : N, K}, t, 2.0 / std::sqrt(static_cast<double>(K)));
+            ASSERT_TRUE(cuda::fused_norm_gemv_pays(x, d, nw, w));
+            const auto [s, y] = cuda::fused_add_rms_norm_gemv(x, d, nw, eps, off, w, silu);
+            const auto [s_ref, xn] = add ? cuda::fused_add_rms_norm(x, d, nw, eps, off)
+                                         : std::pair{x, cuda::fused_rms_norm(x, nw, eps, off)};
+            const auto y_ref = silu ? cuda::fused_gemv_silu_mul(xn, w) : cuda::fused_gemv(xn, w);
+            const std::string where = "K=" + std::to_string(K) + " add=" + std::to_string(add) +
+                                      " silu=" + std::to_string(silu) + " offset=" + std::to_string(off);
+            EXPECT_TRUE(torch::equal(s, s_ref)) << where;
+            EXPECT_TRUE(torch::equal(y, y_ref))
+                << where << ": " << (f64(y) - f64(y_ref)).abs().max().item<double>();
+            ++cases;
+          }
+  EXPECT_EQ(cases, 80);
+}
+
+// More than one row (the launcher takes up to kGemvMaxRows; the model asks for one): each row is normalised apart.
+TEST_F(FusedOps, gemvNormNormalisesEachOfSeveralRows) {
+  for (int64_t K : {712, 2048}) {
+    const int64_t M = 3, N = 100;
+    auto x = randn({M, K}, torch::kBFloat16, 3.0), d = randn({M, K}, torch::kBFloat16);
+    auto nw = randn({K}, torch::kBFloat16), w = randn({N, K}, torch::kBFloat16, 0.05);
+    auto s = torch::empty_like(x), y = torch::empty({M, N}, x.options());
+    cuda::GemvNorm g;
+    g.delta = d.data_ptr(), g.w = nw.data_ptr(), g.sum = s.data_ptr(), g.eps = 1e-5f;
+    ASSERT_EQ(cuda::gemv_norm(cuda::ElemType::kBF16, x.data_ptr(), g, w.data_ptr(), y.data_ptr(), M, N, K, false,
+                              at::cuda::getCurrentCUDAStream()),
+              cudaSuccess);
+    const auto [s_ref, xn] = cuda::fused_add_rms_norm(x, d, nw, 1e-5, 0.0);
+    EXPECT_TRUE(torch::equal(s, s_ref)) << "K=" << K;
+    EXPECT_TRUE(torch::equal(y, cuda::fused_gemv(xn, w))) << "K=" << K;
+  }
+}
+
+// Inputs the fused norm + GEMV does not serve go back to the two launches (layers_common.cpp's add_rms_norm_linear).
+TEST_F(FusedOps, gemvNormDeclinesWhatItCannotServe) {
+  const auto bf = torch::kBFloat16;
+  auto x = randn({1, 2048}, bf), nw = randn({2048}, bf), w = randn({64, 2048}, bf);
+  EXPECT_TRUE(cuda::fused_norm_gemv_pays(x, randn({1, 2048}, bf), nw, w));
+  EXPECT_FALSE(cuda::fused_norm_gemv_pays(randn({2, 2048}, bf), {}, nw, w)) << "two rows: cuBLAS";
+  EXPECT_FALSE(cuda::fused_norm_gemv_pays(x, randn({1, 2049}, bf).narrow(1, 1, 2048), nw, w)) << "delta unaligned";
+  EXPECT_FALSE(cuda::fused_norm_gemv_pays(x, randn({1, 2048}, torch::kHalf), nw, w)) << "delta of another dtype";
+  EXPECT_FALSE(cuda::fused_norm_gemv_pays(x, {}, randn({2040}, bf), w)) << "norm weight of another size";
+  auto xl = randn({1, 12296}, bf);
+  EXPECT_FALSE(cuda::fused_norm_gemv_pays(xl, {}, randn({12296}, bf), randn({8, 12296}, bf)))
+      << "a row beyond the shared memory";
 }
 
 TEST_F(FusedOps, unsupportedInputsAreDeclined) {

@@ -114,14 +114,24 @@ class FlaCausalLM final : public CausalLM {
     auto h = embed_tokens_cached(input_ids, embeddings_, cache);
     if (opt.output_hidden_states) res.hidden_states.push_back(h);
     torch::Tensor delta;  // as in forward()
+    // With the packed projections, each residual add and norm goes with the GEMM that reads it (add_rms_norm_linear,
+    // add_rms_norm_gated_mlp): one launch at batch 1 on CUDA; the normalised rows are never needed here.
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
-      torch::Tensor x, y;
-      std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
+      torch::Tensor x, proj, o;
+      if (use_packed(lw.in_pack))
+        std::tie(h, proj) = add_rms_norm_linear(h, delta, lw.attn_norm, cfg_.norm_eps, lw.in_pack);
+      else
+        std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
       if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);
-      std::tie(h, y) = add_rms_norm(h, attention(lw, x, opt.mode, nullptr, &cache.layers[i]), lw.mlp_norm,
-                                    cfg_.norm_eps);
-      delta = mlp(lw, y);
+      o = attention(lw, x, opt.mode, nullptr, &cache.layers[i], proj);
+      if (use_packed(lw.mlp_pack)) {
+        std::tie(h, delta) = add_rms_norm_gated_mlp(h, o, lw.mlp_norm, cfg_.norm_eps, lw.mlp_pack, lw.down_proj);
+      } else {
+        torch::Tensor y;
+        std::tie(h, y) = add_rms_norm(h, o, lw.mlp_norm, cfg_.norm_eps);
+        delta = mlp(lw, y);
+      }
     }
     end_cached_forward(cache, input_ids.size(1));
     return finish(h, delta, std::move(res));
@@ -129,8 +139,12 @@ class FlaCausalLM final : public CausalLM {
 
   /// The last residual add, the final norm (its output is the last hidden state) and the head.
   ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res) const {
+    if (res.hidden_states.empty()) {  // the normalised row is not asked for: the norm may go with the head's GEMV
+      res.logits = add_rms_norm_linear(h, delta, norm_, cfg_.norm_eps, lm_head_).second.to(torch::kFloat32);
+      return res;
+    }
     auto x = add_rms_norm(h, delta, norm_, cfg_.norm_eps).second;
-    if (!res.hidden_states.empty()) res.hidden_states.push_back(x);  // non-empty: asked for (the embeddings are in)
+    res.hidden_states.push_back(x);  // non-empty: asked for (the embeddings are in)
     res.logits = statecut::linear(x, lm_head_).to(torch::kFloat32);
     return res;
   }
@@ -187,16 +201,18 @@ class FlaCausalLM final : public CausalLM {
   }
 
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
-  torch::Tensor attention(const FlaLayerWeights& lw, const torch::Tensor& x, RecurrenceMode mode, LayerBoundary* b,
-                          LayerDecodeState* cache) {
+  /// projected: the packed projection's output when the caller formed it (add_rms_norm_linear; x is then undefined).
+  torch::Tensor attention(const FlaLayerWeights& lw, const torch::Tensor& x_in, RecurrenceMode mode, LayerBoundary* b,
+                          LayerDecodeState* cache, const torch::Tensor& projected = {}) {
     const auto& L = cfg_.layer;
+    const auto& x = projected.defined() ? projected : x_in;  // for its shape, device and options only
     const int64_t B = x.size(0), T = x.size(1);
     const auto cd = compute_dtype(dtype_);
     const bool qk_silu = L.qk_activation == "silu";
     // q, k, v and the b / a / g inputs: one GEMM over the packed rows, or one per projection
     torch::Tensor q, k, v, b_in, a_in, z, qkv;
     if (use_packed(lw.in_pack)) {
-      const auto y = statecut::linear(x, lw.in_pack);
+      const auto y = projected.defined() ? projected : statecut::linear(x_in, lw.in_pack);
       qkv = y.narrow(-1, 0, lw.q_proj.size(0) + lw.k_proj.size(0) + lw.v_proj.size(0));
       int64_t off = 0;
       auto take = [&](const torch::Tensor& w) {
@@ -208,7 +224,7 @@ class FlaCausalLM final : public CausalLM {
       q = take(lw.q_proj), k = take(lw.k_proj), v = take(lw.v_proj), z = take(lw.g_proj);  // pack_layer's order
       b_in = take(lw.b_proj), a_in = take(lw.a_proj);
     } else {
-      auto lin = [&x](const torch::Tensor& w) { return w.defined() ? statecut::linear(x, w) : torch::Tensor(); };
+      auto lin = [&x_in](const torch::Tensor& w) { return w.defined() ? statecut::linear(x_in, w) : torch::Tensor(); };
       q = lin(lw.q_proj), k = lin(lw.k_proj), v = lin(lw.v_proj);
       b_in = lin(lw.b_proj), a_in = lin(lw.a_proj), z = lin(lw.g_proj);
     }
