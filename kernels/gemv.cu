@@ -22,6 +22,11 @@ using detail::to_f;
 // Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
 // block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
 constexpr int kGemvWarps = 8;
+// The one-row GEMV that forms its input (the model's use): six blocks an SM, at most 40 registers a thread, so that
+// 792 block slots over the H200's 132 SMs hold a 1.3B layer's widest GEMV (DeltaNet's q|k|v|β, 770 blocks) in one
+// wave; forming the row took the gate|up kernel to 44 registers (five blocks an SM: 660 slots for its 704 blocks).
+// The plain kernels keep their own allocation (30 and 36 registers; bounding them made the gate|up one spill).
+constexpr int kGemvNormMinBlocks = 6;
 static_assert(kGemvWarps * 32 == detail::kNormThreads, "gemv_norm forms its rows as the norm kernels' blocks do");
 
 /// The norm a GEMV forms before it (gemv_norm; Norm = 0: none, 1: rms_norm(x), 2: add_rms_norm(x, delta)).
@@ -33,20 +38,11 @@ struct NormIn {
   float eps, w_offset;
 };
 
-/// Each lane asks L2 for the 128-byte lines of its warp's weight rows, so they stream in while the block forms the
-/// normalised input (prefetch.global.L2: no registers, no wait).
-template <typename T, int R>
-__device__ __forceinline__ void prefetch_rows(const T* const (&wr)[R], int K, int lane) {
-  constexpr int kLine = 128 / sizeof(T);
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-    for (int k = lane * kLine; k < K; k += 32 * kLine) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[r] + k));
-}
-
 /// Norm != 0: the block writes x's M rows normalised (after the residual add when Norm = 2) into `xs` (shared
 /// memory, M x K), each row by the code and the thread layout of the norm kernels (a warp per row for K <=
 /// kWarpRowMax, the whole block above: rms_norm_row.cuh), so the input is bit for bit the norm kernels' output. The
-/// sums go to n.sum from block 0 and to `ss` (shared, M x K) in the others.
+/// sums go to n.sum from block 0 and to `ss` (shared, M x K) in the others. Rows of at most one vector a thread (the
+/// 1.3B models' hidden 2048) load their norm weight with x and delta (block_norm_row_one_vec).
 template <typename T, int M, int Norm>
 __device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs, T* ss, int K) {
   constexpr bool Add = Norm == 2;
@@ -61,8 +57,12 @@ __device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs,
   } else {
 #pragma unroll 1
     for (int m = 0; m < M; ++m) {
-      detail::block_norm_row<T, 0, 8, Add>(x + static_cast<int64_t>(m) * K, delta_row(m), sum_row(m), n.w, nullptr,
-                                           xs + m * K, K, n.eps, n.w_offset, part);
+      if (K <= 8 * detail::kNormThreads)
+        detail::block_norm_row_one_vec<T, Add>(x + static_cast<int64_t>(m) * K, delta_row(m), sum_row(m), n.w,
+                                               xs + m * K, K, n.eps, n.w_offset, part);
+      else
+        detail::block_norm_row<T, 0, 8, Add>(x + static_cast<int64_t>(m) * K, delta_row(m), sum_row(m), n.w, nullptr,
+                                             xs + m * K, K, n.eps, n.w_offset, part);
       __syncthreads();  // part is read by every thread before the next row writes it
     }
   }
@@ -74,11 +74,12 @@ __device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs,
 // the 1.3B layers' 8-46 MB matrices (62% of the step's copy bandwidth over a layer, H200 profile 2026-12-02).
 // SiluMul: column n reads the gate row n and the up row N + n of a packed [gate; up] (the same sums per row) and
 // writes round(round(silu(round(g))) · round(u)) — silu_mul's arithmetic on the GEMV's rounded outputs.
-// Norm: x is first normalised by the block into shared memory (norm_rows), the weight rows prefetched into L2 meanwhile.
+// Norm: x is first normalised by the block into shared memory (norm_rows). (Prefetching the warp's weight rows into L2
+// meanwhile, prefetch.global.L2, made the step slower: bench/README.md, 35th wave.)
 // Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
 // block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
 template <typename T, int M, bool SiluMul, int Norm>
-__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restrict__ x_in, const T* __restrict__ w,
+__global__ void __launch_bounds__(kGemvWarps * 32, M == 1 && Norm != 0 ? kGemvNormMinBlocks : 1) gemv_kernel(const T* __restrict__ x_in, const T* __restrict__ w,
                                                                T* __restrict__ y, int N, int K, NormIn<T> nin) {
   constexpr int R = SiluMul ? 2 : 1;  // weight rows a warp reads
   pdl::wait();                        // before reading what the previous kernel wrote (kernels/pdl.cuh)
@@ -91,7 +92,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const T* __restri
   if constexpr (Norm != 0) {
     extern __shared__ __align__(16) unsigned char smem[];
     T* xs = reinterpret_cast<T*>(smem);
-    if (n < N) prefetch_rows<T, R>(wr, K, lane);
     norm_rows<T, M, Norm>(x_in, nin, xs, xs + M * K, K);
     x = xs;
   }

@@ -89,4 +89,42 @@ __device__ __forceinline__ void block_norm_row(const T* xr, const T* dr, T* sr, 
   norm_write<T, G, V>(Add ? sr : xr, w, zr, yr, D, inv, w_offset, tid, lanes);
 }
 
+/// block_norm_row without a gate when each thread holds at most one 8-element vector of the row (D <= 8 ·
+/// blockDim.x, D % 8 == 0, 16-byte aligned rows): the same sums and roundings in the same order, but the thread's
+/// norm weight is loaded together with x and delta, before the barrier — one wait on memory a row instead of two
+/// (block_norm_row's weight load sits after the barrier, which the compiler cannot move loads across). The GEMV that
+/// forms its own input (gemv_norm) pays this wait in every block before its weight stream starts.
+template <typename T, bool Add>
+__device__ __forceinline__ void block_norm_row_one_vec(const T* xr, const T* dr, T* sr, const T* __restrict__ w,
+                                                       T* yr, int D, float eps, float w_offset, float* part) {
+  const int tid = static_cast<int>(threadIdx.x), lanes = static_cast<int>(blockDim.x), d = tid * 8;
+  float v[8], wv[8], ss = 0.f;
+  if (d < D) {
+    load_vec<T, 8>(xr + d, v);
+    load_vec<T, 8>(w + d, wv);
+    if constexpr (Add) {
+      float dv[8];
+      load_vec<T, 8>(dr + d, dv);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = to_f<T>(from_f<T>(v[i] + dv[i]));
+      store_vec<T, 8>(sr + d, v);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  if ((tid & 31) == 0) part[tid >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int i = 0; i < (lanes >> 5); ++i) tot += part[i];
+  const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
+  if (d < D) {
+    float o[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = (v[i] * inv) * (w_offset + wv[i]);
+    store_vec<T, 8>(yr + d, o);
+  }
+}
+
 }  // namespace statecut::cuda::detail
