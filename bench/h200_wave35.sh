@@ -35,6 +35,7 @@ if [ "$PHASE" = A ]; then
     say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1) at $(elapsed) s"
     grep -E "^ *[0-9]+/[0-9]+ Test.*(Failed|Not Run)" "$LOGS/ctest_gpu.log" | tee -a "$S"
   }
+  [ "$(elapsed)" -lt 520 ] && profile_decode dn13 1
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
