@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A batch-1 decode step's residual add and norm inside the GEMV that reads them (kernels/gemv.cu gemv_norm: every
-# block forms the normalised row itself; layers_common.h
-# add_rms_norm_linear / add_rms_norm_gated_mlp): two launches a layer fewer for the fla families, one for Qwen3.5.
+# block forms the normalised row itself; layers_common.h add_rms_norm_linear / add_rms_norm_gated_mlp): two launches
+# a layer fewer for the fla families. The calls ran the Qwen3.5 hybrid with its MLP's and head's norms fused too; it
+# gained nothing (1.936 -> 1.943 ms) and was left on the two launches, so its rows now time the same path twice.
 #   A  configure + build; fused_ops_cuda (the new kernel bit for bit against the norm kernel then the GEMV);
 #      decode_equivalence's CUDA cases; `statecut bench --decode 1,8` of the random DeltaNet / Gated DeltaNet 1.3B and
 #      the Qwen3.5 hybrid with their 50% prunes, STATECUT_NORM_GEMV=0 (two launches) then on, same call; a planted bug

@@ -197,21 +197,14 @@ class QwenHybrid final : public CausalLM {
                          cache ? &cache->layers[i] : nullptr);
         if (!cache) hand_over_boundary(opt, res, i);
       }
-      if (use_packed(l.mlp_pack)) {  // the add and norm go with the gate|up GEMV: one launch at batch 1 on CUDA
-        std::tie(h, delta) = add_rms_norm_gated_mlp(h, y, l.post_norm, cfg_.eps, l.mlp_pack, l.down_proj, true);
-      } else {
-        std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
-        delta = gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
-      }
+      std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
+      delta = use_packed(l.mlp_pack) ? gated_mlp_packed(x, l.mlp_pack, l.down_proj)
+                                 : gated_mlp(x, l.gate_proj, l.up_proj, l.down_proj);
     }
     if (!opt.logits && !cache) return res;
     if (!cache) enter_block(opt, static_cast<int64_t>(layers_.size()));
-    if (!opt.output_hidden_states) {  // the normalised last state is not asked for: the norm goes with the head
-      res.logits = add_rms_norm_linear(h, delta, norm_, cfg_.eps, lm_head_, true).second.to(torch::kFloat32);
-      return res;
-    }
     const auto hn = add_rms_norm_zero_centered(h, delta, norm_, cfg_.eps).second;
-    res.hidden_states.push_back(hn);  // transformers records the normed last state
+    if (opt.output_hidden_states) res.hidden_states.push_back(hn);  // transformers records the normed last state
     res.logits = statecut::linear(hn, lm_head_).to(torch::kFloat32);
     return res;
   }
