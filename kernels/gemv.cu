@@ -25,7 +25,11 @@ constexpr int kGemvWarps = 8;
 // The one-row GEMV that forms its input (the model's use): six blocks an SM, at most 40 registers a thread, so that
 // 792 block slots over the H200's 132 SMs hold a 1.3B layer's widest GEMV (DeltaNet's q|k|v|β, 770 blocks) in one
 // wave; forming the row took the gate|up kernel to 44 registers (five blocks an SM: 660 slots for its 704 blocks).
-// The plain kernels keep their own allocation (30 and 36 registers; bounding them made the gate|up one spill).
+// The plain kernels take the bound of one block an SM (the form the 35th wave's third call measured): ptxas then
+// gives their one-row forms 80 and 70 registers where the bare __launch_bounds__(256) gave 34 and 38 (three blocks an
+// SM instead of six, each warp with more loads in flight); that call's step on two launches, 1.139 ms for DeltaNet
+// 1.3B against 1.172-1.179 in the calls before, does not separate it from the machines' ~3% spread. Bounding them to
+// six blocks made the gate|up one spill.
 constexpr int kGemvNormMinBlocks = 6;
 static_assert(kGemvWarps * 32 == detail::kNormThreads, "gemv_norm forms its rows as the norm kernels' blocks do");
 
@@ -79,17 +83,17 @@ __device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs,
 // Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
 // block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
 template <typename T, int M, bool SiluMul, int Norm>
-__global__ void __launch_bounds__(kGemvWarps * 32, M == 1 && Norm != 0 ? kGemvNormMinBlocks : 1) gemv_kernel(const T* __restrict__ x_in, const T* __restrict__ w,
-                                                               T* __restrict__ y, int N, int K, NormIn<T> nin) {
+__global__ void __launch_bounds__(kGemvWarps * 32, M == 1 && Norm != 0 ? kGemvNormMinBlocks : 1)
+    gemv_kernel(const T* __restrict__ x_in, const T* __restrict__ w, T* __restrict__ y, int N, int K, NormIn<T> nin) {
   constexpr int R = SiluMul ? 2 : 1;  // weight rows a warp reads
   pdl::wait();                        // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int n = static_cast<int>(blockIdx.x) * kGemvWarps + static_cast<int>(threadIdx.x >> 5);
   const T* wr[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<int64_t>(min(n, N - 1) + r * N) * K;
+  for (int r = 0; r < R; ++r) wr[r] = w + static_cast<int64_t>(min(n, N - 1) + r * N) * K;  // warps past N: row N-1
   const T* x = x_in;
-  if constexpr (Norm != 0) {
+  if constexpr (Norm != 0) {  // every thread takes part (barriers), the warps past N too
     extern __shared__ __align__(16) unsigned char smem[];
     T* xs = reinterpret_cast<T*>(smem);
     norm_rows<T, M, Norm>(x_in, nin, xs, xs + M * K, K);

@@ -1,10 +1,11 @@
 // add_rms_norm_linear and add_rms_norm_gated_mlp (optimized/models/layers_common.h): a residual add, the next norm and
 // the projection that reads it, as one call. On CUDA at batch 1 they are one launch (tests/gpu/fused_ops_cuda.cpp
 // holds that kernel bit for bit to the two); everywhere else they are the composition itself, which these tests state
-// on the CPU: the sum equals add_rms_norm's, the output the projection of its norm, exactly (the same operations in
-// the same order; the packed MLP against its two halves within 64 units of roundoff, the GEMMs' blocking), in fp32 and f64, with and without the add (the first layer has none: the sum is x itself), and
-// with Qwen3.5's zero-centred weight (1 + w). Inputs: one token (the decode step) and a 3 × 5 batch, hidden 89 (not a
-// multiple of 8: the fused kernel's 16-byte loads could not serve it, which is the path taken here anyway).
+// on the CPU: the sum equals add_rms_norm's and the output is the projection of its norm, exactly (the same
+// operations in the same order), in fp32 and f64, with and without the add (the first layer has none: the sum is x
+// itself), and with Qwen3.5's zero-centred weight (1 + w); the packed MLP against its two halves within 64 units of
+// roundoff (the GEMMs' blocking). Inputs: one token (the decode step) and a 3 × 5 batch, hidden 89 (not a multiple of
+// 8: the fused kernel's 16-byte loads could not serve it, which is the path taken here anyway).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
