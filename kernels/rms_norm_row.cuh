@@ -37,6 +37,25 @@ __device__ __forceinline__ void norm_write(const T* xr, const T* __restrict__ w,
   }
 }
 
+/// s summed over the warp's 32 lanes by xor shuffles (16, 8, 4, 2, 1); every lane gets the same sum.
+__device__ __forceinline__ float warp_sum(float s) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  return s;
+}
+
+/// rsqrt(mean square + eps) of a row of D shared by the whole block, from each warp's sum of squares `ss` (every
+/// lane holding it): lane 0 of each warp writes it to `part` (blockDim.x / 32 floats of shared memory), one barrier,
+/// then every thread adds the partials in warp order.
+__device__ __forceinline__ float block_inv_rms(float ss, float* part, int D, float eps) {
+  const int tid = static_cast<int>(threadIdx.x), lanes = static_cast<int>(blockDim.x);
+  if ((tid & 31) == 0) part[tid >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+  for (int i = 0; i < (lanes >> 5); ++i) tot += part[i];
+  return rsqrtf(tot / static_cast<float>(D) + eps);
+}
+
 /// This thread's share of a row's sum of squares, reduced over its warp. Add: the row is x + delta, rounded to T as
 /// LibTorch's `x + delta` rounds it, and written to sr (the residual stream's next value); norm_write then reads sr —
 /// the same thread wrote those elements (same lane / lanes walk), so no synchronisation is needed.
@@ -56,9 +75,7 @@ __device__ __forceinline__ float sum_squares(const T* xr, const T* dr, T* sr, in
 #pragma unroll
     for (int i = 0; i < V; ++i) ss += v[i] * v[i];
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  return ss;
+  return warp_sum(ss);
 }
 
 // Rows of D <= kWarpRowMax are normalised by one warp each (the norm kernels put 8 rows in a block: a row of 128 left
@@ -80,12 +97,7 @@ template <typename T, int G, int V, bool Add>
 __device__ __forceinline__ void block_norm_row(const T* xr, const T* dr, T* sr, const T* __restrict__ w, const T* zr,
                                                T* yr, int D, float eps, float w_offset, float* part) {
   const int tid = static_cast<int>(threadIdx.x), lanes = static_cast<int>(blockDim.x);
-  const float ss = sum_squares<T, V, Add>(xr, dr, sr, D, tid, lanes);
-  if ((tid & 31) == 0) part[tid >> 5] = ss;
-  __syncthreads();
-  float tot = 0.f;
-  for (int i = 0; i < (lanes >> 5); ++i) tot += part[i];
-  const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
+  const float inv = block_inv_rms(sum_squares<T, V, Add>(xr, dr, sr, D, tid, lanes), part, D, eps);
   norm_write<T, G, V>(Add ? sr : xr, w, zr, yr, D, inv, w_offset, tid, lanes);
 }
 
@@ -97,7 +109,7 @@ __device__ __forceinline__ void block_norm_row(const T* xr, const T* dr, T* sr, 
 template <typename T, bool Add>
 __device__ __forceinline__ void block_norm_row_one_vec(const T* xr, const T* dr, T* sr, const T* __restrict__ w,
                                                        T* yr, int D, float eps, float w_offset, float* part) {
-  const int tid = static_cast<int>(threadIdx.x), lanes = static_cast<int>(blockDim.x), d = tid * 8;
+  const int d = static_cast<int>(threadIdx.x) * 8;
   float v[8], wv[8], ss = 0.f;
   if (d < D) {
     load_vec<T, 8>(xr + d, v);
@@ -112,13 +124,7 @@ __device__ __forceinline__ void block_norm_row_one_vec(const T* xr, const T* dr,
 #pragma unroll
     for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
   }
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  if ((tid & 31) == 0) part[tid >> 5] = ss;
-  __syncthreads();
-  float tot = 0.f;
-  for (int i = 0; i < (lanes >> 5); ++i) tot += part[i];
-  const float inv = rsqrtf(tot / static_cast<float>(D) + eps);
+  const float inv = block_inv_rms(warp_sum(ss), part, D, eps);
   if (d < D) {
     float o[8];
 #pragma unroll
