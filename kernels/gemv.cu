@@ -25,11 +25,11 @@ constexpr int kGemvWarps = 8;
 // The one-row GEMV that forms its input (the model's use): six blocks an SM, at most 40 registers a thread, so that
 // 792 block slots over the H200's 132 SMs hold a 1.3B layer's widest GEMV (DeltaNet's q|k|v|β, 770 blocks) in one
 // wave; forming the row took the gate|up kernel to 44 registers (five blocks an SM: 660 slots for its 704 blocks).
-// The plain kernels take the bound of one block an SM (the form the 35th wave's third call measured): ptxas then
-// gives their one-row forms 80 and 70 registers where the bare __launch_bounds__(256) gave 34 and 38 (three blocks an
-// SM instead of six, each warp with more loads in flight); that call's step on two launches, 1.139 ms for DeltaNet
-// 1.3B against 1.172-1.179 in the calls before, does not separate it from the machines' ~3% spread. Bounding them to
-// six blocks made the gate|up one spill.
+// The plain kernels take the bound of one block an SM: ptxas then gives their one-row forms 80 and 70 registers where
+// the bare __launch_bounds__(256) gave 34 and 38 (three blocks an SM instead of six, each warp with more loads in
+// flight). Measured in one call (36th wave, both forms built, batch-1 step under graphs): DeltaNet 1.3B 1.157 ms bare
+// -> 1.124 bounded, its prune 1.152 -> 1.115, Gated DeltaNet 1.308 -> 1.274, its prune 1.284 -> 1.256: the bound is
+// ~3% faster; batch 8 unchanged (1.620 / 1.943 both). Bounding them to six blocks made the gate|up one spill.
 constexpr int kGemvNormMinBlocks = 6;
 static_assert(kGemvWarps * 32 == detail::kNormThreads, "gemv_norm forms its rows as the norm kernels' blocks do");
 
