@@ -4,6 +4,8 @@
 #      with their 50% prunes: `statecut bench --decode 1,8` with the plain GEMVs unbounded (STATECUT_GEMV_PLAIN_BOUND=0,
 #      the compiler's 30-38 registers) then bounded to one block an SM (80 / 70 registers, the landed form), same
 #      call; `--decode 64,256` as landed; Kineto tables of a DeltaNet step at batch 64 and 256; every GPU test.
+# STATECUT_GEMV_PLAIN_BOUND existed only in the call's tree (kernels/gemv.cu chose the bare-bound instances when it
+# was 0); the bounded form won and the switch was not kept, so the two rows now time the same kernels.
 # Results under $OUT: 00_summary.log, bench_*.json, failing logs. Run: bash bench/h200_wave36.sh A
 set -uo pipefail
 PHASE=${1:-A}
