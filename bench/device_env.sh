@@ -17,7 +17,9 @@
 # Each may be overridden from the environment.
 # The device's pip LibTorch exports its own std::filesystem::remove_all from libtorch.so, which an executable linking it
 # binds before libstdc++'s; it crashes on a null call (seen under cuda-gdb in TempDir's destructor and in the trainer's
-# state cleanup: every in-process finetune test and the profile tool died of SIGSEGV). libstdc++ first avoids it.
+# state cleanup: every in-process finetune test and the profile tool died of SIGSEGV). The project no longer calls it
+# (optimized/io/remove_tree.h; ci/device.sh without the preload: ctest -L GPU 87/87, 36th wave); the preload stays
+# for the earlier waves' scripts, whose figures were taken with it.
 export LD_PRELOAD="$(g++ -print-file-name=libstdc++.so.6)${LD_PRELOAD:+:$LD_PRELOAD}"
 OUT=${OUT:-/tmp/statecut-$TAG}
 BUILD=${BUILD:-build-gpu-device}

@@ -13,6 +13,7 @@
 
 #include "optimized/prune/prune.h"
 #include "optimized/io/safetensors.h"
+#include "optimized/io/remove_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -37,7 +38,8 @@ void BM_PruneShippedModel(benchmark::State& state, std::string method) {
   int n = 0;
   for (auto _ : state) {
     const fs::path out = fs::temp_directory_path() / ("statecut-bench-" + method + "-" + std::to_string(::getpid()));
-    fs::remove_all(out);
+    std::error_code ec;
+    statecut::remove_tree(out.string(), ec);
     o.out = out.string();
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = statecut::prune_checkpoint(o);
@@ -47,7 +49,7 @@ void BM_PruneShippedModel(benchmark::State& state, std::string method) {
     for (const auto& s : r.selection) ok = ok && s.new_dim() == 32;
     const auto w = statecut::io::SafetensorsFile::open((out / "model.safetensors").string());
     ok = ok && w.tensor("model.layers.2.attn.k_proj.weight").shape == std::vector<int64_t>{128, 256};
-    fs::remove_all(out);
+    statecut::remove_tree(out.string(), ec);
     if (!ok) {
       state.SkipWithError("pruned checkpoint has the wrong shape");
       break;

@@ -9,6 +9,8 @@
 #include <string>
 #include <system_error>
 
+#include "optimized/io/remove_tree.h"
+
 namespace statecut::test {
 
 /// The whole file as bytes ("" when it cannot be read).
@@ -27,14 +29,15 @@ struct TempDir {
     static std::atomic<int> n{0};
     path = std::filesystem::temp_directory_path() /
            ("statecut-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    std::filesystem::remove_all(path);
+    std::error_code ec;
+    remove_tree(path.string(), ec);
     std::filesystem::create_directories(path);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
   ~TempDir() {
     std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    remove_tree(path.string(), ec);
   }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };

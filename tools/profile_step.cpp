@@ -18,6 +18,7 @@
 #include <set>
 #include <string>
 
+#include "optimized/io/remove_tree.h"
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/model_registry.h"
 #include "optimized/train/trainer.h"
@@ -50,9 +51,10 @@ void train(char** argv, int argc, int64_t steps, const std::string& out) {
   o.device = "cuda";
   o.precision = argc > 9 && std::string(argv[9]) == "f32" ? statecut::TrainPrecision::Full
                                                           : statecut::TrainPrecision::Bf16;
-  std::filesystem::remove_all(out);
+  std::error_code ec;
+  statecut::remove_tree(out, ec);
   statecut::finetune(o);
-  std::filesystem::remove_all(out);
+  statecut::remove_tree(out, ec);
 }
 
 /// Runs `body` once to warm up, then again under Kineto (CPU + CUDA activities, the operators' input shapes: which

@@ -1,5 +1,7 @@
 #include "optimized/io/atomic_dir.h"
 
+#include "optimized/io/remove_tree.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -26,7 +28,7 @@ char g_pending[4096] = {0};
 void on_signal(int sig) {
   if (g_pending[0] != 0) {
     std::error_code ec;
-    fs::remove_all(g_pending, ec);  // not async-signal-safe in theory; the process is about to die anyway
+    remove_tree(g_pending, ec);  // not async-signal-safe in theory; the process is about to die anyway
   }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
@@ -64,7 +66,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& parent) {
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask about): leave it
     std::error_code rm;
-    fs::remove_all(it->path(), rm);
+    remove_tree(it->path().string(), rm);
     if (!rm) {
       removed.push_back(it->path().string());
       std::fprintf(stderr, "statecut: removed %s, the temporary output of process %d, which is gone\n",
@@ -97,7 +99,7 @@ AtomicDir::~AtomicDir() {
   clear_pending();
   if (committed_) return;
   std::error_code ec;
-  fs::remove_all(tmp_, ec);
+  remove_tree(tmp_, ec);
 }
 
 void AtomicDir::commit() {

@@ -62,7 +62,8 @@ void write_all(int fd, const void* data, std::size_t n, const std::string& tmp) 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data,
                             std::size_t nbytes) {
   check_entry(name, dtype, shape, nbytes);
-  Entry e{name, dtype, std::move(shape), {}};
+  Entry e{};
+  e.name = name, e.dtype = dtype, e.shape = std::move(shape);
   const auto* p = static_cast<const std::byte*>(data);
   e.bytes.assign(p, p + nbytes);
   entries_.push_back(std::move(e));
@@ -71,7 +72,8 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 void SafetensorsWriter::add_borrowed(const std::string& name, DType dtype, std::vector<int64_t> shape,
                                      const void* data, std::size_t nbytes, std::function<void()> written) {
   check_entry(name, dtype, shape, nbytes);
-  Entry e{name, dtype, std::move(shape), {}};
+  Entry e{};
+  e.name = name, e.dtype = dtype, e.shape = std::move(shape);
   e.borrowed = static_cast<const std::byte*>(data);
   e.borrowed_size = nbytes;
   e.written = std::move(written);

@@ -12,6 +12,7 @@
 #include "optimized/analysis/evaluation.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/remove_tree.h"
 #include "optimized/models/model.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/prune/prune_record.h"
@@ -537,7 +538,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
                                                    fs::path(opt.out).filename().string()));
     out.commit();
     std::error_code ec;
-    fs::remove_all(state_dir, ec);
+    remove_tree(state_dir, ec);
   }
   if (dp) dp->barrier();
   return result;

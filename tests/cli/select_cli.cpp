@@ -1,6 +1,7 @@
 // `statecut select` end to end: small .safetensors files written here (io writer), the binary run,
 // its JSON read back; and bad inputs: one line on stderr naming the file, exit 1, nothing on stdout.
 #include "optimized/io/safetensors.h"
+#include "optimized/io/remove_tree.h"
 #include "tests/cli/cli_run.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 namespace {
 namespace fs = std::filesystem;
 using statecut::io::DType;
+using statecut::remove_tree;
 
 using statecut::test::CliRun;
 using statecut::test::run_statecut;
@@ -34,7 +36,10 @@ class Cli_Select : public ::testing::Test {
           ("statecut_select_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(dir);
   }
-  void TearDown() override { fs::remove_all(dir); }
+  void TearDown() override {
+    std::error_code ec;
+    remove_tree(dir.string(), ec);
+  }
 
   CliRun run(const std::string& args) { return run_statecut("select " + args); }
   // Writes row-major tensors {name, shape, values} as F64 (or F32) and returns the path.

@@ -1,0 +1,19 @@
+/// Removing a folder and everything in it, without std::filesystem::remove_all.
+///
+/// Why not remove_all: the CUDA LibTorch of pip (torch 2.11+cu130, the H200 machine of bench/README.md) exports its
+/// own std::filesystem::remove_all from libtorch.so, and an executable linked to it binds that copy before
+/// libstdc++'s; it crashes on a null call (seen under cuda-gdb in the tests' TempDir and in the trainer's clean-up of
+/// its step states: `statecut finetune` and every in-process finetune test died of SIGSEGV there unless libstdc++ was
+/// preloaded). remove_tree walks the tree with POSIX nftw and unlink/rmdir, so no library's std::filesystem runs.
+#pragma once
+#include <string>
+#include <system_error>
+
+namespace statecut {
+
+/// Removes `path` and, when it is a folder, everything under it, children first; symbolic links are removed, never
+/// followed (a link to a folder outside leaves that folder alone). A `path` that does not exist is not an error
+/// (as remove_all). On failure `ec` holds the first error (errno) and the walk stops; otherwise `ec` is cleared.
+void remove_tree(const std::string& path, std::error_code& ec) noexcept;
+
+}  // namespace statecut
