@@ -35,6 +35,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   DecodeCache cache;
   ForwardOptions fo;
   fo.mode = opt.prefill_mode;
+  fo.last_logits = true;  // only the last position picks the first token
   const auto device = model.named_parameters().front().second.device();
   auto t0 = std::chrono::steady_clock::now();
   auto logits = model.forward_cached(prompt.to(device, torch::kInt64), cache, fo).logits.select(1, -1);

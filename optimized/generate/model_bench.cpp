@@ -176,12 +176,15 @@ ModelBenchResult bench_model(CausalLM& model, const BenchConfig& cfg,
       DecodeCache cache;
       const int64_t P = std::max<int64_t>(1, cfg.prompt);
       auto prompt = random_ids(B, P, V, cfg.seed + static_cast<uint64_t>(B), dev);
-      // The prompt in pieces of at most 16384 tokens in all (a large batch would otherwise hold B·P·V logits at once);
-      // a cache continued piece by piece equals one prefill (Equiv_Decode.chunkContinuationMatchesOneForward).
+      // The prompt in pieces of at most 16384 tokens in all (a large batch would otherwise hold B·P of every
+      // activation at once), each forming its last position's logits only; a cache continued piece by piece equals
+      // one prefill (Equiv_Decode.chunkContinuationMatchesOneForward).
       const int64_t piece = std::max<int64_t>(1, 16384 / B);
+      ForwardOptions last;
+      last.last_logits = true;
       torch::Tensor logits;
       for (int64_t at = 0; at < P; at += piece)
-        logits = model.forward_cached(prompt.narrow(1, at, std::min(piece, P - at)), cache).logits;
+        logits = model.forward_cached(prompt.narrow(1, at, std::min(piece, P - at)), cache, last).logits;
       if (r.state_bytes_per_seq == 0) {
         r.state_bytes_per_seq = cache.recurrent_bytes() / B;
         r.kv_bytes_per_token = cache.kv_bytes() / (B * cache.position);

@@ -46,6 +46,11 @@ struct ForwardOptions {
   /// false: forward() stops after the last block (no final norm, no head; logits and the last hidden state are left
   /// out), for passes that read only the layer boundaries (calibration, rank). forward_cached ignores it.
   bool logits = true;
+  /// forward_cached only: the logits of the last position alone ([B, 1, V]; the final norm's and head's work on the
+  /// other positions is skipped). A prompt's pass in `generate` reads nothing else, and a whole prompt's logits are
+  /// large: Qwen3.5's 151k vocabulary over 2,048 tokens is 1.2 GB of fp32 and ~1.3 TFLOP of head at hidden 2048.
+  /// The cache it leaves is the same; hidden_states (when asked for) keep every position.
+  bool last_logits = false;
   BlockHook before_block;  ///< forward() only (not forward_cached)
   /// With capture_boundary, forward() hands each linear-attention layer's boundary to this callback as soon as its
   /// block has run and then drops it (ForwardResult::boundary keeps undefined tensors for it): a pass that folds
@@ -53,6 +58,11 @@ struct ForwardOptions {
   /// tokens: 67 MB instead of 1.6 GB per sequence).
   std::function<void(int64_t layer, LayerBoundary& boundary)> on_boundary;
 };
+
+/// x [B, T, …] restricted to its last position when `last` (T > 1), else x itself; undefined stays undefined.
+inline torch::Tensor last_position_if(const torch::Tensor& x, bool last) {
+  return last && x.defined() && x.size(1) > 1 ? x.narrow(1, x.size(1) - 1, 1) : x;
+}
 
 struct ForwardResult {
   torch::Tensor logits;                      ///< [B,T,V] fp32

@@ -176,6 +176,35 @@ TEST_P(Equiv_Decode, chunkContinuationMatchesOneForward) {
   expect_pieces_match_forward(ids, {40, 30, 1, 1, 1, 1}, "40 | 30 | 4 steps");
 }
 
+// ForwardOptions::last_logits (generate's prompt pass): the last position's logits alone, [B, 1, V], equal to the
+// last row of a pass that forms them all, and the same cache: the next step's logits are bit for bit those after the
+// full pass. The head then multiplies one row a sequence instead of T (another GEMM shape, another summation
+// order): f32 / f64 within the decode tolerance, bf16 within one rounding of the bf16 head output each side (2^-8
+// relative each, normwise ≤ 2 · 2^-8).
+TEST_P(Equiv_Decode, lastLogitsOnlyAreTheLastRowAndLeaveTheSameCache) {
+  const auto& c = GetParam();
+  torch::NoGradGuard no_grad;
+  const auto dev = c.cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  const uint64_t seed = test::env_seed(14);
+  const double tol = c.dtype == torch::kBFloat16 ? 2.0 / 256.0 : tolerance(c).second;
+  for (int64_t prompt : {1, 65}) {
+    auto ids = random_ids(2, prompt + 1, model_->vocab_size(), seed + 7 + static_cast<uint64_t>(prompt)).to(dev);
+    ForwardOptions last;
+    last.last_logits = true;
+    DecodeCache all_cache, last_cache;
+    auto all = model_->forward_cached(ids.narrow(1, 0, prompt), all_cache).logits;
+    auto only = model_->forward_cached(ids.narrow(1, 0, prompt), last_cache, last).logits;
+    ASSERT_EQ(only.sizes(), (std::vector<int64_t>{2, 1, model_->vocab_size()})) << "prompt " << prompt;
+    const double e = rel_err(only.cpu(), all.narrow(1, prompt - 1, 1).cpu());
+    std::printf("[errors] %s prompt %lld: last-only logits vs the full pass's last row %.3e (threshold %.1e)\n",
+                decode_case_name({c, 0}).c_str(), static_cast<long long>(prompt), e, tol);
+    EXPECT_LE(e, tol) << "prompt " << prompt;
+    auto step_all = model_->forward_cached(ids.narrow(1, prompt, 1), all_cache).logits;
+    auto step_last = model_->forward_cached(ids.narrow(1, prompt, 1), last_cache).logits;
+    EXPECT_TRUE(torch::equal(step_all.cpu(), step_last.cpu())) << "prompt " << prompt << ": the caches differ";
+  }
+}
+
 TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
   torch::NoGradGuard no_grad;
   const auto dev = GetParam().cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);

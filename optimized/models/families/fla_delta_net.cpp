@@ -134,18 +134,22 @@ class FlaCausalLM final : public CausalLM {
       }
     }
     end_cached_forward(cache, input_ids.size(1));
-    return finish(h, delta, std::move(res));
+    return finish(h, delta, std::move(res), opt.last_logits);
   }
 
-  /// The last residual add, the final norm (its output is the last hidden state) and the head.
-  ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res) const {
+  /// The last residual add, the final norm (its output is the last hidden state) and the head; last_only: the head
+  /// (and, without hidden states, the add and norm) on the last position alone (ForwardOptions::last_logits).
+  ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res,
+                       bool last_only = false) const {
     if (res.hidden_states.empty()) {  // the normalised row is not asked for: the norm may go with the head's GEMV
-      res.logits = add_rms_norm_linear(h, delta, norm_, cfg_.norm_eps, lm_head_).second.to(torch::kFloat32);
+      res.logits = add_rms_norm_linear(last_position_if(h, last_only), last_position_if(delta, last_only), norm_,
+                                       cfg_.norm_eps, lm_head_)
+                       .second.to(torch::kFloat32);
       return res;
     }
     auto x = add_rms_norm(h, delta, norm_, cfg_.norm_eps).second;
     res.hidden_states.push_back(x);  // non-empty: asked for (the embeddings are in)
-    res.logits = statecut::linear(x, lm_head_).to(torch::kFloat32);
+    res.logits = statecut::linear(last_position_if(x, last_only), lm_head_).to(torch::kFloat32);
     return res;
   }
 

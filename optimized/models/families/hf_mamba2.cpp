@@ -232,7 +232,8 @@ class HfMamba2 final : public CausalLM {
     }
     auto hn = residual_norm(stream, delta, norm_f_, cfg_.eps).second;
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
-    res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
+    res.logits =
+        statecut::linear(last_position_if(hn, opt.last_logits).to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
     end_cached_forward(cache, input_ids.size(1));
     return res;
   }
