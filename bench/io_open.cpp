@@ -198,8 +198,7 @@ int main(int argc, char** argv) {
     std::cerr << "bench_io_open: " << e.what() << "\n";
     rc = 1;
   }
-  std::error_code ec;
-  statecut::remove_tree(dir.string(), ec);  // 2.7 GB: never leave it behind
+  statecut::remove_tree(dir.string());  // 2.7 GB: never leave it behind
   benchmark::Shutdown();
   return rc;
 }

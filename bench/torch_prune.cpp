@@ -38,8 +38,7 @@ void BM_PruneShippedModel(benchmark::State& state, std::string method) {
   int n = 0;
   for (auto _ : state) {
     const fs::path out = fs::temp_directory_path() / ("statecut-bench-" + method + "-" + std::to_string(::getpid()));
-    std::error_code ec;
-    statecut::remove_tree(out.string(), ec);
+    statecut::remove_tree(out.string());
     o.out = out.string();
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = statecut::prune_checkpoint(o);
@@ -49,7 +48,7 @@ void BM_PruneShippedModel(benchmark::State& state, std::string method) {
     for (const auto& s : r.selection) ok = ok && s.new_dim() == 32;
     const auto w = statecut::io::SafetensorsFile::open((out / "model.safetensors").string());
     ok = ok && w.tensor("model.layers.2.attn.k_proj.weight").shape == std::vector<int64_t>{128, 256};
-    statecut::remove_tree(out.string(), ec);
+    statecut::remove_tree(out.string());
     if (!ok) {
       state.SkipWithError("pruned checkpoint has the wrong shape");
       break;

@@ -29,16 +29,12 @@ struct TempDir {
     static std::atomic<int> n{0};
     path = std::filesystem::temp_directory_path() /
            ("statecut-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    std::error_code ec;
-    remove_tree(path.string(), ec);
+    remove_tree(path.string());
     std::filesystem::create_directories(path);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    remove_tree(path.string(), ec);
-  }
+  ~TempDir() { remove_tree(path.string()); }
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 

@@ -51,10 +51,9 @@ void train(char** argv, int argc, int64_t steps, const std::string& out) {
   o.device = "cuda";
   o.precision = argc > 9 && std::string(argv[9]) == "f32" ? statecut::TrainPrecision::Full
                                                           : statecut::TrainPrecision::Bf16;
-  std::error_code ec;
-  statecut::remove_tree(out, ec);
+  statecut::remove_tree(out);
   statecut::finetune(o);
-  statecut::remove_tree(out, ec);
+  statecut::remove_tree(out);
 }
 
 /// Runs `body` once to warm up, then again under Kineto (CPU + CUDA activities, the operators' input shapes: which

@@ -26,10 +26,7 @@ namespace {
 char g_pending[4096] = {0};
 
 void on_signal(int sig) {
-  if (g_pending[0] != 0) {
-    std::error_code ec;
-    remove_tree(g_pending, ec);  // not async-signal-safe in theory; the process is about to die anyway
-  }
+  if (g_pending[0] != 0) remove_tree(g_pending);  // not async-signal-safe in theory; the process is about to die anyway
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -65,9 +62,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& parent) {
     const pid_t pid = temporary_owner(it->path().filename().string());
     if (pid <= 0 || pid == ::getpid()) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask about): leave it
-    std::error_code rm;
-    remove_tree(it->path().string(), rm);
-    if (!rm) {
+    if (remove_tree(it->path().string())) {
       removed.push_back(it->path().string());
       std::fprintf(stderr, "statecut: removed %s, the temporary output of process %d, which is gone\n",
                    it->path().string().c_str(), static_cast<int>(pid));
@@ -98,8 +93,7 @@ AtomicDir::AtomicDir(const std::string& target, const std::string& option) : tar
 AtomicDir::~AtomicDir() {
   clear_pending();
   if (committed_) return;
-  std::error_code ec;
-  remove_tree(tmp_, ec);
+  remove_tree(tmp_);
 }
 
 void AtomicDir::commit() {

@@ -16,4 +16,11 @@ namespace statecut {
 /// (as remove_all). On failure `ec` holds the first error (errno) and the walk stops; otherwise `ec` is cleared.
 void remove_tree(const std::string& path, std::error_code& ec) noexcept;
 
+/// remove_tree(path, ec) where the caller only cleans up: true when `path` is gone (or never was).
+inline bool remove_tree(const std::string& path) noexcept {
+  std::error_code ec;
+  remove_tree(path, ec);
+  return !ec;
+}
+
 }  // namespace statecut

@@ -537,8 +537,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
                           loss_svg(st.history, std::string(scratch ? "statecut train: " : "statecut finetune: ") +
                                                    fs::path(opt.out).filename().string()));
     out.commit();
-    std::error_code ec;
-    remove_tree(state_dir, ec);
+    remove_tree(state_dir);
   }
   if (dp) dp->barrier();
   return result;

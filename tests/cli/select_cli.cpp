@@ -36,10 +36,7 @@ class Cli_Select : public ::testing::Test {
           ("statecut_select_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::create_directories(dir);
   }
-  void TearDown() override {
-    std::error_code ec;
-    remove_tree(dir.string(), ec);
-  }
+  void TearDown() override { remove_tree(dir.string()); }
 
   CliRun run(const std::string& args) { return run_statecut("select " + args); }
   // Writes row-major tensors {name, shape, values} as F64 (or F32) and returns the path.

@@ -68,6 +68,7 @@ TEST(Unit_RemoveTree, aMissingPathIsNoErrorAndClearsTheCode) {
   std::error_code ec = std::make_error_code(std::errc::io_error);
   remove_tree((t.path / "never-made").string(), ec);
   EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(remove_tree((t.path / "never-made").string())) << "the clean-up form: gone, so true";
 }
 
 TEST(Unit_RemoveTree, anEntryThatCannotBeRemovedIsReportedNotThrown) {
@@ -77,6 +78,7 @@ TEST(Unit_RemoveTree, anEntryThatCannotBeRemovedIsReportedNotThrown) {
   std::error_code ec;
   remove_tree(p, ec);
   EXPECT_TRUE(ec == std::errc::operation_not_permitted || ec == std::errc::permission_denied) << ec.message();
+  EXPECT_FALSE(remove_tree(p)) << "the clean-up form: still there, so false";
   EXPECT_TRUE(fs::exists(p));
 }
 

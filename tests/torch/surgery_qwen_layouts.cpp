@@ -30,11 +30,6 @@ using pipeline_test::slurp;
 using pipeline_test::TempDir;
 
 namespace {
-/// TempDir makes its folder; a prune's --out must not exist yet.
-void remove_made(const fs::path& p) {
-  std::error_code ec;
-  remove_tree(p.string(), ec);
-}
 
 #define REQUIRE_QWEN_FIXTURES()                                                                        \
   do {                                                                                                 \
@@ -211,7 +206,7 @@ TEST(Unit_PruneQwenPacked, everyMethodPrunesThePackedFixture) {
   ASSERT_TRUE(fs::exists(corpus)) << corpus;
   for (const std::string method : {"rand", "l1", "swanda", "grad", "drrqr", "pca"}) {
     TempDir out("qwen-next-" + method);
-    remove_made(out.path);
+    remove_tree(out.path.string());  // TempDir made it; --out must not exist yet
     PruneOptions o;
     o.checkpoint = next.string();
     o.out = out.path.string();
@@ -260,11 +255,11 @@ TEST(BadInput_PruneCalibration, smallestCalibrationIsAcceptedAndBelowItRefused) 
     return o;
   };
   TempDir out("qwen-next-smallest-calib");
-  remove_made(out.path);
+  remove_tree(out.path.string());  // TempDir made it; --out must not exist yet
   EXPECT_EQ(prune_checkpoint(options(out.path, 1, 2)).selection.size(), 3u);
   for (const auto& [seqs, len] : {std::pair<int64_t, int64_t>{0, 2}, {1, 1}}) {
     TempDir bad("qwen-next-bad-calib");
-    remove_made(bad.path);
+    remove_tree(bad.path.string());  // TempDir made it; --out must not exist yet
     try {
       prune_checkpoint(options(bad.path, seqs, len));
       ADD_FAILURE() << "calib_seqs " << seqs << ", calib_len " << len << " accepted";
