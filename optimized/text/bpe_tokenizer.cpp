@@ -197,7 +197,9 @@ struct BpeTokenizer::Impl {
   struct EncodeState {
     std::vector<int64_t> ids;
     WordCache& cache;
-    std::vector<std::vector<std::string_view>> levels;  // pieces per pre-tokenizer step
+    /// Pieces per Split step, sized once before the first piece: a step's recursion into the next must not resize it
+    /// (a vector that grows moves its elements, and the caller walks its own level meanwhile).
+    std::vector<std::vector<std::string_view>> levels;
     std::vector<int64_t>* fired = nullptr;
   };
 
@@ -216,11 +218,10 @@ struct BpeTokenizer::Impl {
   /// Steps 3-4 on one piece of normalized text between added tokens.
   void pretokenize(size_t step, std::string_view piece, EncodeState& st) const {
     if (step < splits.size()) {
-      if (st.levels.size() <= step) st.levels.resize(step + 1);
-      std::vector<std::string_view>& pieces = st.levels[step];
+      std::vector<std::string_view>& pieces = st.levels[step];  // stable: levels is never resized below
       pieces.clear();
       splits[step].split(piece, pieces);
-      for (size_t i = 0; i < pieces.size(); ++i) pretokenize(step + 1, st.levels[step][i], st);
+      for (std::string_view p : pieces) pretokenize(step + 1, p, st);
       return;
     }
     std::string prefixed;
@@ -242,7 +243,7 @@ struct BpeTokenizer::Impl {
     thread_local uint64_t cache_owner = 0;
     thread_local WordCache cache;
     if (cache_owner != instance) cache = WordCache(), cache_owner = instance;
-    EncodeState st{{}, cache, {}, fired};
+    EncodeState st{{}, cache, std::vector<std::vector<std::string_view>>(splits.size()), fired};
     st.ids.reserve(text.size() / 3);
     auto token = [&](int32_t id) { st.ids.push_back(id); };
     auto normalized_piece = [&](std::string_view n) {

@@ -166,3 +166,26 @@ TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {
   expect_refused([](json& j) { j["added_tokens"][0]["single_word"] = true; }, "single_word");
   expect_refused([](json& j) { j["added_tokens"] = 3; }, "\"added_tokens\" is not a list");
 }
+
+// A pre-tokenizer of several Split steps (DeepSeek-V3 has three before its ByteLevel): each step splits the pieces of
+// the one before. The steps' piece lists once lived in one growing vector that the recursion resized under the loop
+// walking it — a crash, a bogus PCRE2 error or, worst, the text's tail silently dropped. Every byte must come back,
+// and the pieces must be the nested splits: "ab12" -> (\p{N}{1,3}) "ab", "12" -> ([a-z]+) "ab" -> merged to "ab".
+TEST(BadInput_BpeTokenizer, severalSplitStepsEncodeTheWholeText) {
+  json j = tiny_tokenizer();
+  auto split = [](const std::string& re) {
+    return json{{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}, {"invert", false}};
+  };
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {split(R"(\p{N}{1,3})"), split("[a-z]+"), split(R"(\s+)"),
+                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+  const std::string path = write_temp(j.dump());
+  const BpeTokenizer tok = BpeTokenizer::from_file(path);
+  fs::remove(path);
+  EXPECT_EQ(tok.encode("abc1234 ab"), (std::vector<int64_t>{257, '1', '2', '3', '4', ' ', 256}));
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "xab12345612 \xE6\x97\xA5 xx12\n12123456ab hellox123456 \n\n";
+  text += "123456abxhelloa";
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
+}
