@@ -1,0 +1,88 @@
+// SplitRegex reads a pre-tokenizer pattern as HF `tokenizers` (Oniguruma, Ruby syntax, Unicode 16) reads it, or
+// refuses it: each expected split below is what tokenizers 0.23 makes (the split rules of rust-onig's find_iter and
+// HF's Split, Isolated), each refusal a construct PCRE2 would silently read another way.
+// Inputs have meaning: U+1FA77 (pink heart, So since Unicode 15), U+11F04 (Kawi letter, Lo since 15), U+0301 (a
+// combining mark Oniguruma's \w takes and PCRE2's leaves out), "ab\ncd" (line against subject anchors), "abx" (\h is
+// a hex digit in Oniguruma, so it stops before the x), empty-matching patterns (they cut before every character).
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "optimized/text/split_regex.h"
+
+namespace statecut {
+namespace {
+
+std::vector<std::string> split(const std::string& pattern, const std::string& text) {
+  const SplitRegex re(pattern, "tokenizer.json");
+  std::vector<std::string_view> pieces;
+  re.split(text, pieces);
+  return {pieces.begin(), pieces.end()};
+}
+
+using Pieces = std::vector<std::string>;
+
+TEST(Dialect_SplitRegex, symbolsAssignedAfterUnicode14AreSymbols) {
+  // DeepSeek-V3's punctuation-and-symbols branch: " 🩷" is one piece, as Oniguruma (Unicode 16) has U+1FA77 as So
+  EXPECT_EQ(split(R"( ?[\p{P}\p{S}]+)", "love \xF0\x9F\xA9\xB7!"), (Pieces{"love", " \xF0\x9F\xA9\xB7!"}));
+  EXPECT_EQ(split(R"(\p{So})", "a\xF0\x9F\xA9\xB7" "b"), (Pieces{"a", "\xF0\x9F\xA9\xB7", "b"}));
+}
+
+TEST(Dialect_SplitRegex, lettersAssignedAfterUnicode14AreLetters) {
+  EXPECT_EQ(split(R"(\p{Lo}+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));  // U+11F04 Kawi
+  EXPECT_EQ(split(R"([^\p{Lo}]+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));
+  EXPECT_EQ(split(R"(\P{Lo}+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));
+}
+
+TEST(Dialect_SplitRegex, wordClassTakesCombiningMarks) {
+  const std::string nfd_cafe = "cafe\xCC\x81";  // e + U+0301
+  EXPECT_EQ(split(R"(\w+|[^\w\s]+|\s+)", nfd_cafe + " x"), (Pieces{nfd_cafe, " ", "x"}));
+  EXPECT_EQ(split(R"(\b)", nfd_cafe + " x"), (Pieces{nfd_cafe, " ", "x"}));  // boundaries by the same class
+  EXPECT_EQ(split(R"(\W+)", nfd_cafe + "!?"), (Pieces{nfd_cafe, "!?"}));
+}
+
+TEST(Dialect_SplitRegex, caretAndDollarAreLineAnchors) {
+  EXPECT_EQ(split(R"(^[a-z]+)", "ab\ncd"), (Pieces{"ab", "\n", "cd"}));
+  EXPECT_EQ(split(R"(\s+$)", "a  \nb"), (Pieces{"a", "  ", "\nb"}));
+}
+
+TEST(Dialect_SplitRegex, escapesTakeOnigurumasMeaning) {
+  EXPECT_EQ(split(R"(\h+)", "abx zz"), (Pieces{"ab", "x zz"}));     // hex digits, not horizontal space
+  EXPECT_EQ(split(R"(\v)", "a\x0B\nb"), (Pieces{"a", "\x0B", "\nb"}));  // the vertical tab alone
+  EXPECT_EQ(split(R"(\u0041+)", "xAAy"), (Pieces{"x", "AA", "y"}));
+  EXPECT_EQ(split(R"(a{,2})", "aaab"), (Pieces{"aa", "a", "b"}));   // {,n} = {0,n}
+}
+
+TEST(Dialect_SplitRegex, emptyMatchesCutTheText) {
+  // rust-onig yields an empty match unless it sits where the last match ended; HF cuts there
+  EXPECT_EQ(split("x*", "hello"), (Pieces{"h", "e", "l", "l", "o"}));
+  EXPECT_EQ(split("a*", "baab"), (Pieces{"b", "aa", "b"}));
+  EXPECT_EQ(split("x*", ""), Pieces{});
+}
+
+TEST(Dialect_SplitRegex, gpt2AndQwenPatternsSplitAsBefore) {
+  EXPECT_EQ(split(kGpt2Pattern, "Hello world's 123  !"),
+            (Pieces{"Hello", " world", "'s", " 123", " ", " !"}));
+  const std::string qwen =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  EXPECT_EQ(split(qwen, "I'LL pay 42\n\n ok"), (Pieces{"I", "'LL", " pay", " ", "4", "2", "\n\n", " ok"}));
+}
+
+TEST(Dialect_SplitRegex, constructsReadDifferentlyAreRefused) {
+  for (const std::string p : {R"(\pL+)", R"(\p{Han}+)", R"([a[bc]])", R"([a-z&&[^c]])", R"([[:alpha:]]+)", "(?m).",
+                              R"((a)\1)", R"(\R)", R"(\X)", R"(\K)", R"([\W])", R"([\p{Cn}])", R"([\P{L}])"}) {
+    try {
+      SplitRegex(p, "dir/tokenizer.json");
+      ADD_FAILURE() << p << " was accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind("dir/tokenizer.json: pre_tokenizer regex uses ", 0), 0u) << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace statecut
