@@ -17,6 +17,7 @@
 #include "optimized/generate/generate.h"
 #include "optimized/generate/text_stream.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/models/model.h"
 #include "optimized/text/tokenizer.h"
 
@@ -29,13 +30,6 @@ struct GenerateArgs {
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
 };
 
-std::string read_prompt_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open the prompt file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 int run_generate(GenerateArgs& a) {
   if (a.has_prompt == !a.prompt_file.empty()) {  // a missing (or doubled) required option: usage, exit 2
@@ -43,7 +37,7 @@ int run_generate(GenerateArgs& a) {
                          "'statecut generate --help'\n");
     return statecut::cli::kExitUsage;
   }
-  const std::string text = a.has_prompt ? a.prompt : read_prompt_file(a.prompt_file);
+  const std::string text = a.has_prompt ? a.prompt : statecut::io::read_input_file(a.prompt_file);
   if (text.empty()) throw statecut::cli::UsageError((a.has_prompt ? std::string("--prompt") : a.prompt_file) + ": the prompt is empty");
   statecut::check_sampling(a.gen.sampling);
   if (a.gen.max_new_tokens < 0) throw statecut::cli::UsageError("--max-new-tokens must be >= 0");

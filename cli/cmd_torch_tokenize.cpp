@@ -13,6 +13,7 @@
 #include "cli/tokenizer_option.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/io/safetensors.h"
 #include "optimized/text/tokenizer.h"
 
@@ -24,13 +25,6 @@ struct TokenizeArgs {
   bool json = false;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
   auto a = std::make_shared<TokenizeArgs>();
@@ -46,7 +40,7 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
       throw std::runtime_error(a->out + ": --out must be a .safetensors file");
     if (!a->out.empty()) statecut::require_new_output_file(a->out, "--out");
     const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
-    const std::string text = read_text(a->text);
+    const std::string text = statecut::io::read_input_file(a->text);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> ids = tok.encode(text);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

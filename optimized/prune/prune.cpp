@@ -8,6 +8,7 @@
 
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "optimized/models/layers_common.h"
@@ -78,7 +79,8 @@ void validate_prune_options(const PruneOptions& opt) {
     if (opt.calib_seqs < 1 || opt.calib_len < 2)
       throw std::runtime_error("--calib-seqs must be >= 1 and --calib-len >= 2");
     for (const auto& c : opt.calib)
-      if (!fs::is_regular_file(c)) throw std::runtime_error(c + ": calibration file not found");
+      if (const std::string why = io::input_file_problem(c); !why.empty())
+        throw std::runtime_error(c + ": calibration file: " + why);
   }
   if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
 }

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/io/safetensors.h"
 
 namespace statecut {
@@ -16,20 +17,11 @@ bool path_ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) throw std::runtime_error(path + ": read error");
-  return ss.str();
-}
 
 }  // namespace
 
 TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size) {
-  if (std::filesystem::is_directory(path)) throw std::runtime_error(path + ": is a directory, not a text or token file");
-  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
+  if (const std::string why = io::input_file_problem(path); !why.empty()) throw std::runtime_error(path + ": " + why);
   TokenStream s;
   s.source = path;
   if (path_ends_with(path, ".safetensors") || path_ends_with(path, ".bin")) {
@@ -37,7 +29,7 @@ TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t v
     s.ids = std::move(t.ids);  // rows concatenated
     if (t.batch > 1) s.row_length = t.length;
   } else {
-    s.ids = tok.encode(read_file(path));
+    s.ids = tok.encode(io::read_input_file(path));
   }
   if (s.ids.empty()) throw std::runtime_error(path + ": empty: no tokens");
   for (size_t i = 0; i < s.ids.size(); ++i) {

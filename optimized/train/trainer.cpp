@@ -12,6 +12,7 @@
 #include "optimized/analysis/evaluation.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/io/remove_tree.h"
 #include "optimized/models/model.h"
 #include "optimized/text/token_stream.h"
@@ -308,10 +309,9 @@ void validate_finetune_options(const FinetuneOptions& o) {
     need_dir(o.teacher, "--teacher");
   }
   if (o.text.empty()) trainer_fail("--text: at least one training file is required");
-  for (const auto& f : o.text)
-    if (!fs::is_regular_file(f)) trainer_fail(f + ": no such file");
-  for (const auto& f : o.eval_text)
-    if (!fs::is_regular_file(f)) trainer_fail(f + ": no such file");
+  for (const auto* files : {&o.text, &o.eval_text})
+    for (const auto& f : *files)
+      if (const std::string why = io::input_file_problem(f); !why.empty()) trainer_fail(f + ": " + why);
   if (o.out.empty()) trainer_fail("--out is required");
   require_new_output_file(o.out, "--out");
   if (o.steps < 1) trainer_fail("--steps must be >= 1");

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "optimized/io/checkpoint.h"
+#include "optimized/io/input_file.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/prune/surgery.h"
 #include "optimized/text/token_stream.h"
@@ -94,7 +95,7 @@ void make_windows(Context& ctx) {
   try {
     const Tokenizer tok = Tokenizer::for_checkpoint(ctx.dir);
     for (const auto& f : o.text) {
-      if (!fs::is_regular_file(f)) throw Unreadable(f + ": no such file");
+      if (const std::string why = io::input_file_problem(f); !why.empty()) throw Unreadable(f + ": " + why);
       TokenStream s = read_tokens(f, tok, vocab);
       all.ids.insert(all.ids.end(), s.ids.begin(), s.ids.end());
     }
@@ -158,7 +159,8 @@ Report run_verify(const VerifyOptions& opt) {
     throw Unreadable(e.what());
   }
   const std::vector<std::string> files = open_files(ctx.dir);
-  ctx.model_type = ctx.config.value("model_type", std::string());
+  const auto mt = ctx.config.find("model_type");  // not a string: as missing (the load row says so)
+  ctx.model_type = mt != ctx.config.end() && mt->is_string() ? mt->get<std::string>() : std::string();
   try {
     ctx.layers = prunable_layers_from_config(ctx.config, ctx.config_path);
   } catch (const std::exception& e) {

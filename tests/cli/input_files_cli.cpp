@@ -1,0 +1,62 @@
+// A path named as input text — tokenize's --text, generate's --prompt-file, prune's --calib, eval's and verify's
+// --text — that is a directory or does not exist: every command says so in one line naming the path, exits non-zero
+// (verify: 2, its "cannot read the input") and writes nothing. (A directory once read as empty text: tokenize wrote an
+// empty token file and exited 0, generate called the prompt empty, prune called the folder "not found".)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/cli_run.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using statecut::test::run_statecut;
+using statecut::test::TempDir;
+
+const std::string kInputTextModel = (fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+
+struct InputCase {
+  std::string args;  // after the path is substituted for @
+  int code;
+  std::string out;   // what must not exist afterwards ("" = nothing written to check)
+};
+
+void expect_input_refused(const TempDir& tmp, const std::string& path, const std::string& problem) {
+  const std::string out = tmp / "out";
+  const InputCase cases[] = {
+      {"tokenize --checkpoint " + kInputTextModel + " --text @ --out " + out + "/ids.safetensors", 1, out + "/ids.safetensors"},
+      {"generate --checkpoint " + kInputTextModel + " --prompt-file @", 1, ""},
+      {"prune --checkpoint " + kInputTextModel + " --method drrqr --ratio 0.5 --calib @ --out " + out + "/p", 1, out + "/p"},
+      {"eval --checkpoint " + kInputTextModel + " --text @", 1, ""},
+      {"verify --checkpoint " + kInputTextModel + " --text @", 2, ""},
+  };
+  fs::create_directories(out);
+  for (const auto& c : cases) {
+    std::string args = c.args;
+    args.replace(args.find('@'), 1, path);
+    const auto r = run_statecut(args);
+    EXPECT_EQ(r.code, c.code) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << args << ": not one line: " << r.err;
+    EXPECT_NE(r.err.find(path + ": "), std::string::npos) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(problem), std::string::npos) << args << ": " << r.err;
+    if (!c.out.empty()) EXPECT_FALSE(fs::exists(c.out)) << args << " wrote " << c.out;
+  }
+  EXPECT_TRUE(fs::is_empty(out)) << "something was written under " << out;
+}
+
+TEST(BadInput_InputFiles, aDirectoryAsInputTextIsRefusedByEveryCommand) {
+  TempDir tmp("input_dir");
+  const std::string dir = tmp / "a_folder";
+  fs::create_directories(dir);
+  expect_input_refused(tmp, dir, "is a directory");
+}
+
+TEST(BadInput_InputFiles, aMissingInputTextIsRefusedByEveryCommand) {
+  TempDir tmp("input_missing");
+  expect_input_refused(tmp, tmp / "no_such.txt", "no such file");
+}
+
+}  // namespace
