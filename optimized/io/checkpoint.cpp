@@ -24,6 +24,44 @@ std::string json_text(const json& j, int indent, bool ensure_ascii) {
   return j.dump(indent, ' ', ensure_ascii, json::error_handler_t::replace);
 }
 
+namespace {
+
+/// Python's json.dumps writes the non-finite floats as the bare words NaN, Infinity and -Infinity (transformers 4.x
+/// saved Mamba-2's default time_step_limit (0.0, inf) that way); JSON has no such literals. Outside strings each
+/// becomes the string of its name, which the config readers that accept a non-finite value read as one and the
+/// others refuse as "not a number" naming the key.
+std::string quote_python_nonfinite(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const char* word : {"-Infinity", "Infinity", "NaN"}) {
+      const size_t n = std::char_traits<char>::length(word);
+      if (text.compare(i, n, word) == 0) {
+        out += '"';
+        out += word;
+        out += '"';
+        i += n - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
 json read_json_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(path + ": missing");
@@ -34,6 +72,10 @@ json read_json_file(const std::string& path) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
+    try {
+      return json::parse(quote_python_nonfinite(text));  // what Python's json module writes for inf and nan
+    } catch (const json::exception&) {
+    }
     throw Error(path + ": malformed JSON (" + one_line(e.what()) + ")");
   }
 }

@@ -78,7 +78,15 @@ const FamilySpec& prunable_family(const nlohmann::json& c, const std::string& or
 
 std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& c, const std::string& origin,
                                                        bool allow_none) {
-  auto out = prunable_family(c, origin).prunable_layers(c, origin);
+  const FamilySpec& family = prunable_family(c, origin);
+  // The families list one entry per configured layer before any tensor is read: a count no checkpoint can hold
+  // (10^12 ran prune and verify out of memory) is refused here. The deepest models published have ~100 layers.
+  constexpr int64_t kMaxLayers = 1 << 16;
+  const auto n = c.find("num_hidden_layers");
+  if (n != c.end() && n->is_number_integer() && n->get<int64_t>() > kMaxLayers)
+    throw io::Error(origin + ": num_hidden_layers " + std::to_string(n->get<int64_t>()) + " is more than any model has (" +
+                    std::to_string(kMaxLayers) + " at most)");
+  auto out = family.prunable_layers(c, origin);
   if (out.empty() && !allow_none) throw io::Error(origin + ": no linear-attention layer to prune");
   return out;
 }

@@ -212,7 +212,15 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
   int64_t numel = 1;
   for (const int64_t d : expected_shape) numel *= d;
   const bool placeholder = placeholders_from_ >= 0 && numel >= placeholders_from_;
+  // A model's weights are floats: an integer or quantised tensor cast to the model dtype would run as weights of
+  // arbitrary scale (verify's load check says the same)
+  const auto not_float = [&](const std::string& dt) {
+    return io::Error(origin(name) + ": " + name + ": dtype " + dt + " (the models load F32, BF16, F16, F64)");
+  };
   if (const auto* v = impl_->view(name)) {  // a mapped file: checked in place, copied once
+    const bool is_float = v->dtype == io::DType::F16 || v->dtype == io::DType::BF16 || v->dtype == io::DType::F32 ||
+                          v->dtype == io::DType::F64;
+    if (!is_float && torch::isFloatingType(dtype)) throw not_float(io::dtype_name(v->dtype));
     if (!view_finite(*v)) throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
     if (placeholder) {
       impl_->release(name);
@@ -221,6 +229,7 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
     return raw(name).to(device, dtype).contiguous();  // raw() is a fresh copy; .to copies only to change it
   }
   auto t = raw(name);
+  if (!t.is_floating_point() && torch::isFloatingType(dtype)) throw not_float(std::string(c10::toString(t.scalar_type())));
   if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
     throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
   if (placeholder) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));

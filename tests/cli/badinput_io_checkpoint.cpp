@@ -46,9 +46,9 @@ bool has_torch_commands() {
   return run_statecut("info").out.find("\"torch\": true") != std::string::npos;
 }
 
-/// Copies the good checkpoint into dir/ck and returns its path.
-std::string copy_good(const TempDir& dir) {
-  const fs::path ck = dir.path / "ck";
+/// Copies the good checkpoint into dir/<name> and returns its path.
+std::string copy_good(const TempDir& dir, const std::string& name = "ck") {
+  const fs::path ck = dir.path / name;
   fs::create_directories(ck);
   for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(good_checkpoint() / f, ck / f);
   return ck.string();
@@ -259,6 +259,43 @@ TEST_F(BadInput_CliCheckpoint, nanWeight) {
     }
   });
   expect_checkpoint_failure(ck, {"model.norm.weight", "NaN"});
+}
+
+// An integer tensor where a weight belongs (a quantised export, a relabelled span: same bytes, dtype I16): every
+// command once cast it to the model dtype and ran with weights of arbitrary scale; only verify refused it.
+TEST_F(BadInput_CliCheckpoint, integerWeightIsRefusedNotCast) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto&) {
+    for (auto& [n, v] : views)
+      if (n.find("q_proj.weight") != std::string::npos && (v.dtype == DType::BF16 || v.dtype == DType::F16)) {
+        v.dtype = DType::I16;
+        return;
+      }
+    for (auto& [n, v] : views)  // an F32 checkpoint: the same bytes as I32
+      if (n.find("q_proj.weight") != std::string::npos) {
+        v.dtype = DType::I32;
+        return;
+      }
+  });
+  expect_checkpoint_failure(ck, {"q_proj.weight", "dtype I", "F32, BF16, F16, F64"});
+}
+
+// A layer count no checkpoint can hold: prune (data-free) and verify once listed every configured layer before
+// reading a tensor and ran out of memory; now one line at once. Verify on a model_type that is not a string reads it
+// as missing: its table, the load row failed, exit 1 (it once printed nlohmann's type_error and nothing else).
+TEST_F(BadInput_CliCheckpoint, absurdLayerCountAndNonStringModelTypeAreNamed) {
+  const std::string ck = copy_good(dir);
+  edit_config(ck, [](nlohmann::json& c) { c["num_hidden_layers"] = 1000000000000LL; });
+  const std::string line = expect_one_line_error(
+      run_statecut("prune --checkpoint " + ck + " --method l1 --ratio 0.5 --out " + (dir / "p")), "statecut prune: error: ");
+  EXPECT_NE(line.find("num_hidden_layers 1000000000000 is more than any model has"), std::string::npos) << line;
+  EXPECT_FALSE(fs::exists(dir / "p"));
+  const std::string ck2 = copy_good(dir, "mt");
+  edit_config(ck2, [](nlohmann::json& c) { c["model_type"] = 5; });
+  const auto r = run_statecut("verify --quiet --only load,config --checkpoint " + ck2);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.find("type_error"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("model_type"), std::string::npos) << r.out;
 }
 
 // Finite weights too large for fp32 (layer 0's q/k projections at 3e38; a bf16 copy: 2.99e38) pass the loader, and

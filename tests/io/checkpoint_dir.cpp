@@ -119,6 +119,21 @@ TEST(BadInput_Checkpoint, configMissingMalformedOrNotAnObject) {
   expect_dir_error([&] { Checkpoint::open(s.dir / "config.json"); }, "not a folder");
 }
 
+// Python's json.dumps writes inf and nan as the bare words Infinity, -Infinity and NaN (transformers 4.x's Mamba-2
+// configs: "time_step_limit": [0.0, Infinity]): read as the strings of those names, never inside a string, and a
+// file broken otherwise is still malformed.
+TEST(Unit_Checkpoint, pythonsNonFiniteWordsReadAsTheirNames) {
+  TempDir dir("io_json_nonfinite");
+  write_text(dir / "config.json", R"({"lim": [0.0, Infinity], "low": -Infinity, "x": NaN, "s": "NaN and Infinity"})");
+  const auto j = read_json_file(dir / "config.json");
+  EXPECT_EQ(j.at("lim").at(1), "Infinity");
+  EXPECT_EQ(j.at("low"), "-Infinity");
+  EXPECT_EQ(j.at("x"), "NaN");
+  EXPECT_EQ(j.at("s"), "NaN and Infinity");
+  write_text(dir / "config.json", R"({"lim": [0.0, Infinity],})");
+  expect_dir_error([&] { read_json_file(dir / "config.json"); }, "config.json: malformed JSON (");
+}
+
 TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   TempDir dir("tokens");
   const int64_t ids[2][5] = {{0, 1, 255, 31999, 7}, {5, 4, 3, 2, 1}};
