@@ -15,59 +15,59 @@
 namespace statecut {
 namespace {
 
-std::vector<std::string> split(const std::string& pattern, const std::string& text) {
+std::vector<std::string> dialect_split(const std::string& pattern, const std::string& text) {
   const SplitRegex re(pattern, "tokenizer.json");
   std::vector<std::string_view> pieces;
   re.split(text, pieces);
   return {pieces.begin(), pieces.end()};
 }
 
-using Pieces = std::vector<std::string>;
+using DialectPieces = std::vector<std::string>;
 
 TEST(Dialect_SplitRegex, symbolsAssignedAfterUnicode14AreSymbols) {
   // DeepSeek-V3's punctuation-and-symbols branch: " 🩷" is one piece, as Oniguruma (Unicode 16) has U+1FA77 as So
-  EXPECT_EQ(split(R"( ?[\p{P}\p{S}]+)", "love \xF0\x9F\xA9\xB7!"), (Pieces{"love", " \xF0\x9F\xA9\xB7!"}));
-  EXPECT_EQ(split(R"(\p{So})", "a\xF0\x9F\xA9\xB7" "b"), (Pieces{"a", "\xF0\x9F\xA9\xB7", "b"}));
+  EXPECT_EQ(dialect_split(R"( ?[\p{P}\p{S}]+)", "love \xF0\x9F\xA9\xB7!"), (DialectPieces{"love", " \xF0\x9F\xA9\xB7!"}));
+  EXPECT_EQ(dialect_split(R"(\p{So})", "a\xF0\x9F\xA9\xB7" "b"), (DialectPieces{"a", "\xF0\x9F\xA9\xB7", "b"}));
 }
 
 TEST(Dialect_SplitRegex, lettersAssignedAfterUnicode14AreLetters) {
-  EXPECT_EQ(split(R"(\p{Lo}+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));  // U+11F04 Kawi
-  EXPECT_EQ(split(R"([^\p{Lo}]+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));
-  EXPECT_EQ(split(R"(\P{Lo}+)", "a\xF0\x91\xBC\x84"), (Pieces{"a", "\xF0\x91\xBC\x84"}));
+  EXPECT_EQ(dialect_split(R"(\p{Lo}+)", "a\xF0\x91\xBC\x84"), (DialectPieces{"a", "\xF0\x91\xBC\x84"}));  // U+11F04 Kawi
+  EXPECT_EQ(dialect_split(R"([^\p{Lo}]+)", "a\xF0\x91\xBC\x84"), (DialectPieces{"a", "\xF0\x91\xBC\x84"}));
+  EXPECT_EQ(dialect_split(R"(\P{Lo}+)", "a\xF0\x91\xBC\x84"), (DialectPieces{"a", "\xF0\x91\xBC\x84"}));
 }
 
 TEST(Dialect_SplitRegex, wordClassTakesCombiningMarks) {
   const std::string nfd_cafe = "cafe\xCC\x81";  // e + U+0301
-  EXPECT_EQ(split(R"(\w+|[^\w\s]+|\s+)", nfd_cafe + " x"), (Pieces{nfd_cafe, " ", "x"}));
-  EXPECT_EQ(split(R"(\b)", nfd_cafe + " x"), (Pieces{nfd_cafe, " ", "x"}));  // boundaries by the same class
-  EXPECT_EQ(split(R"(\W+)", nfd_cafe + "!?"), (Pieces{nfd_cafe, "!?"}));
+  EXPECT_EQ(dialect_split(R"(\w+|[^\w\s]+|\s+)", nfd_cafe + " x"), (DialectPieces{nfd_cafe, " ", "x"}));
+  EXPECT_EQ(dialect_split(R"(\b)", nfd_cafe + " x"), (DialectPieces{nfd_cafe, " ", "x"}));  // boundaries by the same class
+  EXPECT_EQ(dialect_split(R"(\W+)", nfd_cafe + "!?"), (DialectPieces{nfd_cafe, "!?"}));
 }
 
 TEST(Dialect_SplitRegex, caretAndDollarAreLineAnchors) {
-  EXPECT_EQ(split(R"(^[a-z]+)", "ab\ncd"), (Pieces{"ab", "\n", "cd"}));
-  EXPECT_EQ(split(R"(\s+$)", "a  \nb"), (Pieces{"a", "  ", "\nb"}));
+  EXPECT_EQ(dialect_split(R"(^[a-z]+)", "ab\ncd"), (DialectPieces{"ab", "\n", "cd"}));
+  EXPECT_EQ(dialect_split(R"(\s+$)", "a  \nb"), (DialectPieces{"a", "  ", "\nb"}));
 }
 
 TEST(Dialect_SplitRegex, escapesTakeOnigurumasMeaning) {
-  EXPECT_EQ(split(R"(\h+)", "abx zz"), (Pieces{"ab", "x zz"}));     // hex digits, not horizontal space
-  EXPECT_EQ(split(R"(\v)", "a\x0B\nb"), (Pieces{"a", "\x0B", "\nb"}));  // the vertical tab alone
-  EXPECT_EQ(split(R"(\u0041+)", "xAAy"), (Pieces{"x", "AA", "y"}));
-  EXPECT_EQ(split(R"(a{,2})", "aaab"), (Pieces{"aa", "a", "b"}));   // {,n} = {0,n}
+  EXPECT_EQ(dialect_split(R"(\h+)", "abx zz"), (DialectPieces{"ab", "x zz"}));     // hex digits, not horizontal space
+  EXPECT_EQ(dialect_split(R"(\v)", "a\x0B\nb"), (DialectPieces{"a", "\x0B", "\nb"}));  // the vertical tab alone
+  EXPECT_EQ(dialect_split(R"(\u0041+)", "xAAy"), (DialectPieces{"x", "AA", "y"}));
+  EXPECT_EQ(dialect_split(R"(a{,2})", "aaab"), (DialectPieces{"aa", "a", "b"}));   // {,n} = {0,n}
 }
 
 TEST(Dialect_SplitRegex, emptyMatchesCutTheText) {
   // rust-onig yields an empty match unless it sits where the last match ended; HF cuts there
-  EXPECT_EQ(split("x*", "hello"), (Pieces{"h", "e", "l", "l", "o"}));
-  EXPECT_EQ(split("a*", "baab"), (Pieces{"b", "aa", "b"}));
-  EXPECT_EQ(split("x*", ""), Pieces{});
+  EXPECT_EQ(dialect_split("x*", "hello"), (DialectPieces{"h", "e", "l", "l", "o"}));
+  EXPECT_EQ(dialect_split("a*", "baab"), (DialectPieces{"b", "aa", "b"}));
+  EXPECT_EQ(dialect_split("x*", ""), DialectPieces{});
 }
 
 TEST(Dialect_SplitRegex, gpt2AndQwenPatternsSplitAsBefore) {
-  EXPECT_EQ(split(kGpt2Pattern, "Hello world's 123  !"),
-            (Pieces{"Hello", " world", "'s", " 123", " ", " !"}));
+  EXPECT_EQ(dialect_split(kGpt2Pattern, "Hello world's 123  !"),
+            (DialectPieces{"Hello", " world", "'s", " 123", " ", " !"}));
   const std::string qwen =
       R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  EXPECT_EQ(split(qwen, "I'LL pay 42\n\n ok"), (Pieces{"I", "'LL", " pay", " ", "4", "2", "\n\n", " ok"}));
+  EXPECT_EQ(dialect_split(qwen, "I'LL pay 42\n\n ok"), (DialectPieces{"I", "'LL", " pay", " ", "4", "2", "\n\n", " ok"}));
 }
 
 TEST(Dialect_SplitRegex, constructsReadDifferentlyAreRefused) {
