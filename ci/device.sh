@@ -4,7 +4,8 @@
 # test labelled GPU (kernel equivalence with the double reference, metamorphic relations, bad input, the model
 # families and the calibration on CUDA) and the CLI's CUDA test, then compute-sanitizer's memcheck and racecheck over
 # the kernels' bad-input test, the fused layer kernels' test (norms, conv, GEMVs: 8 s and 20 s on the H200, 36th wave;
-# synccheck and initcheck clean too) and a slice of the equivalence cases.
+# synccheck and initcheck clean too), the decode fold's test (its shared v staging and barriers) and a slice of the
+# equivalence cases.
 # $OUT (default /tmp/statecut-device) gets few files, so a tool that returns only some of them keeps the verdict:
 # 00_summary.log (every step's result, the error lines the tests print, failed test names), bench.log and bench.json
 # and model_bench.json (BENCH=1, with bench_compare.log: bench/compare.py against bench/baselines/h200.json), and the
@@ -44,7 +45,7 @@ grep -ohE "\[(errors|meta)\].*" "$LOGS/ctest_gpu.log" | sed 's/gated_delta(//' |
 say "logits_cmd (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/logits_cuda.log" | tr '\n' ' ')"
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
-    for t in badinput_gated_delta_cuda fused_ops_cuda "equiv_gated_delta_cuda --gtest_filter=${SANITIZE_FILTER:-*dk_89*:*dk_179*:*varlen*}"; do
+    for t in badinput_gated_delta_cuda fused_ops_cuda decode_fold_cuda "equiv_gated_delta_cuda --gtest_filter=${SANITIZE_FILTER:-*dk_89*:*dk_179*:*varlen*}"; do
       log="$LOGS/sanitize_${tool}_${t%% *}.log"
       # shellcheck disable=SC2086
       timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$BUILD"/tests/$t >"$log" 2>&1

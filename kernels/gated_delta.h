@@ -73,7 +73,29 @@ struct GatedDeltaArgs {
   bool beta_dt = false;  ///< beta_t = softplus(a_t + dt_bias[hv]) from the gate input (needs gate_in_kernel; beta
                          ///< unused): Mamba-2's dt, so g_t = A dt_t and b_t = dt_t come from one raw input with
                          ///< A = −exp(A_log); the chunk kernel refuses it
+
+  // Recurrent only, a decode step's neighbours folded in (fold): q, k, v are the raw projection outputs
+  // (before the layer's short conv) and o is the output norm's result. Per sequence n (one token, layout kKV, H = HV,
+  // V <= 128 and V % 8 == 0, conv width 4: one block owns a whole head's channels and output row; check_args), for each of the
+  // head's q, k and v channels c = conv_q0 + h·K + i, conv_k0 + h·K + i, conv_v0 + hv·V + j:
+  //   x_c <- round(silu(sum_{j<W-1} conv_w[c,j] win[n,j,c] + conv_w[c,W-1] x_c + conv_b[c])),
+  //   win[n,j,c] <- win[n,j+1,c] (win[n,W-2,c] <- x_c)      (fused_layer_ops.h's conv1d_step with SiLU, bit for bit)
+  // then the step above, then per head o <- rms_norm(round(o)) · norm_w (· z · sigmoid(z) with norm_z: fla's gated
+  // form), the sums of the norm kernel's 8-wide rows in its order (fused_layer_ops.h's rms_norm, bit for bit).
+  bool fold = false;
+  void* conv_state = nullptr;    ///< [N, conv_width − 1, conv_channels] of in_type, read and shifted in place
+  const void* conv_w = nullptr;  ///< [conv_channels, conv_width] of in_type
+  const void* conv_b = nullptr;  ///< [conv_channels] of in_type, or nullptr
+  int conv_width = 0, conv_channels = 0;
+  int conv_q0 = 0, conv_k0 = 0, conv_v0 = 0;  ///< the first q, k and v channel of the window
+  const void* norm_w = nullptr;  ///< [V] of in_type (required with conv_state)
+  const void* norm_z = nullptr;  ///< the gate z of in_type, element tok·z_stride + hv·V + j; nullptr: no gate
+  int64_t z_stride = 0;
+  float norm_eps = 0.f;
 };
+
+/// The conv width the fold takes (fla's, Mamba-2's and Qwen3.5's; compiled in, so a thread's loads are all in flight).
+constexpr int kFoldConvWidth = 4;
 
 /// nullptr when the arguments are usable, else a one-line reason naming the argument.
 const char* check_args(const GatedDeltaArgs& a);

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/gated_delta.h"
 #include "kernels/gated_delta_common.cuh"
@@ -185,14 +186,106 @@ __global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs 
   }
 }
 
+// ---- the decode fold's conv step and output norm (GatedDeltaArgs::fold) -----------------------------------------
+
+/// The fold's conv step (width 4, SiLU) over all 2K + V channels of a head — k, then q, then v — spread over the
+/// block's threads, kPer channels a thread: every load of a thread's channels is issued before any is used (one wait
+/// on memory for the block, as the unfolded kernel waits once for its inputs), then each channel is summed as
+/// conv1d_step_kernel sums it (the window in order, the input last, then the bias; the output rounded to T) into
+/// ks / qs / vs, and its window shifted in place. kt, qt, vt: the head's raw inputs of this token.
+template <typename T, int kPer>
+__device__ __forceinline__ void fold_conv_head(const GatedDeltaArgs& a, int n, int h, int hv, const T* kt, const T* qt,
+                                               const T* vt, float* ks, float* qs, float* vs) {
+  constexpr int W = kFoldConvWidth;
+  static_assert(W == 4, "the weights of a channel are one 8-byte load");
+  const int K = a.K, V = a.V, total = 2 * K + V, C = a.conv_channels;
+  T* win0 = static_cast<T*>(a.conv_state) + static_cast<size_t>(n) * (W - 1) * C;
+  const uint2* cw = static_cast<const uint2*>(a.conv_w);  // [C, 4] of a 16-bit T: a row is 8 bytes
+  const T* cb = static_cast<const T*>(a.conv_b);
+  T x[kPer], win[kPer][W - 1], b[kPer];
+  uint2 w[kPer];
+  int ch[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int c = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+    ch[i] = -1;
+    if (c >= total) continue;
+    const T* src = c < K ? kt + c : c < 2 * K ? qt + (c - K) : vt + (c - 2 * K);
+    ch[i] = c < K ? a.conv_k0 + h * K + c : c < 2 * K ? a.conv_q0 + h * K + (c - K) : a.conv_v0 + hv * V + (c - 2 * K);
+    x[i] = *src;
+#pragma unroll
+    for (int j = 0; j < W - 1; ++j) win[i][j] = win0[j * C + ch[i]];
+    w[i] = cw[ch[i]];
+    b[i] = cb ? cb[ch[i]] : T{};
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (ch[i] < 0) continue;
+    const T* wt = reinterpret_cast<const T*>(&w[i]);
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < W - 1; ++j) acc += to_f<T>(win[i][j]) * to_f<T>(wt[j]);
+    acc += to_f<T>(x[i]) * to_f<T>(wt[W - 1]);
+    if (cb) acc += to_f<T>(b[i]);
+    const float y = to_f<T>(detail::from_f<T>(detail::silu_f(acc)));
+#pragma unroll
+    for (int j = 0; j + 1 < W - 1; ++j) win0[j * C + ch[i]] = win[i][j + 1];  // the shift: exact copies
+    win0[(W - 2) * C + ch[i]] = x[i];
+    const int c = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+    (c < K ? ks[c] : c < 2 * K ? qs[c - K] : vs[c - 2 * K]) = y;
+  }
+}
+
+/// The output norm of a head's row by warp 0, lane l holding columns lVEC..lVEC+VEC−1 of the rounded output in `o`
+/// (zero past V): the sum of squares is formed as the norm kernel's warp forms it for 8-wide rows (lane m sums
+/// columns 8m..8m+7 in order, then xor shuffles 16..1), so the result is that kernel's to the bit; then
+/// y = (o · inv) · (0 + w) (· z · sigmoid(z)), rounded to T into y.
+template <typename T, int VEC>
+__device__ __forceinline__ void fold_norm_write(const GatedDeltaArgs& a, const float (&o)[VEC], int lane, long tok,
+                                                int hv, T* y) {
+  constexpr int kPer = 8 / VEC;  // lanes whose columns make one 8-column vector
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+#pragma unroll
+    for (int u = 0; u < VEC; ++u) {
+      const float x = __shfl_sync(0xffffffffu, o[u], (lane * kPer + j) & 31);
+      ss += x * x;
+    }
+  }
+  if (lane * 8 >= a.V) ss = 0.f;
+  const float inv = rsqrtf(group_sum<32>(ss) / static_cast<float>(a.V) + a.norm_eps);
+  const T* w = static_cast<const T*>(a.norm_w);
+  const T* z = a.norm_z ? static_cast<const T*>(a.norm_z) + tok * a.z_stride + static_cast<int64_t>(hv) * a.V : nullptr;
+#pragma unroll
+  for (int u = 0; u < VEC; ++u) {
+    const int c = lane * VEC + u;
+    if (c >= a.V) continue;
+    const float w_offset = 0.f;  // the norm kernel's (x · inv) · (w_offset + w), signed zeros included
+    float r = (o[u] * inv) * (w_offset + to_f<T>(w[c]));
+    if (z) {
+      const float g = to_f<T>(z[c]);
+      r = (r * g) * detail::sigmoid_f(g);
+    }
+    y[c] = detail::from_f<T>(r);
+  }
+}
+
 // ---- layout [K, V] -------------------------------------------------------------------------------------------
 // Block: W warps over a tile of 32*VEC columns v; lane owns VEC consecutive columns, warp w rows k = w + W i.
-template <typename T, typename SS, int VEC, int RPT, int W>
-__global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaArgs a) {
+// Fold (GatedDeltaArgs::fold): the whole block runs the head's conv (fold_conv_head) into ks, qs and vsh, warp 0 the
+// output norm; the grid has one block per head (check_args), so each channel's window has one owner.
+// The fold's instances up to 16 rows a thread are held to the plain ones' 128 registers (its staging and norm code
+// otherwise took ptxas to 166-174, one block an SM fewer at dk 64 and 128); the plain ones keep the bare bound (a
+// minimum of 0 blocks: an explicit 1 changes ptxas's choice, to 160 registers at dk 64 and 128).
+template <typename T, typename SS, int VEC, int RPT, int W, bool Fold>
+__global__ void __launch_bounds__(W * 32, Fold && RPT <= 16 ? 512 / (W * 32) : 0)
+    recurrent_kv_kernel(const GatedDeltaArgs a) {
   pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kCols = 32 * VEC;
   __shared__ float qs[2][256], ks[2][256];
   __shared__ float red[2][2][W][kCols];
+  __shared__ float vsh[2][Fold ? kCols : 1];
   const int n = blockIdx.z, hv = blockIdx.y;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h = hv / (a.HV / a.H);
@@ -221,26 +314,35 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
   T* op = static_cast<T*>(a.o);
   int p = 0;
   for (long tok = bos; tok < eos; ++tok, p ^= 1) {
+    if constexpr (Fold) {  // the conv of the head's k, q and v by the whole block into ks, qs and vsh (raw)
+      constexpr int kPer = (2 * W * RPT + 128 + 32 * W - 1) / (32 * W);  // K <= W·RPT, V <= 128
+      fold_conv_head<T, kPer>(
+          a, n, h, hv, kp + token_offset(a.k_stride, tok, static_cast<int64_t>(a.H) * K) + h * K,
+          qp + token_offset(a.q_stride, tok, static_cast<int64_t>(a.H) * K) + h * K,
+          vp + token_offset(a.v_stride, tok, static_cast<int64_t>(a.HV) * V) + static_cast<size_t>(hv) * V, ks[p],
+          qs[p], vsh[p]);
+      __syncthreads();
+    }
     if (warp < 2) {  // warp 0 normalises k, warp 1 q (and applies the scale)
       const T* src = warp == 0 ? kp + token_offset(a.k_stride, tok, static_cast<int64_t>(a.H) * K) + h * K
                                : qp + token_offset(a.q_stride, tok, static_cast<int64_t>(a.H) * K) + h * K;
+      float* dst = warp == 0 ? ks[p] : qs[p];
       float x[8];
       float ss = 0.f;
 #pragma unroll
       for (int u = 0; u < 8; ++u) {
         const int kk = lane + 32 * u;
-        x[u] = kk < K ? to_f<T>(src[kk]) : 0.f;
+        x[u] = kk < K ? (Fold ? dst[kk] : to_f<T>(src[kk])) : 0.f;
         ss += x[u] * x[u];
       }
       float mul = warp == 0 ? 1.f : a.scale;
       if (a.l2norm_qk) mul *= rsqrtf(group_sum<32>(ss) + detail::kL2Eps);
-      float* dst = warp == 0 ? ks[p] : qs[p];
 #pragma unroll
       for (int u = 0; u < 8; ++u)
         if (lane + 32 * u < K) dst[lane + 32 * u] = x[u] * mul;
     }
     float vv[VEC];
-    if (col_ok) {
+    if (!Fold && col_ok) {
       const T* src = vp + token_offset(a.v_stride, tok, static_cast<int64_t>(a.HV) * V) + static_cast<size_t>(hv) * V + c0;
 #pragma unroll
       for (int u = 0; u < VEC; ++u) vv[u] = to_f<T>(src[u]);
@@ -248,6 +350,12 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
     const float alpha = expf(token_gate<T>(a, tok, hv));  // exact-ish: S is scaled by it every step
     const float beta = token_beta<T>(a, tok, hv);
     __syncthreads();
+    if constexpr (Fold) {
+      if (col_ok) {
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) vv[u] = vsh[p][c0 + u];
+      }
+    }
     float kq = 0.f;
     for (int kk = lane; kk < K; kk += 32) kq += ks[p][kk] * qs[p][kk];
     kq = group_sum<32>(kq);
@@ -265,16 +373,18 @@ __global__ void __launch_bounds__(W * 32) recurrent_kv_kernel(const GatedDeltaAr
 #pragma unroll
     for (int u = 0; u < VEC; ++u) red[p][0][warp][lane * VEC + u] = pa[u], red[p][1][warp][lane * VEC + u] = pb[u];
     __syncthreads();
-    float vn[VEC];
+    float vn[VEC], out[VEC];
 #pragma unroll
     for (int u = 0; u < VEC; ++u) {
       float sa = 0.f, sb = 0.f;
 #pragma unroll
       for (int w = 0; w < W; ++w) sa += red[p][0][w][lane * VEC + u], sb += red[p][1][w][lane * VEC + u];
       vn[u] = col_ok ? beta * (a.delta ? vv[u] - alpha * sa : vv[u]) : 0.f;
-      if (warp == 0 && col_ok)
-        op[(static_cast<size_t>(tok) * a.HV + hv) * V + c0 + u] = detail::from_f<T>(alpha * sb + kq * vn[u]);
+      out[u] = col_ok ? to_f<T>(detail::from_f<T>(alpha * sb + kq * vn[u])) : 0.f;
+      if (!Fold && warp == 0 && col_ok)
+        op[(static_cast<size_t>(tok) * a.HV + hv) * V + c0 + u] = detail::from_f<T>(out[u]);
     }
+    if (Fold && warp == 0) fold_norm_write<T, VEC>(a, out, lane, tok, hv, op + (static_cast<size_t>(tok) * a.HV + hv) * V);
 #pragma unroll
     for (int i = 0; i < RPT; ++i) {
       const int kk = warp + W * i;
@@ -328,7 +438,9 @@ template <typename T, typename SS, int VEC, int RPT, int W>
 cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int cols = 32 * VEC;
   dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
-  return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W>, grid, dim3(W * 32), 0, s, a);
+  if constexpr (std::is_same<SS, float>::value)  // the fold takes fp32 states only (check_fold): half the instances
+    if (a.fold) return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, true>, grid, dim3(W * 32), 0, s, a);
+  return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, false>, grid, dim3(W * 32), 0, s, a);
 }
 
 // Up to K = 64 four warps (16 rows per thread at K = 64, as 8 warps hold at K = 128): the per-step block
@@ -357,6 +469,25 @@ cudaError_t dispatch_state(const GatedDeltaArgs& a, cudaStream_t s) {
   return a.state_bf16 ? dispatch<T, __nv_bfloat16>(a, s) : dispatch<T, float>(a, s);
 }
 
+/// The fold's own conditions (gated_delta.h): one token per sequence, one block per head.
+const char* check_fold(const GatedDeltaArgs& a) {
+  if (a.layout != StateLayout::kKV) return "the decode fold needs the [K,V] state layout";
+  if (a.state_bf16) return "the decode fold takes an fp32 state";
+  if (a.cu_seqlens != nullptr || a.seq_len != 1) return "the decode fold takes one token per sequence";
+  if (a.HV != a.H) return "the decode fold needs as many value heads as key heads (one block owns a head's channels)";
+  if (a.V > 128 || a.V % 8 != 0) return "the decode fold needs a value dim of at most 128 and a multiple of 8";
+  if (a.conv_width != kFoldConvWidth) return "the decode fold takes a conv width of 4";
+  if (!a.conv_w || !a.norm_w || !a.conv_state)
+    return "the decode fold needs the conv weights, its window and the norm weight";
+  if (reinterpret_cast<uintptr_t>(a.conv_w) % 8 != 0) return "the decode fold's conv weights must be 8-byte aligned";
+  const int64_t C = a.conv_channels, qk = static_cast<int64_t>(a.H) * a.K, vw = static_cast<int64_t>(a.HV) * a.V;
+  if (a.conv_q0 < 0 || a.conv_k0 < 0 || a.conv_v0 < 0 || a.conv_q0 + qk > C || a.conv_k0 + qk > C ||
+      a.conv_v0 + vw > C)
+    return "the decode fold's q, k and v channels must lie in the conv window";
+  if (a.z_stride < 0) return "token strides must be >= 0";
+  return nullptr;
+}
+
 }  // namespace
 
 const char* check_args(const GatedDeltaArgs& a) {
@@ -373,6 +504,7 @@ const char* check_args(const GatedDeltaArgs& a) {
   if (a.beta_dt && !a.gate_in_kernel) return "beta_dt needs gate_in_kernel (beta is formed from the gate input)";
   if (a.q_stride < 0 || a.k_stride < 0 || a.v_stride < 0 || a.g_stride < 0 || a.beta_stride < 0)
     return "token strides must be >= 0";
+  if (a.fold) return check_fold(a);
   return nullptr;
 }
 

@@ -178,6 +178,42 @@ std::vector<int64_t> state_shape(const Prepared& p, bool state_v_first) {
   return state_v_first ? std::vector<int64_t>{p.N, a.HV, a.V, a.K} : std::vector<int64_t>{p.N, a.HV, a.K, a.V};
 }
 
+/// The fold's fields of `a` from f (gated_delta_torch.h, DecodeFold), then check_args' verdict on the whole.
+void set_fold(GatedDeltaArgs& a, const DecodeFold& f, const at::Tensor& q, const at::Tensor& v,
+              std::vector<at::Tensor>& keep) {
+  const auto ok = [&](const at::Tensor& t) {
+    return t.device() == q.device() && t.scalar_type() == q.scalar_type() && t.is_contiguous();
+  };
+  TORCH_CHECK(f.conv_w.defined() && ok(f.conv_w) && (f.conv_w.dim() == 2 || (f.conv_w.dim() == 3 && f.conv_w.size(1) == 1)),
+              "statecut: the decode fold's conv weight must be [C, 1, W] or [C, W] of q's dtype and device, contiguous");
+  const int64_t C = f.conv_w.size(0), W = f.conv_w.size(-1), B = q.size(0);
+  TORCH_CHECK(!f.conv_b.defined() || (ok(f.conv_b) && f.conv_b.dim() == 1 && f.conv_b.size(0) == C),
+              "statecut: the decode fold's conv bias must be [", C, "] like its weight");
+  TORCH_CHECK(f.conv_state.defined() && ok(f.conv_state) &&
+                  f.conv_state.sizes() == at::IntArrayRef({B, W - 1, C}),
+              "statecut: the decode fold's conv window must be a contiguous [", B, ", ", W - 1, ", ", C,
+              "] tensor of q's dtype");
+  TORCH_CHECK(f.norm_w.defined() && ok(f.norm_w) && f.norm_w.dim() == 1 && f.norm_w.size(0) == v.size(3),
+              "statecut: the decode fold's norm weight must be [", v.size(3), "] of q's dtype");
+  a.fold = true;
+  a.conv_state = f.conv_state.data_ptr();
+  a.conv_w = f.conv_w.data_ptr(), a.conv_b = f.conv_b.defined() ? f.conv_b.data_ptr() : nullptr;
+  a.conv_width = static_cast<int>(W), a.conv_channels = static_cast<int>(C);
+  a.conv_q0 = static_cast<int>(f.q0), a.conv_k0 = static_cast<int>(f.k0), a.conv_v0 = static_cast<int>(f.v0);
+  a.norm_w = f.norm_w.data_ptr(), a.norm_eps = static_cast<float>(f.norm_eps);
+  if (f.z.defined()) {
+    TORCH_CHECK(f.z.device() == q.device() && f.z.scalar_type() == q.scalar_type() && f.z.sizes() == v.sizes(),
+                "statecut: the decode fold's gate z must be shaped as v, of q's dtype and device");
+    const int64_t HVV = v.size(2) * v.size(3);
+    const bool heads_packed = f.z.stride(3) == 1 && (f.z.size(2) == 1 || f.z.stride(2) == f.z.size(3));
+    if (!heads_packed) keep.push_back(f.z.contiguous());
+    const at::Tensor& z = heads_packed ? f.z : keep.back();
+    a.norm_z = z.data_ptr(), a.z_stride = B > 1 ? z.stride(0) : HVV;
+  }
+  const char* why = check_args(a);
+  TORCH_CHECK(why == nullptr, "statecut: ", why ? why : "");
+}
+
 void launch(Mode mode, const GatedDeltaArgs& a) {
   if (a.N == 0) return;
   cudaStream_t s = at::cuda::getCurrentCUDAStream();
@@ -245,7 +281,7 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
                                     const OptTensor& cu_seqlens, bool use_qk_l2norm_in_kernel,
                                     bool use_gate_in_kernel, const OptTensor& A_log, const OptTensor& dt_bias,
                                     bool use_beta_sigmoid_in_kernel, bool state_v_first, bool round_beta,
-                                    bool delta, bool beta_dt) {
+                                    bool delta, bool beta_dt, const DecodeFold* fold) {
   TORCH_CHECK(q.is_cuda(), "statecut: q, k, v must be CUDA tensors on one device");
   const c10::cuda::CUDAGuard guard(q.device());
   Prepared p = prepare(q, k, v, g, beta, scale, cu_seqlens, use_qk_l2norm_in_kernel, use_gate_in_kernel, A_log,
@@ -262,8 +298,17 @@ at::Tensor gated_delta_rule_decode_(const at::Tensor& q, const at::Tensor& k, co
   p.args.state_bf16 = state.scalar_type() == at::kBFloat16;
   p.args.initial_state = state.data_ptr();
   p.args.final_state = state.data_ptr();
+  if (fold) set_fold(p.args, *fold, q, v, p.keep);
   launch(Mode::kRecurrent, p.args);
   return p.o;
+}
+
+bool decode_fold_pays(int64_t N, int64_t HV) {
+  return N * HV <= at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+
+bool decode_fold_fits(int64_t H, int64_t HV, int64_t V, int64_t conv_width) {
+  return H == HV && V <= 128 && V % 8 == 0 && conv_width == kFoldConvWidth;
 }
 
 namespace {

@@ -2,7 +2,11 @@
 // uses them, the LibTorch recurrences otherwise.
 #include "optimized/models/recurrence_cached.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "optimized/models/decode_cache.h"
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/recurrence.h"
 
@@ -139,6 +143,47 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
   if (gate) return delta_rule_cached(q, k, v, beta, GateInputs{gate->a.to(cd), gate->A_log, gate->dt_bias}, scale,
                                      l2norm_qk, mode, state);
   return delta_rule_cached(q, k, v, beta, torch::Tensor(), scale, l2norm_qk, mode, state);
+}
+
+torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
+                                       double scale, bool l2norm_qk, const DecodeFoldInputs& fold,
+                                       torch::Tensor& window, torch::Tensor& state) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  static const bool enabled = [] {
+    const char* e = std::getenv("STATECUT_DECODE_FOLD");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  const torch::Tensor none_t;
+  if (!enabled || v.dim() != 4 || v.size(1) != 1 || !fold.conv_w.defined() || fold.conv_w.dim() != 3 ||
+      !cuda::decode_fold_fits(k.size(2), v.size(2), v.size(3), fold.conv_w.size(2)) ||
+      !cuda::decode_fold_pays(v.size(0), v.size(2)) ||
+      !delta_rule_uses_cuda_kernels(q, k, v, {beta_logits, gate ? gate->a : none_t, gate ? gate->A_log : none_t,
+                                              gate ? gate->dt_bias : none_t}) ||
+      !fused_ops_apply({q, k, v, beta_logits, fold.conv_w, fold.conv_b, fold.norm_w, fold.z}))
+    return {};
+  const int64_t B = v.size(0), C = fold.conv_w.size(0), W = fold.conv_w.size(2);
+  const int64_t Cq = q.size(2) * q.size(3), Cv = v.size(2) * v.size(3);
+  if (C != 2 * Cq + Cv || reinterpret_cast<uintptr_t>(fold.conv_w.data_ptr()) % 8 != 0) return {};
+  if (!window.defined()) window = torch::zeros({B, W - 1, C}, v.options());
+  if (!window.is_contiguous() || window.scalar_type() != v.scalar_type() || window.device() != v.device() ||
+      window.sizes() != torch::IntArrayRef({B, W - 1, C}))
+    return {};
+  kernel_state(k, v, state);
+  const c10::optional<at::Tensor> none;
+  const auto opt = [](const torch::Tensor& t) { return c10::optional<at::Tensor>(t); };
+  const cuda::DecodeFold f{window, fold.conv_w, fold.conv_b, /*q0=*/0, /*k0=*/Cq, /*v0=*/2 * Cq, fold.norm_w,
+                           fold.eps, fold.z};
+  return cuda::gated_delta_rule_decode_(q, k, v, gate ? opt(gate->a) : none, opt(beta_logits), scale, state, none,
+                                        l2norm_qk, /*use_gate_in_kernel=*/gate != nullptr,
+                                        gate ? opt(gate->A_log) : none, gate ? opt(gate->dt_bias) : none,
+                                        /*use_beta_sigmoid_in_kernel=*/true, /*state_v_first=*/false, round_beta,
+                                        /*delta=*/true, /*beta_dt=*/false, &f);
+#else
+  (void)q, (void)k, (void)v, (void)beta_logits, (void)round_beta, (void)gate, (void)scale, (void)l2norm_qk;
+  (void)fold, (void)window, (void)state;
+  return {};
+#endif
 }
 
 torch::Tensor linear_attention_cached(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

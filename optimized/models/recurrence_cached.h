@@ -42,6 +42,27 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
                                        const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
                                        double scale, bool l2norm_qk, RecurrenceMode mode, torch::Tensor& state);
 
+/// A decode step's short conv (SiLU, over the stacked q | k | v window) and its output norm, inside the decode kernel's
+/// launch (kernels/binding/gated_delta_torch.h, DecodeFold): two launches fewer a layer, bit for bit the conv step, the
+/// step and the norm as three (tests/gpu/decode_fold_cuda.cpp).
+struct DecodeFoldInputs {
+  torch::Tensor conv_w, conv_b;  ///< [Cq+Ck+Cv, 1, W] stacked q | k | v (pack order), and its bias or undefined
+  torch::Tensor norm_w, z;       ///< the output norm's weight [dv]; fla's output gate [B,1,Hv,dv] or undefined
+  double eps = 1e-6;
+};
+
+/// delta_rule_cached_logits' step from the raw projections q, k [B,1,Hk,dk] and v [B,1,Hv,dv] (before the conv),
+/// `window` the layer's stacked conv window [B, W−1, C] (undefined: zeros), shifted in place. Returns the normalised
+/// output [B,1,Hv,dv] when the fold serves the step: one token on the CUDA kernels and their fused ops
+/// (delta_rule_uses_cuda_kernels, fused_ops_apply), Hv = Hk, dv ≤ 128 with dv % 8 == 0, W = 4, a contiguous window of
+/// that shape, B·Hv blocks within one wave (cuda::decode_fold_pays: the small batches where it was measured faster),
+/// and the environment not saying STATECUT_DECODE_FOLD=0 (the switch that lets one benchmark call time
+/// both ways). Otherwise an undefined tensor, nothing touched: the caller runs the conv, the step and the norm.
+torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                       const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
+                                       double scale, bool l2norm_qk, const DecodeFoldInputs& fold,
+                                       torch::Tensor& window, torch::Tensor& state);
+
 /// value_scale [B,T,Hv] (optional): b_t scaling each token's value, S_t = exp(g_t) S_{t-1} + b_t k_t v_tᵀ (Mamba-2:
 /// b = dt). bf16/fp16 q, k, v on CUDA: the kernels without their delta term (delta = false; one token: the decode
 /// kernel, state updated in place), output in v's dtype; otherwise LibTorch in the compute dtype.

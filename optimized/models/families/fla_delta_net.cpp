@@ -184,9 +184,13 @@ class FlaCausalLM final : public CausalLM {
   /// The decode conv over q | k | v as one launch (conv_pack), the cache's window held as one tensor; a cache written
   /// by the three-conv path (an autograd-mode step) is joined first. Returns the [B, T, Cq+Ck+Cv] output.
   static torch::Tensor stacked_conv_step(const FlaLayerWeights& lw, const torch::Tensor& qkv, LayerDecodeState& c) {
+    return causal_conv1d_step(qkv, lw.conv_pack, lw.conv_pack_b, /*silu=*/true, stacked_window(c));
+  }
+  /// The cache's window as one stacked tensor (undefined before the first step), joined if the three-conv path wrote it.
+  static torch::Tensor& stacked_window(LayerDecodeState& c) {
     if (c.conv.size() == 3 && c.conv[0].defined()) c.conv = {torch::cat({c.conv[0], c.conv[1], c.conv[2]}, -1)};
     c.conv.resize(1);
-    return causal_conv1d_step(qkv, lw.conv_pack, lw.conv_pack_b, /*silu=*/true, c.conv[0]);
+    return c.conv[0];
   }
   /// The other way: a stacked window (from stacked_conv_step) split for the three-conv path.
   static void split_conv_window(const FlaLayerWeights& lw, LayerDecodeState& c) {
@@ -232,6 +236,22 @@ class FlaCausalLM final : public CausalLM {
       q = lin(lw.q_proj), k = lin(lw.k_proj), v = lin(lw.v_proj);
       b_in = lin(lw.b_proj), a_in = lin(lw.a_proj), z = lin(lw.g_proj);
     }
+    const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
+    const bool l2 = L.qk_norm == "l2";
+    if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined() && lw.b_proj.defined() &&
+        !L.allow_neg_eigval && L.qk_norm != "sum") {
+      // A CUDA decode step: the conv and the output norm in the decode kernel's launch where it can take them
+      const GateInputs raw{a_in, lw.A_log, lw.dt_bias};
+      const DecodeFoldInputs fold{lw.conv_pack, lw.conv_pack_b, lw.o_norm,
+                                  L.use_gate ? z.reshape({B, T, L.num_v_heads, L.head_v_dim}) : torch::Tensor(),
+                                  L.norm_eps};
+      auto o = delta_rule_decode_folded(q.reshape({B, T, L.num_heads, L.head_k_dim}),
+                                        k.reshape({B, T, L.num_heads, L.head_k_dim}),
+                                        v.reshape({B, T, L.num_v_heads, L.head_v_dim}), b_in, /*round_beta=*/!L.gated,
+                                        L.gated ? &raw : nullptr, scale, l2, fold, stacked_window(*cache),
+                                        cache->state);
+      if (o.defined()) return statecut::linear(o.reshape({B, T, L.num_v_heads * L.head_v_dim}), lw.o_proj);
+    }
     if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined()) {
       const auto y = stacked_conv_step(lw, qkv, *cache);
       const int64_t Cq = lw.q_proj.size(0), Ck = lw.k_proj.size(0);
@@ -259,8 +279,6 @@ class FlaCausalLM final : public CausalLM {
     }
     if (L.qk_norm == "sum") q = q / q.sum(-1, true), k = k / k.sum(-1, true);
 
-    const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
-    const bool l2 = L.qk_norm == "l2";
     if (cache && x.is_cuda() && lw.b_proj.defined() && !L.allow_neg_eigval) {
       // Decoding on CUDA: beta's sigmoid (DeltaNet: rounded to the model dtype, as fla computes it there) and the
       // gate run in the kernel, which reads its inputs in place.
