@@ -26,7 +26,7 @@ namespace {
 char g_pending[4096] = {0};
 
 void on_signal(int sig) {
-  if (g_pending[0] != 0) remove_tree(g_pending);  // not async-signal-safe in theory; the process is about to die anyway
+  if (g_pending[0] != 0) remove_tree_signal_safe(g_pending);  // no allocation: the signal may have come inside malloc
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }

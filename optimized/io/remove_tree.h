@@ -16,6 +16,12 @@ namespace statecut {
 /// (as remove_all). On failure `ec` holds the first error (errno) and the walk stops; otherwise `ec` is cleared.
 void remove_tree(const std::string& path, std::error_code& ec) noexcept;
 
+/// The same removal from a signal handler: only async-signal-safe system calls (open, openat, getdents64, fstatat,
+/// unlinkat, rmdir, close), no allocation and no lock — a handler that ran remove_tree (nftw allocates) while the
+/// interrupted code held malloc's lock waited on it for ever (SIGTERM to a running prune). Best effort: errors are
+/// not reported, the depth is limited to 32 folders.
+void remove_tree_signal_safe(const char* path) noexcept;
+
 /// remove_tree(path, ec) where the caller only cleans up: true when `path` is gone (or never was).
 inline bool remove_tree(const std::string& path) noexcept {
   std::error_code ec;

@@ -82,5 +82,27 @@ TEST(Unit_RemoveTree, anEntryThatCannotBeRemovedIsReportedNotThrown) {
   EXPECT_TRUE(fs::exists(p));
 }
 
+// The signal handler's form (no allocation): the same nested tree, a folder of 300 entries (several getdents
+// buffers, entries removed while being listed), a link to a folder outside (removed, the target kept), a file path,
+// and a missing one.
+TEST(Unit_RemoveTree, theSignalSafeFormRemovesTheSameTrees) {
+  TempDir t("remove-tree-signal");
+  const fs::path root = t.path / "out", outside = t.path / "outside";
+  fs::create_directories(root / "a" / "b" / "c");
+  fs::create_directories(outside);
+  touch(outside / "keep");
+  touch(root / "a" / "b" / "c" / "deep");
+  for (int i = 0; i < 300; ++i) touch(root / "a" / ("shard-" + std::to_string(i) + "-of-300.safetensors"));
+  fs::create_directory_symlink(outside, root / "link");
+  remove_tree_signal_safe(root.c_str());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root)));
+  EXPECT_TRUE(fs::exists(outside / "keep")) << "a link was followed";
+  touch(t.path / "file");
+  remove_tree_signal_safe((t.path / "file").c_str());
+  EXPECT_FALSE(fs::exists(t.path / "file"));
+  remove_tree_signal_safe((t.path / "never").c_str());
+  EXPECT_TRUE(fs::exists(t.path));
+}
+
 }  // namespace
 }  // namespace statecut
