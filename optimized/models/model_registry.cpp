@@ -108,17 +108,27 @@ std::string layer_prefix(const std::string& name) {
 }
 }  // namespace
 
+/// "model.layers." of "model.layers.12.": the stack a layer prefix belongs to.
+std::string layer_stack(const std::string& prefix) {
+  std::size_t e = prefix.size() - 1;  // the final '.'
+  while (e > 0 && prefix[e - 1] >= '0' && prefix[e - 1] <= '9') --e;
+  return prefix.substr(0, e);
+}
+
 std::vector<std::string> unused_layer_tensors(const WeightSource& w) {
-  std::set<std::string> bound;  // layer prefixes of the tensors the model read
+  std::set<std::string> bound, stacks;  // layer prefixes of the tensors the model read, and their stacks
   const auto names = w.names();
   for (const auto& n : names)
     if (w.used(n)) {
       auto p = layer_prefix(n);
-      if (!p.empty()) bound.insert(std::move(p));
+      if (!p.empty()) stacks.insert(layer_stack(p)), bound.insert(std::move(p));
     }
   std::vector<std::string> out;
   for (const auto& n : names) {
-    if (w.used(n) || !bound.count(layer_prefix(n))) continue;
+    // a bound layer's tensor, or one of a further layer of a bound stack (model.layers.7 of a 2-layer config); other
+    // stacks (mtp.layers.*) are not the model's
+    const std::string p = layer_prefix(n);
+    if (w.used(n) || p.empty() || (!bound.count(p) && !stacks.count(layer_stack(p)))) continue;
     const std::string derived = "rotary_emb.inv_freq";  // a buffer older transformers saved: derived, not a weight
     if (n.size() >= derived.size() && n.compare(n.size() - derived.size(), derived.size(), derived) == 0) continue;
     out.push_back(n);
@@ -168,9 +178,10 @@ std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, 
   // A checkpoint as stored must not hold weights its config ignores (built in memory, a transformed config may bind
   // a subset on purpose: verify's theorems drop the convs).
   if (const auto extra = unused_layer_tensors(w); !extra.empty())
-    throw io::Error(w.origin(extra[0]) + ": " + extra[0] + ": a weight of a layer the model binds that " + cfg_path +
-                    " gives no use (an option statecut does not implement, or a config that does not match the " +
-                    "weights)" + (extra.size() > 1 ? "; " + std::to_string(extra.size() - 1) + " more like it" : ""));
+    throw io::Error(w.origin(extra[0]) + ": " + extra[0] + ": a weight of the model's layers that " + cfg_path +
+                    " gives no use (an option statecut does not implement, a layer past num_hidden_layers, or a config" +
+                    " that does not match the weights)" +
+                    (extra.size() > 1 ? "; " + std::to_string(extra.size() - 1) + " more like it" : ""));
   return model;
 }
 }  // namespace

@@ -228,6 +228,16 @@ TEST_F(BadInput_CliCheckpoint, weightOfAnUnimplementedOptionInABoundLayer) {
   expect_checkpoint_failure(ck, {ck + "/config.json", "'attnres_block_size'", "not supported"});
 }
 
+// Weights of more layers than config.json's num_hidden_layers (a 2-layer checkpoint told it has 1, or a stray
+// model.layers.7): every command once scored the truncation silently, and prune copied the extra layer unpruned into
+// an output that contradicted its own config; now one line naming the first such tensor.
+TEST_F(BadInput_CliCheckpoint, layersPastTheConfiguredCountAreRefused) {
+  const std::string ck = copy_good(dir);
+  edit_config(ck, [](nlohmann::json& c) { c["num_hidden_layers"] = c["num_hidden_layers"].get<int>() - 1; });
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors", "a layer past num_hidden_layers"});
+  expect_checkpoint_failure(ck, {"a layer past num_hidden_layers"}, "l1");
+}
+
 // What is not the model's passes: the layers of a multi-token-prediction head (Qwen's mtp.*) and a rotary
 // inverse-frequency buffer that older transformers saved inside a layer.
 TEST_F(BadInput_CliCheckpoint, tensorsOutsideTheBoundLayersAreNotTheModelsConcern) {
