@@ -253,6 +253,23 @@ TEST_F(BadInput_CliCheckpoint, tensorsOutsideTheBoundLayersAreNotTheModelsConcer
     const CliRun r = run_statecut(args);
     EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
   }
+  // verify's load check agrees (it once failed both as unexpected tensors), and so for an lm_head.weight kept beside
+  // tied embeddings, which the loaders set aside as transformers' tie_weights does
+  const CliRun v = run_statecut("verify --quiet --only load --checkpoint " + ck);
+  EXPECT_EQ(v.code, 0) << v.out << v.err;
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    for (const auto& [n, v] : views)
+      if (n.find("embed") != std::string::npos) {
+        views["lm_head.weight"] = v;
+        bytes["lm_head.weight"] = bytes.at(n);
+        return;
+      }
+  });
+  edit_config(ck, [](nlohmann::json& c) { c["tie_word_embeddings"] = true; });
+  const CliRun tied = run_statecut("verify --quiet --only load --checkpoint " + ck);
+  EXPECT_EQ(tied.code, 0) << tied.out << tied.err;
+  const CliRun e = run_statecut("eval --checkpoint " + ck + " --text " + (d / "text.txt"));
+  EXPECT_EQ(e.code, 0) << e.err;
 }
 
 TEST_F(BadInput_CliCheckpoint, nanWeight) {
