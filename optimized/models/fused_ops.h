@@ -14,6 +14,10 @@ namespace statecut {
 
 bool fused_ops_apply(std::initializer_list<torch::Tensor> ts);
 
+/// False when the environment sets `name` to "0": the switches (STATECUT_FUSED, STATECUT_DECODE_FOLD) that let one
+/// benchmark call time both paths. Callers keep the answer in a static (read once).
+bool env_switch_on(const char* name);
+
 /// Every condition of fused_ops_apply but the gradient's: fused_ops_apply(ts) == !needs_autograd(ts) &&
 /// fused_ops_usable(ts). For an op whose kernels have a backward (causal_conv1d: conv1d_autograd.h).
 bool fused_ops_usable(std::initializer_list<torch::Tensor> ts);

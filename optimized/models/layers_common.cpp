@@ -15,12 +15,14 @@
 
 namespace statecut {
 
+bool env_switch_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e == nullptr || std::strcmp(e, "0") != 0;
+}
+
 bool fused_ops_usable(std::initializer_list<torch::Tensor> ts) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  static const bool enabled = [] {
-    const char* e = std::getenv("STATECUT_FUSED");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool enabled = env_switch_on("STATECUT_FUSED");
   return enabled && cuda::fused_layer_ops_apply(ts);
 #else
   (void)ts;
@@ -276,6 +278,14 @@ int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::stri
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin) {
   return config_field(c, key) ? cfg_int(c, key, origin) : dflt;
+}
+
+int64_t cfg_layer_count(const nlohmann::json& c, const std::string& origin) {
+  const int64_t n = cfg_int(c, "num_hidden_layers", origin);
+  if (n > kMaxLayers)
+    config_error(origin, "num_hidden_layers " + std::to_string(n) + " is more than any model has (" +
+                             std::to_string(kMaxLayers) + " at most)");
+  return n;
 }
 
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin) {

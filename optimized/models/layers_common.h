@@ -89,6 +89,10 @@ torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
+/// num_hidden_layers, at most kMaxLayers: the families list one entry per configured layer before any tensor is read,
+/// so a count no checkpoint can hold (10^12 ran prune and verify out of memory) is refused here.
+constexpr int64_t kMaxLayers = 1 << 16;  ///< the deepest models published have ~100 layers
+int64_t cfg_layer_count(const nlohmann::json& c, const std::string& origin);
 /// A norm epsilon: finite and >= 0 (a negative one makes the norm's square root NaN on small rows, which the forward
 /// then blamed on the text).
 double cfg_norm_eps(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);

@@ -78,15 +78,7 @@ const FamilySpec& prunable_family(const nlohmann::json& c, const std::string& or
 
 std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& c, const std::string& origin,
                                                        bool allow_none) {
-  const FamilySpec& family = prunable_family(c, origin);
-  // The families list one entry per configured layer before any tensor is read: a count no checkpoint can hold
-  // (10^12 ran prune and verify out of memory) is refused here. The deepest models published have ~100 layers.
-  constexpr int64_t kMaxLayers = 1 << 16;
-  const auto n = c.find("num_hidden_layers");
-  if (n != c.end() && n->is_number_integer() && n->get<int64_t>() > kMaxLayers)
-    throw io::Error(origin + ": num_hidden_layers " + std::to_string(n->get<int64_t>()) + " is more than any model has (" +
-                    std::to_string(kMaxLayers) + " at most)");
-  auto out = family.prunable_layers(c, origin);
+  auto out = prunable_family(c, origin).prunable_layers(c, origin);
   if (out.empty() && !allow_none) throw io::Error(origin + ": no linear-attention layer to prune");
   return out;
 }
@@ -115,6 +107,11 @@ std::string layer_stack(const std::string& prefix) {
   return prefix.substr(0, e);
 }
 
+bool derived_buffer(const std::string& name) {
+  const std::string inv_freq = "rotary_emb.inv_freq";
+  return name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
+}
+
 std::vector<std::string> unused_layer_tensors(const WeightSource& w) {
   std::set<std::string> bound, stacks;  // layer prefixes of the tensors the model read, and their stacks
   const auto names = w.names();
@@ -128,9 +125,7 @@ std::vector<std::string> unused_layer_tensors(const WeightSource& w) {
     // a bound layer's tensor, or one of a further layer of a bound stack (model.layers.7 of a 2-layer config); other
     // stacks (mtp.layers.*) are not the model's
     const std::string p = layer_prefix(n);
-    if (w.used(n) || p.empty() || (!bound.count(p) && !stacks.count(layer_stack(p)))) continue;
-    const std::string derived = "rotary_emb.inv_freq";  // a buffer older transformers saved: derived, not a weight
-    if (n.size() >= derived.size() && n.compare(n.size() - derived.size(), derived.size(), derived) == 0) continue;
+    if (w.used(n) || p.empty() || (!bound.count(p) && !stacks.count(layer_stack(p))) || derived_buffer(n)) continue;
     out.push_back(n);
   }
   return out;

@@ -79,8 +79,13 @@ nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std
 /// family does not implement (fla's attnres_*, an MoE block, a norm the config does not name) or of a config that
 /// does not match them. Computing without them would be a silently wrong model, so loading a checkpoint folder
 /// (load_causal_lm, load_causal_lm_placeholders, check_causal_lm_loads) refuses them;
-/// tensors outside the bound layers (Qwen's mtp.*, a vision tower, a tied lm_head) are not the model's and pass.
+/// so are the tensors of a further layer of a bound stack (model.layers.N past num_hidden_layers); tensors of other
+/// stacks and outside the layers (Qwen's mtp.*, a vision tower, a tied lm_head) are not the model's and pass.
 std::vector<std::string> unused_layer_tensors(const WeightSource& w);
+
+/// A stored buffer derived from the config, not a weight (a layer's rotary_emb.inv_freq, which older transformers
+/// saved): the loaders and verify set it aside.
+bool derived_buffer(const std::string& name);
 
 /// Builds a model from an already parsed config and a weight source (used by load_causal_lm and by surgery, which
 /// holds the pruned weights in memory). `config_origin` names the config in error messages.

@@ -2,9 +2,6 @@
 // uses them, the LibTorch recurrences otherwise.
 #include "optimized/models/recurrence_cached.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
@@ -150,10 +147,7 @@ torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tens
                                        double scale, bool l2norm_qk, const DecodeFoldInputs& fold,
                                        torch::Tensor& window, torch::Tensor& state) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  static const bool enabled = [] {
-    const char* e = std::getenv("STATECUT_DECODE_FOLD");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool enabled = env_switch_on("STATECUT_DECODE_FOLD");
   const torch::Tensor none_t;
   if (!enabled || v.dim() != 4 || v.size(1) != 1 || !fold.conv_w.defined() || fold.conv_w.dim() != 3 ||
       !cuda::decode_fold_fits(k.size(2), v.size(2), v.size(3), fold.conv_w.size(2)) ||

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "optimized/io/checkpoint.h"
+#include "optimized/models/model_registry.h"
 #include "optimized/text/tokenizer.h"
 #include "optimized/verify/verify_checks.h"
 
@@ -55,13 +56,11 @@ bool outside_the_language_model(const std::string& name) {
          name.rfind("model.visual.", 0) == 0;
 }
 
-/// Stored tensors the loaders accept and set aside, as transformers does: a rotary inverse-frequency buffer older
-/// transformers saved in a layer (derived, not a weight), and lm_head.weight beside tied embeddings (tie_weights makes
-/// the head the embedding after loading). Verify once failed these checkpoints while every other command ran them.
+/// Stored tensors the loaders accept and set aside, as transformers does: a derived buffer (derived_buffer), and
+/// lm_head.weight beside tied embeddings (tie_weights makes the head the embedding after loading). Verify once failed
+/// these checkpoints while every other command ran them.
 bool set_aside_by_the_loaders(const std::string& name, const nlohmann::json& config) {
-  const std::string inv_freq = "rotary_emb.inv_freq";
-  if (name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0)
-    return true;
+  if (derived_buffer(name)) return true;
   const auto tied = config.find("tie_word_embeddings");
   return name == "lm_head.weight" && tied != config.end() && tied->is_boolean() && tied->get<bool>();
 }

@@ -158,6 +158,19 @@ TEST_F(DecodeFoldCuda, consecutiveFoldedStepsCarryTheWindowAndTheState) {
   for (int step = 0; step < 4; ++step) run.step();
 }
 
+/// A DeltaNet-style folded step on p with `state` and `fold` must be refused with a message holding `needle`.
+void expect_fold_refused(const Projection& p, at::Tensor& state, const cuda::DecodeFold& fold,
+                         const std::string& needle) {
+  const c10::optional<at::Tensor> none;
+  try {
+    cuda::gated_delta_rule_decode_(p.q, p.k, p.v, none, c10::optional<at::Tensor>(p.beta), 0.125, state, none, true,
+                                   false, none, none, true, false, true, true, false, &fold);
+    ADD_FAILURE() << "folded, expected a refusal naming '" << needle << "'";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DecodeFoldCuda, shapesOneBlockCannotOwnAreRefused) {
   EXPECT_TRUE(cuda::decode_fold_fits(2, 2, 128, 4));
   EXPECT_FALSE(cuda::decode_fold_fits(2, 4, 128, 4));   // grouped values share q and k: blocks would race on them
@@ -171,14 +184,7 @@ TEST_F(DecodeFoldCuda, shapesOneBlockCannotOwnAreRefused) {
   auto state = torch::zeros({2, 2, 64, 256}, torch::dtype(torch::kFloat32).device(torch::kCUDA));
   const cuda::DecodeFold fold{window, randn({C, 1, 4}, c.dtype), torch::Tensor(), 0, 128, 256, randn({256}, c.dtype),
                               1e-6, torch::Tensor()};
-  const c10::optional<at::Tensor> none;
-  try {
-    cuda::gated_delta_rule_decode_(p.q, p.k, p.v, none, c10::optional<at::Tensor>(p.beta), 0.125, state, none, true,
-                                   false, none, none, true, false, true, true, false, &fold);
-    ADD_FAILURE() << "a value dim of 256 was folded";
-  } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("value dim of at most 128"), std::string::npos) << e.what();
-  }
+  expect_fold_refused(p, state, fold, "value dim of at most 128");
 }
 
 TEST_F(DecodeFoldCuda, aBf16StateIsRefused) {
@@ -186,14 +192,7 @@ TEST_F(DecodeFoldCuda, aBf16StateIsRefused) {
   auto state = run.state_ref.to(torch::kBFloat16);
   const auto p = make_projection(run.c);
   const cuda::DecodeFold fold{run.window_fold, run.conv_w, run.conv_b, 0, 128, 256, run.norm_w, 1e-6, torch::Tensor()};
-  const c10::optional<at::Tensor> none;
-  try {
-    cuda::gated_delta_rule_decode_(p.q, p.k, p.v, none, c10::optional<at::Tensor>(p.beta), 0.125, state, none, true,
-                                   false, none, none, true, false, true, true, false, &fold);
-    ADD_FAILURE() << "a bf16 state was folded";
-  } catch (const c10::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fp32 state"), std::string::npos) << e.what();
-  }
+  expect_fold_refused(p, state, fold, "fp32 state");
 }
 #else
 TEST(DecodeFoldCuda, skippedWithoutKernels) { GTEST_SKIP() << "built without the CUDA kernels"; }

@@ -345,7 +345,7 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   m.model_type = cfg_string(c, "model_type", "", origin);
   m.vocab_size = cfg_int(c, "vocab_size", origin);
   m.hidden_size = cfg_int(c, "hidden_size", origin);
-  m.num_layers = cfg_int(c, "num_hidden_layers", origin);
+  m.num_layers = cfg_layer_count(c, origin);
   m.norm_eps = cfg_norm_eps(c, "norm_eps", 1e-6, origin);
   m.tie_word_embeddings = cfg_bool(c, "tie_word_embeddings", false, origin);
   if (m.vocab_size <= 0 || m.hidden_size <= 0 || m.num_layers <= 0)
@@ -379,7 +379,7 @@ std::unique_ptr<CausalLM> make_fla_causal_lm(const FlaModelConfig& cfg, const We
 
 std::vector<PrunableLayer> fla_prunable_layers(const nlohmann::json& c, int64_t heads, int64_t dk,
                                                const std::string& origin) {
-  const int64_t n_layers = cfg_int(c, "num_hidden_layers", origin);
+  const int64_t n_layers = cfg_layer_count(c, origin);
   std::set<int64_t> attn_layers;  // fla hybrids: config "attn": {"layers": [...]} are softmax attention
   if (c.contains("attn") && c["attn"].is_object() && c["attn"].contains("layers") && c["attn"]["layers"].is_array())
     for (const auto& l : c["attn"]["layers"])

@@ -77,7 +77,7 @@ Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& ori
   Mamba2Config m;
   m.vocab = cfg_int(c, "vocab_size", origin);
   m.hidden = cfg_int(c, "hidden_size", origin);
-  m.layers = cfg_int(c, "num_hidden_layers", origin);
+  m.layers = cfg_layer_count(c, origin);
   m.heads = cfg_int(c, "num_heads", origin);
   m.head_dim = cfg_int(c, "head_dim", origin);
   m.state = cfg_int(c, "state_size", origin);
@@ -311,7 +311,7 @@ void register_hf_mamba2() {
   // Key = B, query = C, per group: in_proj rows [z (I) | x (I) | B (G·N) | C (G·N) | dt (H)], conv channels
   // [x | B | C], I = expand·hidden_size.
   spec.prunable_layers = [](const nlohmann::json& c, const std::string& origin) {
-    const int64_t n_layers = cfg_int(c, "num_hidden_layers", origin);
+    const int64_t n_layers = cfg_layer_count(c, origin);
     const int64_t hidden = cfg_int(c, "hidden_size", origin);
     const auto I = static_cast<int64_t>(cfg_double(c, "expand", 2.0, origin) * static_cast<double>(hidden));
     const int64_t G = cfg_int(c, "n_groups", kMamba2DefaultGroups, origin);

@@ -30,7 +30,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   QwenConfig m;
   m.vocab = cfg_int(c, "vocab_size", origin);
   m.hidden = cfg_int(c, "hidden_size", origin);
-  m.layers = cfg_int(c, "num_hidden_layers", origin);
+  m.layers = cfg_layer_count(c, origin);
   m.intermediate = cfg_int(c, "intermediate_size", origin);
   m.hk = cfg_int(c, "linear_num_key_heads", origin);
   m.hv = cfg_int(c, "linear_num_value_heads", origin);
@@ -318,7 +318,7 @@ std::unique_ptr<CausalLM> make_qwen_hybrid(const nlohmann::json& text_config, co
 std::vector<PrunableLayer> qwen_prunable_layers(const nlohmann::json& c, QwenLinearLayout layout,
                                                 const std::string& prefix, const std::string& origin) {
   const bool packed = layout == QwenLinearLayout::Packed;
-  const int64_t n_layers = cfg_int(c, "num_hidden_layers", origin);
+  const int64_t n_layers = cfg_layer_count(c, origin);
   const int64_t Hk = cfg_int(c, "linear_num_key_heads", origin);
   const int64_t dk = cfg_int(c, "linear_key_head_dim", origin);
   int64_t group = 0;  // qwen3_next: rows per key head of in_proj_qkvz, [q (dk) | k (dk) | v (r·dv) | z (r·dv)]
