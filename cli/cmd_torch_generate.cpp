@@ -26,7 +26,7 @@ namespace {
 struct GenerateArgs {
   std::string checkpoint, prompt, prompt_file, device = "cpu", dtype = "f32", mode = "chunk";
   statecut::GenerateOptions gen;
-  bool json = false, has_prompt = false;
+  bool json = false, has_prompt = false, quiet = false;
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
 };
 
@@ -93,7 +93,8 @@ int run_generate(GenerateArgs& a) {
   } else {
     print(stream.finish());
     std::printf("\n");
-    std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s%s; state %lld bytes\n",
+    if (!a.quiet)
+      std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s%s; state %lld bytes\n",
                  out.size(), static_cast<long long>(r.prompt_tokens), r.prefill_seconds, decode_tps,
                  r.cuda_graph ? " (CUDA graph)" : "", static_cast<long long>(r.state_bytes));
   }
@@ -119,6 +120,7 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
       ->capture_default_str();
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print one object {ids, text, speeds} on stdout");
+  app.add_flag("--quiet", a->quiet, "no summary line (tokens, speeds) on stderr");
   app.add_flag_function("--no-graphs", [a](int64_t) { a->gen.cuda_graphs = false; },
                         "decode eagerly on CUDA (no CUDA graph)");
   return [a]() { return run_generate(*a); };

@@ -48,6 +48,10 @@ statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const 
   if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
   auto model = statecut::load_causal_lm(ckpt, torch::kFloat32, dev);
+  // Before the forward: a model of softmax-attention layers only has no state to analyse.
+  if (model->prunable_layers().empty())
+    throw std::runtime_error(ckpt + "/config.json: no linear-attention layer to analyse in this model (" +
+                             model->model_type() + ")");
   const auto s = statecut::read_tokens(a.text, tok, model->vocab_size());
   const int64_t n = static_cast<int64_t>(s.ids.size());
   if (a.offset < 0 || a.offset + 2 > n)

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,6 +45,15 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> ids = tok.encode(text);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // A token file the checkpoint's own model cannot read is refused here, not by eval / generate later.
+    if (std::filesystem::exists(std::filesystem::path(a->checkpoint) / "config.json")) {
+      const int64_t vocab = statecut::io::config_vocab_size(statecut::io::read_config(a->checkpoint));
+      for (size_t i = 0; vocab > 0 && i < ids.size(); ++i)
+        if (ids[i] >= vocab)
+          throw std::runtime_error(a->text + ": token " + std::to_string(i) + " = " + std::to_string(ids[i]) +
+                                   " is outside the model's vocabulary [0, " + std::to_string(vocab) + ") in " +
+                                   a->checkpoint + "/config.json: " + tok.describe() + " does not fit this model");
+    }
     if (!a->out.empty()) {
       std::vector<int32_t> i32(ids.begin(), ids.end());
       statecut::io::SafetensorsWriter w;

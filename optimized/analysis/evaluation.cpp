@@ -41,6 +41,11 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
   const bool count_bytes = tok.available();
   if (!count_bytes && !opt.tokens_without_bytes)
     throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");
+  // The tokenizer reads invalid UTF-8 lossily (U+FFFD, 3 bytes for each maximal invalid subpart): bits per byte of
+  // that repair would not be the file's. Refused rather than reported with a denominator the file does not have.
+  if (count_bytes && s.invalid_utf8_at >= 0)
+    throw std::runtime_error(s.source + ": invalid UTF-8 at byte " + std::to_string(s.invalid_utf8_at) +
+                             ": bits per byte would count the bytes of its repair (U+FFFD), not the file's");
   EvalResult r;
   if (!count_bytes) r.no_bytes_reason = tok.unavailable_reason() + ": bits per byte need a tokenizer";
   r.file = s.source;
@@ -81,6 +86,10 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
     if (progress) progress(done, static_cast<int64_t>(wins.size()));
     i = j;
   }
+  // Text scored whole: the file's own bytes less those of the unscored tokens (lm-eval divides by the document's
+  // UTF-8 length). Σ bytes_of differs from it where the tokenizer normalises (NFC shortens NFD text), adds a
+  // SentencePiece dummy-prefix space or maps characters to a zero-byte unknown piece.
+  if (count_bytes && s.text_bytes >= 0 && n == static_cast<int64_t>(s.ids.size())) r.bytes += s.text_bytes - s.bytes;
   if (count_bytes && r.bytes <= 0) throw std::runtime_error(s.source + ": the scored tokens stand for no bytes");
   r.bits_per_byte = count_bytes ? r.nll / (std::log(2.0) * static_cast<double>(r.bytes))
                                 : std::numeric_limits<double>::quiet_NaN();

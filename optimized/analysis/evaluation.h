@@ -9,6 +9,11 @@
 /// A token file of B > 1 rows [B, T] (TokenStream::row_length = T) is B sequences: each row gets its own windows and
 /// none reaches into the next row, so [2, 256] scores 2 × 255 targets (not 511 of one stream).
 /// bytes(id) is 1 for byte-level models and the UTF-8 length of the piece for SentencePiece (tokenizer.h).
+/// Text scored whole (no --max-tokens cut) divides by the file's own bytes less the unscored tokens' bytes(ids):
+///   B = |file| − Σ_{unscored p} bytes(ids_p)      (= Σ_p bytes(ids_p) for a lossless tokenizer)
+/// so a normalising tokenizer (NFC), a SentencePiece dummy-prefix space or an unknown piece does not move the
+/// denominator off the document's UTF-8 length, lm-eval's. Invalid UTF-8 read by a non-byte-level tokenizer is
+/// refused: its lossy repair has other bytes than the file.
 #pragma once
 #include <string>
 

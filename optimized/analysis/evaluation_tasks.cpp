@@ -9,6 +9,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "optimized/text/utf8.h"
+
 namespace statecut {
 
 namespace {
@@ -24,9 +26,6 @@ const nlohmann::json& task_field(const nlohmann::json& j, const char* name, cons
   if (it == j.end()) throw std::runtime_error(where + "missing \"" + name + "\"");
   return *it;
 }
-
-/// Python's str.isspace() restricted to ASCII: what rstrip() removes from the end of an English context.
-bool ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 /// lm-eval's mean_stderr: sample standard deviation / sqrt(n).
 double mean_stderr(const std::vector<double>& x) {
@@ -145,8 +144,7 @@ ChoiceTaskResult evaluate_choice_task(CausalLM& model, const ChoiceTask& task, c
     const std::string where = at_line(task.file, rec.line);
     // lm-eval's _encode_pair: trailing whitespace of the context belongs to the continuation.
     auto split_context = [&](const std::string& full, std::string& context, std::string& moved) {
-      size_t keep = full.size();
-      while (keep > 0 && ascii_space(full[keep - 1])) --keep;
+      const size_t keep = utf8::rstrip_python_space(full);  // Python's context.rstrip(): Unicode whitespace too
       context = full.substr(0, keep);
       moved = full.substr(keep);
       if (context.empty())

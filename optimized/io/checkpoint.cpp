@@ -7,6 +7,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "optimized/io/input_file.h"
+
 namespace statecut::io {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -64,6 +66,7 @@ std::string quote_python_nonfinite(const std::string& text) {
 
 json read_json_file(const std::string& path) {
   std::error_code ec;
+  if (const std::string link = broken_link_problem(path); !link.empty()) throw Error(path + ": " + link);
   if (!fs::exists(path, ec)) throw Error(path + ": missing");
   if (fs::is_directory(path, ec)) throw Error(path + ": is a directory, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
@@ -88,6 +91,14 @@ void require_checkpoint_folder(const std::string& dir) {
                     "e.g. huggingface-cli download ORG/NAME --local-dir DIR)");
 }
 
+int64_t config_vocab_size(const json& c) {
+  const json* v = nullptr;
+  if (c.contains("vocab_size")) v = &c["vocab_size"];
+  else if (c.contains("text_config") && c["text_config"].is_object() && c["text_config"].contains("vocab_size"))
+    v = &c["text_config"]["vocab_size"];
+  return v && v->is_number_integer() ? v->get<int64_t>() : -1;
+}
+
 json read_config(const std::string& dir) {
   require_checkpoint_folder(dir);
   const std::string p = (fs::path(dir) / "config.json").string();
@@ -109,6 +120,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     for (const auto& n : ck.files_[0].names()) ck.where_[n] = 0;
     return ck;
   }
+  for (const fs::path& p : {single, index})
+    if (const std::string link = broken_link_problem(p.string()); !link.empty()) throw Error(p.string() + ": " + link);
   if (!fs::exists(index, ec)) throw Error(dir + ": no model.safetensors or model.safetensors.index.json");
 
   const std::string ip = index.string();

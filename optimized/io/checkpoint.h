@@ -26,6 +26,8 @@ std::string json_text(const nlohmann::json& j, int indent = -1, bool ensure_asci
 void require_checkpoint_folder(const std::string& dir);
 /// dir/config.json, which must be a JSON object; throws the folder errors above, "<dir>/config.json: missing" etc.
 nlohmann::json read_config(const std::string& dir);
+/// config.json's vocab_size (text_config.vocab_size for a nested multimodal config), or -1 when it has none.
+int64_t config_vocab_size(const nlohmann::json& config);
 
 class Checkpoint {
  public:

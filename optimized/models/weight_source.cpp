@@ -214,6 +214,17 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
   const bool placeholder = placeholders_from_ >= 0 && numel >= placeholders_from_;
   // A model's weights are floats: an integer or quantised tensor cast to the model dtype would run as weights of
   // arbitrary scale (verify's load check says the same)
+  // Finite where stored but beyond the compute dtype's range (F64 1e300 as F32, F32 1e5 as F16): the cast made it
+  // Inf, which would surface as the text's overflow far from its cause.
+  const auto in_range = [&](torch::Tensor out, torch::ScalarType stored) {
+    const bool narrows = torch::isFloatingType(dtype) && torch::isFloatingType(stored) &&
+                         (stored == torch::kFloat64 ? dtype != torch::kFloat64 : dtype == torch::kFloat16 && stored != torch::kFloat16);
+    if (narrows && out.numel() > 0 && !torch::isfinite(out).all().item<bool>())
+      throw io::Error(origin(name) + ": " + name + ": finite values beyond the range of " +
+                      (dtype == torch::kFloat16 ? "float16" : dtype == torch::kBFloat16 ? "bfloat16" : "float32") +
+                      ", the dtype the model computes in");
+    return out;
+  };
   const auto not_float = [&](const std::string& dt) {
     return io::Error(origin(name) + ": " + name + ": dtype " + dt + " (the models load F32, BF16, F16, F64)");
   };
@@ -226,14 +237,15 @@ torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64
       impl_->release(name);
       return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
     }
-    return raw(name).to(device, dtype).contiguous();  // raw() is a fresh copy; .to copies only to change it
+    // raw() is a fresh copy; .to copies only to change it
+    return in_range(raw(name).to(device, dtype).contiguous(), is_float ? torch_dtype(v->dtype) : dtype);
   }
   auto t = raw(name);
   if (!t.is_floating_point() && torch::isFloatingType(dtype)) throw not_float(std::string(c10::toString(t.scalar_type())));
   if (t.is_floating_point() && t.numel() > 0 && !torch::isfinite(t).all().item<bool>())
     throw io::Error(origin(name) + ": " + name + ": holds NaN or Inf values");
   if (placeholder) return torch::empty(expected_shape, torch::TensorOptions().dtype(dtype).device(device));
-  return t.to(device, dtype).contiguous().clone();
+  return in_range(t.to(device, dtype).contiguous().clone(), t.scalar_type());
 }
 
 WeightSource WeightSource::checks_only(int64_t min_numel) const {

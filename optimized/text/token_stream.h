@@ -26,6 +26,8 @@ struct TokenStream {
   std::vector<int64_t> ids;  // token ids
   int64_t bytes = 0;         // UTF-8 bytes the ids stand for (Tokenizer::bytes_of summed); -1 without a tokenizer
   int64_t row_length = 0;    // a token file of B > 1 rows [B, T]: T; 0 = one sequence
+  int64_t text_bytes = -1;   // read from text: the file's own bytes (what `eval` divides by); -1 for a token file
+  int64_t invalid_utf8_at = -1;  // read from text by a non-byte-level tokenizer: the first invalid UTF-8 byte, or -1
 };
 
 TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size);

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -139,6 +140,9 @@ struct Tokenizer::Impl {
   std::string bpe_path;
   std::string helper;      // statecut-spm
   std::vector<int64_t> piece_bytes;  // per id, read once at load
+  // SentencePiece beside a tokenizer.json statecut does not read: the json's added tokens with ids past the model's.
+  std::string json_path;
+  std::vector<std::pair<std::string, int64_t>> json_only_added;  // (content, id)
 
   /// Runs the helper; throws "<model>: <problem>" on any failure.
   std::string call(const std::string& mode, const std::string& input) const {
@@ -159,24 +163,31 @@ struct Tokenizer::Impl {
   }
 };
 
+namespace {
+/// tokenizer.json's added tokens whose id is >= vocab (content, id); none when the file is not readable JSON.
+std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const std::string& json_path, int64_t vocab) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  std::ifstream in(json_path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("added_tokens") || !j["added_tokens"].is_array()) return out;
+  for (const auto& a : j["added_tokens"]) {
+    if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["id"].is_number_integer() ||
+        !a["content"].is_string())
+      continue;
+    const int64_t id = a["id"].get<int64_t>();
+    const std::string content = a["content"].get<std::string>();
+    if (id >= vocab && !content.empty()) out.emplace_back(content, id);
+  }
+  return out;
+}
+}  // namespace
+
 Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::bytes() { return Tokenizer(); }
-
-namespace {
-/// config.json's vocab_size (text_config.vocab_size for a nested multimodal config), or -1 when it has none.
-int64_t config_vocab_size(const std::string& dir) {
-  const nlohmann::json c = io::read_config(dir);
-  const nlohmann::json* v = nullptr;
-  if (c.contains("vocab_size")) v = &c["vocab_size"];
-  else if (c.contains("text_config") && c["text_config"].is_object() && c["text_config"].contains("vocab_size"))
-    v = &c["text_config"]["vocab_size"];
-  return v && v->is_number_integer() ? v->get<int64_t>() : -1;
-}
-}  // namespace
 
 Tokenizer Tokenizer::for_tokenizer_json(const std::string& path) {
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
@@ -203,10 +214,27 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
     if (fs::exists(p, ec) && !fs::is_regular_file(p, ec))
       throw std::runtime_error(p + ": not a regular file (a directory?); expected the tokenizer file");
   }
+  const bool has_json = fs::exists(json_path);
+  if (has_json && fs::exists(path)) {
+    // Both: tokenizer.json is what transformers' (fast) tokenizer reads. It wins whenever statecut reads it; a json
+    // statecut does not read (SentencePiece-style byte_fallback BPE: Llama 2, Mistral, Gemma) leaves tokenizer.model,
+    // the same vocabulary, except for tokens the json adds beyond it (a fine-tune's <|im_start|>): encode() refuses
+    // text that holds one instead of splitting it into pieces HF would not.
+#ifdef STATECUT_HAVE_BPE_TOKENIZER
+    try {
+      return for_tokenizer_json(json_path);
+    } catch (const std::exception&) {  // not a BPE statecut reads: the SentencePiece model below
+    }
+#endif
+    Tokenizer spm = for_checkpoint_sentencepiece(path);
+    spm.impl_->json_path = json_path;
+    spm.impl_->json_only_added = added_tokens_beyond(json_path, spm.vocab_size());
+    return spm;
+  }
   if (!fs::exists(path)) {
-    if (fs::exists(json_path)) return for_tokenizer_json(json_path);
+    if (has_json) return for_tokenizer_json(json_path);
     // Byte-level only when the checkpoint says so: any other vocabulary read as raw bytes gives meaningless ids.
-    const int64_t vocab = config_vocab_size(dir);
+    const int64_t vocab = io::config_vocab_size(io::read_config(dir));
     if (vocab == 256) return t;
     // Token files still work; text is refused when it is read (encode, bytes_of), naming the folder.
     t.impl_->unavailable = dir + ": no tokenizer.model or tokenizer.json, and vocab_size " +
@@ -214,6 +242,11 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
                            " is not byte-level (256): give pre-tokenised .safetensors/.bin files, or --tokenizer bytes";
     return t;
   }
+  return for_checkpoint_sentencepiece(path);
+}
+
+Tokenizer Tokenizer::for_checkpoint_sentencepiece(const std::string& path) {
+  Tokenizer t;
   t.impl_->helper = find_spm_helper();
   if (t.impl_->helper.empty())
     throw std::runtime_error(path + ": SentencePiece helper statecut-spm not found next to the statecut binary (set STATECUT_SPM)");
@@ -257,6 +290,13 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
   if (impl_->bpe) return impl_->bpe->encode(text);
 #endif
   if (text.empty()) return ids;
+  for (const auto& [content, id] : impl_->json_only_added)
+    if (text.find(content) != std::string::npos)
+      throw std::runtime_error(impl_->json_path + ": the text holds \"" + content + "\", a token (id " +
+                               std::to_string(id) + ") this file adds beyond " + impl_->model_path + "'s " +
+                               std::to_string(impl_->piece_bytes.size()) +
+                               " pieces; statecut reads the SentencePiece model here (it does not read this file's "
+                               "BPE), which would split it into other ids than transformers gives");
   const std::string out = impl_->call("encode", text);
   const char* p = out.c_str();
   char* end = nullptr;

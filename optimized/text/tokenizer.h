@@ -1,6 +1,9 @@
 /// Text → token ids for a checkpoint, chosen by what the folder holds (never silently):
-///   tokenizer.model        SentencePiece
-///   tokenizer.json         byte-level BPE (bpe_tokenizer.h: Qwen2/3/3.5, GPT-2, Llama-3 style)
+///   tokenizer.json         byte-level BPE (bpe_tokenizer.h: Qwen2/3/3.5, GPT-2, Llama-3 style), also beside a
+///                          tokenizer.model: it is what transformers' fast tokenizer reads
+///   tokenizer.model        SentencePiece, when there is no tokenizer.json statecut reads (Llama 2, Mistral and
+///                          Gemma ship a byte_fallback BPE json beside it); text holding one of the json's added
+///                          tokens with an id past the model's vocabulary is refused (SentencePiece cannot give it)
 ///   neither, vocab 256     byte-level (ids 0..255, one per UTF-8 byte: what the shipped byte models use)
 ///   neither, other vocab   none: token files still work, but encode() and bytes_of() throw a line naming the
 ///                          folder (raw bytes would be meaningless ids for such a model)
@@ -64,6 +67,7 @@ class Tokenizer {
 
  private:
   Tokenizer();
+  static Tokenizer for_checkpoint_sentencepiece(const std::string& model_path);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

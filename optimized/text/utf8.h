@@ -101,4 +101,35 @@ inline bool white_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
+/// Python's str.isspace(): White_Space plus the separators U+001C..U+001F (bidi classes B and S), what str.rstrip()
+/// removes.
+inline bool python_space(char32_t c) { return white_space(c) || (c >= 0x1C && c <= 0x1F); }
+
+/// The length of `s` without its trailing python_space code points (Python's s.rstrip() on valid UTF-8; a trailing
+/// byte that does not end a well-formed sequence stops the strip).
+inline size_t rstrip_python_space(std::string_view s) {
+  size_t end = s.size();
+  while (end > 0) {
+    size_t start = end - 1;  // the lead byte of the last code point: back over at most three continuation bytes
+    while (start > 0 && end - start < 4 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    size_t bad = 0;
+    if (valid_seq(s, start, bad) != end - start) break;
+    size_t i = start;
+    if (!python_space(next(s, i))) break;
+    end = start;
+  }
+  return end;
+}
+
+/// Offset of the first byte that starts no well-formed sequence, or std::string_view::npos when `s` is valid UTF-8.
+inline size_t first_invalid(std::string_view s) {
+  size_t i = 0, bad = 0;
+  while (i < s.size()) {
+    const size_t n = valid_seq(s, i, bad);
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace statecut::utf8

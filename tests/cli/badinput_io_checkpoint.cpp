@@ -307,6 +307,40 @@ TEST_F(BadInput_CliCheckpoint, integerWeightIsRefusedNotCast) {
   expect_checkpoint_failure(ck, {"q_proj.weight", "dtype I", "F32, BF16, F16, F64"});
 }
 
+// model.safetensors or config.json as a link to nothing: named as a broken link, not as a missing file.
+TEST_F(BadInput_CliCheckpoint, brokenLinksInTheCheckpointAreNamedAsLinks) {
+  const std::string ck = copy_good(dir);
+  fs::remove(ck + "/model.safetensors");
+  fs::create_symlink(dir / "elsewhere.safetensors", ck + "/model.safetensors");
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors: a symbolic link to", "which does not exist"});
+  const std::string ck2 = copy_good(dir, "cfg");
+  fs::remove(ck2 + "/config.json");
+  fs::create_symlink(ck2 + "/config.json", ck2 + "/config.json");
+  expect_checkpoint_failure(ck2, {ck2 + "/config.json: a symbolic link loop"});
+}
+
+// An F64 weight finite in the file but beyond the compute dtype's range (1e300) turned Inf in the cast, and eval
+// blamed the text ("its forward overflows on this text"); the loader names the tensor and the range.
+TEST_F(BadInput_CliCheckpoint, f64WeightBeyondTheComputeRangeIsNamedAtLoad) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    for (auto& [n, v] : views)
+      if (n.find("layers.0.attn.q_proj.weight") != std::string::npos) {
+        int64_t numel = 1;
+        for (const int64_t d : v.shape) numel *= d;
+        std::vector<unsigned char> b(static_cast<std::size_t>(numel) * 8);
+        for (int64_t i = 0; i < numel; ++i) {
+          const double big = i % 2 ? 1e300 : 0.25;
+          std::memcpy(b.data() + i * 8, &big, 8);
+        }
+        bytes[n] = std::move(b);
+        v.dtype = DType::F64;
+        return;
+      }
+  });
+  expect_checkpoint_failure(ck, {"layers.0.attn.q_proj.weight", "finite values beyond the range of float32"});
+}
+
 // A layer count no checkpoint can hold: prune (data-free) and verify once listed every configured layer before
 // reading a tensor and ran out of memory; now one line at once. Verify on a model_type that is not a string reads it
 // as missing: its table, the load row failed, exit 1 (it once printed nlohmann's type_error and nothing else).

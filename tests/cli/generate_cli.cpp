@@ -90,6 +90,11 @@ TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
   const auto j = generate_json("--max-new-tokens 20");
   EXPECT_EQ(r.out, j.at("text").get<std::string>() + "\n");
   EXPECT_NE(r.err.find("tokens/s"), std::string::npos) << r.err;
+  const auto q = run_statecut("generate --quiet --checkpoint " + kGenerateModel + " --prompt '" + kPrompt +
+                              "' --max-new-tokens 20");
+  ASSERT_EQ(q.code, 0) << q.err;
+  EXPECT_EQ(q.out, r.out);
+  EXPECT_EQ(q.err, "") << "--quiet: no summary line";
 }
 
 // --max-new-tokens 0 runs the prompt alone: no token, no text, but the prefill happened and left its state (the shipped

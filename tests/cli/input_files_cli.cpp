@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "tests/cli/cli_run.h"
@@ -57,6 +58,40 @@ TEST(BadInput_InputFiles, aDirectoryAsInputTextIsRefusedByEveryCommand) {
 TEST(BadInput_InputFiles, aMissingInputTextIsRefusedByEveryCommand) {
   TempDir tmp("input_missing");
   expect_input_refused(tmp, tmp / "no_such.txt", "no such file");
+}
+
+// A link to nothing (or a loop) is named as what it is, not as an absent file.
+TEST(BadInput_InputFiles, aBrokenSymbolicLinkIsNamedAsOne) {
+  TempDir tmp("input_link");
+  const std::string link = tmp / "dangling.txt", loop = tmp / "loop.txt";
+  fs::create_symlink(tmp / "gone.txt", link);
+  expect_input_refused(tmp, link, "a symbolic link to '" + (tmp / "gone.txt") + "', which does not exist");
+  fs::create_symlink(loop, loop);
+  expect_input_refused(tmp, loop, "a symbolic link loop");
+}
+
+// tokenize with a tokenizer whose ids the checkpoint's model cannot take (Qwen3's 151,643-piece BPE beside a
+// vocab_size of 512) refuses the token file, naming the text, the id and the config: eval and generate would only
+// refuse it later. The same folder with a vocabulary that holds the ids writes it.
+TEST(BadInput_InputFiles, tokenizeRefusesIdsOutsideTheModelsVocabulary) {
+  TempDir tmp("tokenize_vocab");
+  const std::string ck = tmp / "ck", text = tmp / "t.txt", out = tmp / "ids.safetensors";
+  fs::create_directories(ck);
+  fs::copy_file(fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json",
+                fs::path(ck) / "tokenizer.json");
+  std::ofstream(ck + "/config.json") << R"({"model_type": "delta_net", "vocab_size": 512})";
+  std::ofstream(text) << "Hello, world!";
+  const auto r = run_statecut("tokenize --checkpoint " + ck + " --text " + text + " --out " + out);
+  if (r.err.find("needs PCRE2") != std::string::npos) GTEST_SKIP() << "built without PCRE2";
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  EXPECT_NE(r.err.find(text + ": token 0 = 9707 is outside the model's vocabulary [0, 512) in " + ck + "/config.json"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  std::ofstream(ck + "/config.json") << R"({"model_type": "delta_net", "vocab_size": 151936})";
+  const auto ok = run_statecut("tokenize --checkpoint " + ck + " --text " + text + " --out " + out);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(out));
 }
 
 }  // namespace

@@ -113,6 +113,36 @@ TEST(BadInput_Rank, missingOrTooShortText) {
   EXPECT_EQ(lines(s.err).size(), 1u) << s.err;
 }
 
+// A Qwen3.5 of full-attention layers only (the fixture's layer 3 alone) has no state to analyse: one line naming its
+// config, before the forward (it said "rank: no linear-attention layer ..." with no file).
+TEST(BadInput_Rank, aModelWithoutLinearAttentionNamesItsConfig) {
+  const fs::path src = kFixtures / "hf_qwen3_5";
+  if (!fs::exists(src / "config.json")) GTEST_SKIP() << "fixture hf_qwen3_5 not found under " << kFixtures;
+  TempDir d("rank_noattn");
+  const fs::path ck = d.path / "ck";
+  fs::create_directories(ck);
+  json c = json::parse(std::ifstream(src / "config.json"));
+  c["num_hidden_layers"] = 1;
+  c["layer_types"] = json::array({"full_attention"});
+  std::ofstream(ck / "config.json") << c.dump(2);
+  const auto f = statecut::io::SafetensorsFile::open((src / "model.safetensors").string());
+  statecut::io::SafetensorsWriter w;
+  const std::string from = "model.layers.3.";
+  for (const auto& n : f.names()) {
+    const auto& t = f.tensor(n);
+    if (n.rfind("model.layers.", 0) != 0) w.add(n, t.dtype, t.shape, t.data, t.nbytes);
+    else if (n.rfind(from, 0) == 0) w.add("model.layers.0." + n.substr(from.size()), t.dtype, t.shape, t.data, t.nbytes);
+  }
+  w.write((ck / "model.safetensors").string());
+  const CliRun r = run_statecut("rank --checkpoint " + ck.string() + " --text " + (kCorpora / "wordnet.txt").string() +
+                                " --len 50");
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto l = lines(r.err);
+  ASSERT_EQ(l.size(), 1u) << r.err;
+  EXPECT_NE(l[0].find((ck / "config.json").string() + ": no linear-attention layer to analyse in this model (qwen3_5_text)"),
+            std::string::npos) << l[0];
+}
+
 // An existing --svg folder is refused by its own option's name (it said "choose another --out"), before the analysis.
 TEST(BadInput_Rank, existingSvgFolderIsNamedAsSvg) {
   TempDir d("ranksvg");

@@ -154,6 +154,24 @@ TEST(Unit_ChoiceTask, trailingContextWhitespaceMovesToTheContinuationAndTiesPick
   EXPECT_EQ(res.acc_stderr, 0.0);
 }
 
+TEST(Unit_ChoiceTask, unicodeWhitespaceMovesAsPythonsRstripMovesIt) {
+  // str.rstrip() takes U+3000 (ideographic space, 3 bytes), U+00A0 (2 bytes) and U+001F (a separator) too; the
+  // non-space "é" before them stays. Byte-level ids: the continuation is the moved bytes + the choice's 2 bytes.
+  ConstantLM m(torch::zeros({256}));
+  ChoiceRecord r;
+  r.context = "ab\xC3\xA9\xE3\x80\x80\xC2\xA0\x1F";
+  r.delimiter = "";
+  r.choices = {"cd"};
+  r.gold = 0;
+  const auto res = evaluate_choice_task(m, task_of({r}), Tokenizer::bytes(), {});
+  EXPECT_EQ(res.records[0].choices[0].tokens, 3 + 2 + 1 + 2) << "U+3000, U+00A0, U+001F and the choice";
+  ASSERT_FALSE(m.seen.empty());
+  EXPECT_EQ(m.seen[0].size(1), 4 + 6 + 2 - 1) << "the context \"abé\" (4 bytes) then the continuation, less its last";
+  r.context = "ab\xE2\x80\x8B";  // U+200B ZERO WIDTH SPACE is not whitespace to Python: it stays in the context
+  const auto kept = evaluate_choice_task(m, task_of({r}), Tokenizer::bytes(), {});
+  EXPECT_EQ(kept.records[0].choices[0].tokens, 2);
+}
+
 TEST(Unit_ChoiceTask, longInputsKeepTheirLastMaxLengthTokens) {
   ConstantLM m(torch::zeros({256}));
   ChoiceRecord r;

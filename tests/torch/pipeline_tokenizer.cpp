@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "optimized/analysis/evaluation.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "tests/torch/pipeline_util.h"
@@ -83,6 +84,30 @@ std::string error_of(F f) {
     return e.what();
   }
   return {};
+}
+
+// Beside a tokenizer.json statecut does not read (Llama 2's byte_fallback BPE), tokenizer.model is used — the same
+// ids for plain text — but a token the json adds past the model's 256 pieces cannot come out of SentencePiece: text
+// holding it is refused naming the json, not split into pieces transformers would not give.
+TEST_F(Golden_SentencePiece, unreadableJsonLeavesTheModelAndItsAddedTokensAreRefused) {
+  TempDir d("spm_json");
+  fs::copy_file(kPipelineSpm / "tokenizer.model", d.path / "tokenizer.model");
+  std::ofstream(d.path / "tokenizer.json")
+      << R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}, "merges": []},
+             "added_tokens": [{"id": 0, "content": "<unk>", "special": true},
+                              {"id": 300, "content": "<|im_start|>", "special": true}]})";
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  EXPECT_EQ(tok.describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
+  const Tokenizer alone = Tokenizer::for_checkpoint(kPipelineSpm.string());
+  EXPECT_EQ(tok.encode("def f(x): return x"), alone.encode("def f(x): return x"));
+  try {
+    tok.encode("a <|im_start|> b");
+    FAIL() << "an added token past the vocabulary was split into pieces";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind((d.path / "tokenizer.json").string() + ": the text holds \"<|im_start|>\", a token (id 300)", 0), 0u)
+        << msg;
+  }
 }
 
 TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
@@ -172,5 +197,82 @@ TEST(Unit_Tokenizer, tokenizerJsonCheckpointUsesItsBpe) {
   int64_t bytes = 0;
   for (int64_t id : tok.encode("Hello, world!")) bytes += tok.bytes_of(id);
   EXPECT_EQ(bytes, 13);
+#endif
+}
+
+namespace {
+/// Uniform logits over a vocabulary of V: every scored token costs ln V.
+class UniformVocabLM : public statecut::CausalLM {
+ public:
+  explicit UniformVocabLM(int64_t v) : v_(v) {}
+  statecut::ForwardResult forward(const torch::Tensor& ids, const statecut::ForwardOptions&) override {
+    statecut::ForwardResult r;
+    r.logits = torch::zeros({ids.size(0), ids.size(1), v_});
+    return r;
+  }
+  const std::string& model_type() const override { return type_; }
+  int64_t vocab_size() const override { return v_; }
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return {}; }
+
+ private:
+  int64_t v_;
+  std::string type_ = "uniform";
+};
+}  // namespace
+
+// Both files: tokenizer.json wins, as in transformers' fast tokenizer (it once lost to tokenizer.model).
+TEST(Unit_Tokenizer, tokenizerJsonBesideATokenizerModelIsTheOneRead) {
+#ifndef STATECUT_HAVE_BPE_TOKENIZER
+  GTEST_SKIP() << "built without PCRE2: no tokenizer.json support";
+#else
+  TempDir d("both");
+  fs::copy_file(kPipelineSpm / "tokenizer.model", d.path / "tokenizer.model");
+  fs::copy_file(kPipelineRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", d.path / "tokenizer.json");
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  EXPECT_EQ(tok.describe(), "bpe:" + (d.path / "tokenizer.json").string());
+  EXPECT_EQ(tok.encode("Hello, world!"), (std::vector<int64_t>{9707, 11, 1879, 0}));
+#endif
+}
+
+// Bits per byte divide by the file's own bytes (lm-eval: the document's UTF-8 length), not by the bytes of what the
+// tokenizer made of it: Qwen3's tokenizer.json normalises NFD "cafe" + U+0301 (6 bytes) to NFC "café" (5), so its
+// tokens stand for 20 bytes fewer than the 140-byte file. Invalid UTF-8 (read lossily as U+FFFD) is refused.
+TEST(Unit_Tokenizer, bitsPerByteDivideByTheFilesOwnBytesNotTheNormalisedTexts) {
+#ifndef STATECUT_HAVE_BPE_TOKENIZER
+  GTEST_SKIP() << "built without PCRE2: no tokenizer.json support";
+#else
+  const Tokenizer tok =
+      Tokenizer::for_tokenizer_json((kPipelineRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json").string());
+  TempDir d("bpb");
+  std::string nfd;
+  for (int i = 0; i < 20; ++i) nfd += "cafe\xCC\x81 ";
+  const std::string path = (d.path / "nfd.txt").string();
+  std::ofstream(path, std::ios::binary) << nfd;
+  const int64_t V = 151936;
+  const statecut::TokenStream s = statecut::read_tokens(path, tok, V);
+  ASSERT_EQ(s.text_bytes, 140);
+  EXPECT_EQ(s.bytes, 120) << "the tokens stand for the NFC text";
+  UniformVocabLM m(V);
+  const auto r = statecut::evaluate_stream(m, s, tok, statecut::EvalOptions{});
+  EXPECT_EQ(r.bytes, 140 - tok.bytes_of(s.ids[0])) << "the file less its unscored first token";
+  statecut::EvalOptions cut;
+  cut.max_tokens = 5;  // a cut stream keeps the scored tokens' own bytes
+  int64_t first5 = 0;
+  for (int i = 1; i < 5; ++i) first5 += tok.bytes_of(s.ids[static_cast<size_t>(i)]);
+  EXPECT_EQ(statecut::evaluate_stream(m, s, tok, cut).bytes, first5);
+
+  const std::string bad = (d.path / "bad.txt").string();
+  std::ofstream(bad, std::ios::binary) << "ab\xFF\xFE cd ef";
+  const statecut::TokenStream sb = statecut::read_tokens(bad, tok, V);
+  try {
+    statecut::evaluate_stream(m, sb, tok, statecut::EvalOptions{});
+    FAIL() << "invalid UTF-8 scored";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ": invalid UTF-8 at byte 2: bits per byte would count the bytes of its "
+                                           "repair (U+FFFD), not the file's");
+  }
+  // Byte-level ids are the file's bytes whatever they are: nothing to refuse.
+  const statecut::TokenStream raw = statecut::read_tokens(bad, Tokenizer::bytes(), 256);
+  EXPECT_EQ(statecut::evaluate_stream(m, raw, Tokenizer::bytes(), statecut::EvalOptions{}).bytes, 10 - 1);
 #endif
 }
