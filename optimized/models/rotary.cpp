@@ -20,9 +20,16 @@ double number_or(const nlohmann::json& obj, const char* key, double dflt, const 
 RotaryEmbedding RotaryEmbedding::from_config(const nlohmann::json& config, int64_t head_dim,
                                              const std::string& origin) {
   const nlohmann::json empty = nlohmann::json::object();
-  const nlohmann::json& params =
-      config.contains("rope_parameters") && config.at("rope_parameters").is_object() ? config.at("rope_parameters")
-                                                                                     : empty;
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (config.contains(key) && !config.at(key).is_null() && !config.at(key).is_object())
+      throw io::Error(origin + ": '" + key + "': expected an object, got " + config.at(key).type_name());
+  const nlohmann::json* pp = config.contains("rope_parameters") && config.at("rope_parameters").is_object()
+                                 ? &config.at("rope_parameters")
+                                 : &empty;
+  // transformers 5 keys rope_parameters by layer type for models that mix attention kinds; the full-attention
+  // layers' entry is the one these models rotate with.
+  if (pp->contains("full_attention") && pp->at("full_attention").is_object()) pp = &pp->at("full_attention");
+  const nlohmann::json& params = *pp;
   // rope_parameters (transformers >= 5) wins over the legacy top-level keys.
   std::string type = "default";
   for (const nlohmann::json* src : {&params, config.contains("rope_scaling") ? &config.at("rope_scaling") : &empty}) {

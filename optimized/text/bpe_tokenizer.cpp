@@ -387,8 +387,12 @@ void BpeTokenizer::Impl::load(const json& j) {
   if (!added.is_array()) bpe_fail(path, "\"added_tokens\" is not a list");
   for (const json& a : added) {
     if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        !a["content"].is_string() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
+        !a["content"].is_string())
       bpe_fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
+    if (a["id"].is_number_unsigned() ? a["id"].get<uint64_t>() > INT32_MAX
+                                     : a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
+      bpe_fail(path, "added token \"" + a["content"].get<std::string>() + "\": id " + a["id"].dump() +
+                         " is outside [0, 2^31 - 1]");
     if (a.value("single_word", false)) bpe_fail(path, "unsupported added token option single_word true");
     max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
   }

@@ -164,6 +164,10 @@ TEST(BadInput_BpeTokenizer, unsupportedDecoderIsOneLineError) {
 TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {
   expect_refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added token");
   expect_refused([](json& j) { j["added_tokens"][0]["single_word"] = true; }, "single_word");
+  // An integer id out of range is named as such (it was called "lacks an integer id").
+  expect_refused([](json& j) { j["added_tokens"][0]["id"] = 4000000000ULL; },
+                 "added token \"<eos>\": id 4000000000 is outside [0, 2^31 - 1]");
+  expect_refused([](json& j) { j["added_tokens"][0]["id"] = -3; }, "added token \"<eos>\": id -3 is outside");
   expect_refused([](json& j) { j["added_tokens"] = 3; }, "\"added_tokens\" is not a list");
 }
 

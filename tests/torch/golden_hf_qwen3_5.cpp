@@ -10,6 +10,7 @@
 #include "optimized/models/families/hf_qwen3_5.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model.h"
+#include "optimized/models/rotary.h"
 #include "tests/torch/golden_hf_util.h"
 
 namespace {
@@ -97,3 +98,29 @@ TEST(Golden_HfQwen3_5Boundary, boundaryEqualsPrunableRowsThroughConv) {
 }
 
 }  // namespace
+
+// rope_parameters: the flat form (transformers 5), the form keyed by layer type (its full-attention entry rotates
+// these layers), and a value of the wrong type, which once fell back to the defaults without a word.
+TEST(Unit_RotaryConfig, ropeParametersFlatOrByLayerTypeOrRefused) {
+  using nlohmann::json;
+  const RotaryEmbedding flat = RotaryEmbedding::from_config(
+      json{{"rope_parameters", {{"rope_theta", 5e5}, {"partial_rotary_factor", 0.25}}}}, 64, "c.json");
+  EXPECT_EQ(flat.theta, 5e5);
+  EXPECT_EQ(flat.rotary_dim, 16);
+  const RotaryEmbedding keyed = RotaryEmbedding::from_config(
+      json{{"rope_parameters",
+            {{"full_attention", {{"rope_theta", 5e5}, {"partial_rotary_factor", 0.25}}},
+             {"sliding_attention", {{"rope_theta", 1e4}}}}}},
+      64, "c.json");
+  EXPECT_EQ(keyed.theta, 5e5);
+  EXPECT_EQ(keyed.rotary_dim, 16);
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    try {
+      RotaryEmbedding::from_config(json{{key, "x"}}, 64, "c.json");
+      ADD_FAILURE() << key << " as a string was read as the defaults";
+    } catch (const std::exception& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("c.json: '") + key + "': expected an object, got string");
+    }
+  }
+  EXPECT_EQ(RotaryEmbedding::from_config(json{{"rope_scaling", nullptr}}, 64, "c.json").theta, 10000.0);
+}
