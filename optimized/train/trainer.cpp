@@ -529,7 +529,11 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
       write_updated_checkpoint(opt.checkpoint, changed, out.path());
       record = read_record(opt.checkpoint);
       if (record.contains("finetune")) record["finetune_previous"].push_back(record["finetune"]);
+      // What the fine-tune changed, by name: verify --source holds every other tensor to the source bit for bit.
+      nlohmann::json names = nlohmann::json::array();
+      for (const auto& [n, t] : changed) names.push_back(n);
       record["finetune"] = rec;
+      record["finetune"]["changed_tensors"] = names;
     }
     write_text_atomically((fs::path(out.path()) / "statecut.json").string(), compact_record_text(record));
     write_text_atomically((fs::path(out.path()) / "loss.csv").string(), loss_csv(st.history));

@@ -112,11 +112,18 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   if (new_dk != now_dk)
     problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
                        std::to_string(now_dk));
+  for (const char* key : {"finetune"})
+    if (rec.contains(key) && !rec[key].is_object())
+      problems.push_back(path + ": \"" + key + "\" is " + rec[key].type_name() + ", not a fine-tune's record");
   if (!rec.contains("selection") || !rec["selection"].contains("layers") || !rec["selection"]["layers"].is_array()) {
     problems.push_back(path + ": no selection.layers");
   } else {
     for (const auto& l : rec["selection"]["layers"]) {
       const int layer = l.value("layer", -1);
+      if (keep.count(layer)) {
+        problems.push_back(path + ": layer " + std::to_string(layer) + " is listed twice");
+        continue;
+      }
       if (l.value("rotation", false)) {
         *rotation = true;
         keep[layer];
@@ -166,9 +173,87 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   return r;
 }
 
+/// The source's geometry against the keep sets (before any row is indexed by them): the same model_type, every source
+/// layer with one keep set per key head (a rotation: none), each channel inside the source's dk. Empty when they fit.
+std::vector<std::string> source_geometry_problems(const Context& ctx, const std::string& source, const json& src_cfg,
+                                                  const std::vector<PrunableLayer>& src_layers,
+                                                  const std::map<int, std::vector<std::vector<int64_t>>>& keep) {
+  std::vector<std::string> problems;
+  const auto type_of = [](const json& c) {
+    return c.contains("model_type") && c["model_type"].is_string() ? c["model_type"].get<std::string>() : std::string("?");
+  };
+  if (type_of(src_cfg) != type_of(ctx.config))
+    problems.push_back(source + ": model_type '" + type_of(src_cfg) + "', this checkpoint's '" + type_of(ctx.config) + "'");
+  for (const auto& L : src_layers) {
+    const auto it = keep.find(L.layer);
+    if (it == keep.end()) {
+      problems.push_back(source + ": layer " + std::to_string(L.layer) + " has no keep sets in the record");
+      continue;
+    }
+    if (it->second.empty()) continue;  // a rotation
+    if (static_cast<int>(it->second.size()) != L.num_key_heads) {
+      problems.push_back(source + ": layer " + std::to_string(L.layer) + " has " + std::to_string(L.num_key_heads) +
+                         " key heads, the record " + std::to_string(it->second.size()) + " keep sets");
+      continue;
+    }
+    for (size_t h = 0; h < it->second.size(); ++h)
+      for (const int64_t c : it->second[h])
+        if (c < 0 || c >= L.head_k_dim) {
+          problems.push_back(source + ": " + at_head(L.layer, static_cast<int>(h)) + ": the record keeps channel " +
+                             std::to_string(c) + " of a source head of dk " + std::to_string(L.head_k_dim));
+          break;
+        }
+  }
+  for (const auto& [layer, k] : keep)
+    if (std::none_of(src_layers.begin(), src_layers.end(), [&](const PrunableLayer& L) { return L.layer == layer; }))
+      problems.push_back(source + ": layer " + std::to_string(layer) + " of the record is not a linear-attention layer there");
+  return problems;
+}
+
+/// No statecut.json: the keep sets the weights imply, each pruned q row matched to the source row it equals (the first
+/// channel of that head not taken yet); rows that equal none go to `unmatched`.
+std::map<int, std::vector<std::vector<int64_t>>> infer_keep(const Context& ctx, const WeightSource& src,
+                                                            const std::vector<PrunableLayer>& src_layers,
+                                                            std::vector<std::string>& unmatched) {
+  std::map<int, std::vector<std::vector<int64_t>>> keep;
+  for (const auto& P : ctx.layers) {
+    const PrunableLayer* L = nullptr;
+    for (const auto& x : src_layers)
+      if (x.layer == P.layer) L = &x;
+    if (!L || L->num_key_heads != P.num_key_heads || L->q_weight != P.q_weight) continue;  // the geometry check names it
+    const torch::Tensor a = ctx.weights->raw(P.q_weight), b = src.raw(L->q_weight);
+    const int64_t ps = head_row_stride(P.q_row_stride, P.head_k_dim), ss = head_row_stride(L->q_row_stride, L->head_k_dim);
+    auto& kl = keep[P.layer];
+    for (int h = 0; h < P.num_key_heads; ++h) {
+      std::vector<int64_t> kh;
+      std::vector<bool> used(static_cast<size_t>(L->head_k_dim), false);
+      for (int i = 0; i < P.head_k_dim; ++i) {
+        const int64_t pr = P.q_row_offset + h * ps + i;
+        int64_t found = -1;
+        for (int64_t c = 0; pr < a.size(0) && c < L->head_k_dim && found < 0; ++c) {
+          const int64_t sr = L->q_row_offset + h * ss + c;
+          if (!used[static_cast<size_t>(c)] && sr < b.size(0) && rows_equal(a, pr, b, sr)) found = c;
+        }
+        if (found < 0) {
+          unmatched.push_back(P.q_weight + " row " + std::to_string(pr) + " (" + at_head(P.layer, h) + ", q channel " +
+                              std::to_string(i) + ") equals no source q row of that head");
+          found = 0;
+        }
+        used[static_cast<size_t>(found)] = true;
+        kh.push_back(found);
+      }
+      kl.push_back(std::move(kh));
+    }
+  }
+  return keep;
+}
+
 /// With the source: kept rows bit-identical in the recorded order, everything else identical.
+/// `tuned`: tensors a fine-tune changed after the surgery (statecut.json "changed_tensors"): their rows are counted
+/// against the geometry but their values are not compared.
 CheckResult weights_row(Context& ctx, const std::string& source, const json& src_cfg,
-                        const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation) {
+                        const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation,
+                        const std::set<std::string>& tuned = {}) {
   CheckResult r;
   r.name = "pruned.weights";
   r.relation = "==";
@@ -177,7 +262,21 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
              "and nothing else may change (DESIGN.md §4)";
   std::vector<std::string> problems;
   const WeightSource src = WeightSource::open_dir(source);
-  const auto src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
+  std::vector<PrunableLayer> src_layers;
+  try {
+    src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
+  } catch (const std::exception& e) {
+    problems.push_back(e.what());
+  }
+  for (const auto& p : source_geometry_problems(ctx, source, src_cfg, src_layers, keep)) problems.push_back(p);
+  if (!problems.empty()) {  // the keep sets cannot index this source's rows
+    r.figure = static_cast<double>(problems.size());
+    r.status = Status::Fail;
+    r.where = "source";
+    r.message = problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+    r.details["problems"] = problems;
+    return r;
+  }
   const auto maps = row_maps(src, src_layers, keep, ctx.layers.front().head_k_dim);
   const auto pn = ctx.weights->names(), sn = src.names();
   const std::set<std::string> pset(pn.begin(), pn.end()), sset(sn.begin(), sn.end());
@@ -190,11 +289,12 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
     if (!sset.count(n)) continue;
     const torch::Tensor a = ctx.weights->raw(n), b = src.raw(n);
     const auto it = maps.find(n);
+    const bool is_tuned = tuned.count(n) > 0;
     if (it == maps.end()) {
-      if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()) || !torch::equal(a, b)) {
+      if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()) || (!is_tuned && !torch::equal(a, b))) {
         problems.push_back(n + ": differs from the source (only q/k rows and their conv channels may change)");
         if (r.where.empty()) r.where = n;
-      } else {
+      } else if (!is_tuned) {
         ++tensors_same;
       }
       continue;
@@ -206,7 +306,7 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
       if (r.where.empty()) r.where = n;
       continue;
     }
-    for (size_t p = 0; p < m.size(); ++p) {
+    for (size_t p = 0; p < m.size() && !is_tuned; ++p) {
       const RowOrigin& o = m[p];
       if (o.src_row < 0) continue;  // a rotated row: no source row to compare with
       ++rows_checked;
@@ -246,10 +346,64 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
   r.message = problems.empty()
                   ? std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit" +
                         (rotation ? " (rotated rows not comparable)" : "") + "; " + std::to_string(tensors_same) +
-                        " other tensors identical; config = source's + the dk edit (source " + source + ")"
+                        " other tensors identical" +
+                        (tuned.empty() ? std::string()
+                                       : "; " + std::to_string(tuned.size()) + " fine-tuned tensors held to shape only") +
+                        "; config = source's + the dk edit (source " + source + ")"
                   : problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
   r.details["problems"] = problems;
   return r;
+}
+
+/// --source without a statecut.json (a checkpoint pruned elsewhere, or whose record was dropped on the way): the
+/// keep sets are inferred from the q rows, then every k row, conv channel and other tensor is held to them as with a
+/// record. Nothing inferred is trusted that the weights do not show.
+void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
+  const std::string source = ctx.opt.source;
+  const std::string why = "no statecut.json: the keep sets are inferred from the q rows against --source " + source;
+  if (ctx.layers.empty()) {
+    out.push_back(skipped("pruned", "no linear-attention layer: " + ctx.layers_error));
+    return;
+  }
+  if (!ctx.weights) {
+    out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
+    return;
+  }
+  json src_cfg;
+  try {
+    src_cfg = io::read_config(source);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  const WeightSource src = WeightSource::open_dir(source);
+  std::vector<PrunableLayer> src_layers;
+  try {
+    src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
+  } catch (const std::exception&) {  // weights_row names it
+  }
+  ctx.say("pruned: weights against " + source + " (keep sets inferred: no statecut.json)");
+  std::vector<std::string> unmatched;
+  const auto keep = infer_keep(ctx, src, src_layers, unmatched);
+  out.push_back(skipped("pruned.record", why));
+  if (!unmatched.empty()) {
+    CheckResult r;
+    r.name = "pruned.weights";
+    r.relation = "==";
+    r.threshold = 0;
+    r.reason = "a pruned checkpoint keeps a subset of its source's q/k channels: every q row must be one of the source's";
+    r.figure = static_cast<double>(unmatched.size());
+    r.status = Status::Fail;
+    r.where = "q rows";
+    r.message = unmatched.front() + (unmatched.size() > 1 ? " (and " + std::to_string(unmatched.size() - 1) + " more)" : "") +
+                " (" + why + ")";
+    r.details["problems"] = unmatched;
+    out.push_back(std::move(r));
+    return;
+  }
+  CheckResult w = weights_row(ctx, source, src_cfg, keep, false);
+  w.message += " (" + why + ")";
+  out.push_back(std::move(w));
+  out.push_back(skipped("pruned.certificate", "no statecut.json: no method or calibration to re-derive"));
 }
 
 }  // namespace
@@ -257,7 +411,11 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
 void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   const fs::path rec_path = fs::path(ctx.dir) / "statecut.json";
   if (!fs::exists(rec_path)) {
-    out.push_back(skipped("pruned", "no statecut.json: not a checkpoint written by statecut prune"));
+    if (ctx.opt.source.empty()) {
+      out.push_back(skipped("pruned", "no statecut.json: not a checkpoint written by statecut prune"));
+      return;
+    }
+    check_pruned_without_record(ctx, out);
     return;
   }
   json rec;
@@ -340,14 +498,38 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.certificate", why));
     return;
   }
-  if (rec.contains("finetune")) {  // statecut finetune trains q/k/v, convs, norms, biases after the pruning
-    out.push_back(skipped("pruned.weights", "fine-tuned after pruning (statecut.json \"finetune\"): the trained tensors "
-                                            "differ from the source by design; the record and the shapes are checked"));
+  // Fine-tunes after the surgery — this checkpoint's, and when composed back to the first source every earlier step's:
+  // the tensors they changed (statecut.json "changed_tensors") are held to shape only, every other one bit for bit.
+  std::set<std::string> tuned;
+  bool tuned_known = true, any_tune = false;
+  const auto take = [&](const json& ft) {
+    any_tune = true;
+    if (ft.is_object() && ft.contains("changed_tensors") && ft["changed_tensors"].is_array()) {
+      for (const auto& n : ft["changed_tensors"])
+        if (n.is_string()) tuned.insert(n.get<std::string>());
+    } else {
+      tuned_known = false;  // a record written before the names were kept
+    }
+  };
+  const auto take_all = [&](const json& r) {
+    if (r.contains("finetune")) take(r["finetune"]);
+    if (r.contains("finetune_previous") && r["finetune_previous"].is_array())
+      for (const auto& f : r["finetune_previous"]) take(f);
+  };
+  take_all(rec);
+  if (composed && rec.contains("history") && rec["history"].is_array())
+    for (const auto& h : rec["history"])
+      if (h.is_object()) take_all(h);
+  if (any_tune && !tuned_known) {
+    out.push_back(skipped("pruned.weights", "fine-tuned after pruning (statecut.json \"finetune\"" +
+                                                std::string(composed ? ", in an earlier step" : "") +
+                                                ", without the names of the tensors it changed): the record and the "
+                                                "shapes are checked"));
   } else if (!ctx.weights) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
     ctx.say("pruned: weights against " + source + source_note);
-    CheckResult w = weights_row(ctx, source, src_cfg, keep, rotation);
+    CheckResult w = weights_row(ctx, source, src_cfg, keep, rotation, tuned);
     w.message += source_note;
     out.push_back(std::move(w));
   }

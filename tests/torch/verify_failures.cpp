@@ -202,3 +202,109 @@ TEST(Verify_Failures, unreadableInputThrowsNamingTheFile) {
 }
 
 }  // namespace
+
+namespace {
+
+// A source whose geometry the record cannot index — another family, more key heads, or the pruned folder itself (a
+// smaller dk) — fails pruned.weights naming the mismatch. It once indexed keep sets past their end: SIGSEGV, no table.
+TEST(Verify_Failures, aSourceTheRecordCannotIndexFailsPrunedWithoutACrash) {
+  const std::string m2 = fixture("hf_mamba2"), dn = fixture("fla_delta_net");
+  if (m2.empty() || dn.empty()) GTEST_SKIP() << "fixtures hf_mamba2 / fla_delta_net not found";
+  TempDir tmp("verify-geom");
+  const std::string pm = tmp / "m2", pd = tmp / "dn";
+  prune_l1(m2, pm);
+  prune_l1(dn, pd);
+  const Report fam_report = run_verify(quick(pm, dn));
+  const CheckResult& fam = row(fam_report, "pruned.weights");
+  EXPECT_EQ(fam.status, Status::Fail);
+  EXPECT_EQ(fam.where, "source");
+  EXPECT_TRUE(contains(fam.message, "model_type 'delta_net', this checkpoint's 'mamba2'")) << fam.message;
+  const Report self_report = run_verify(quick(pd, pd));
+  const CheckResult& self = row(self_report, "pruned.weights");
+  EXPECT_EQ(self.status, Status::Fail);
+  EXPECT_TRUE(contains(self.message, "the record keeps channel")) << self.message;
+  EXPECT_TRUE(contains(self.message, "of a source head of dk 16")) << self.message;
+}
+
+// --source without a statecut.json (a prune made elsewhere, or its record dropped on the way): the keep sets are
+// inferred from the q rows and every other row held to them; it was a silent skip, so two swapped q rows passed.
+TEST(Verify_Failures, withoutARecordTheKeepSetsAreInferredFromTheQRows) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-norec");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  fs::remove(fs::path(out) / "statecut.json");
+  const Report ok = run_verify(quick(out, src));
+  EXPECT_EQ(row(ok, "pruned.weights").status, Status::Pass) << failures(ok);
+  EXPECT_EQ(row(ok, "pruned.record").status, Status::Skip);
+  edit_tensor(out, "model.layers.0.attn.q_proj.weight", [](torch::Tensor& t) {
+    const torch::Tensor r0 = t[0].clone();
+    t[0].copy_(t[1]);
+    t[1].copy_(r0);
+  });
+  const Report bad = run_verify(quick(out, src));
+  const CheckResult& w = row(bad, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Fail) << "q rows swapped, k rows not";
+  EXPECT_TRUE(contains(w.message, "layer 0 head 0")) << w.message;
+  EXPECT_EQ(bad.exit_code(), 1);
+  EXPECT_TRUE(run_verify(quick(out)).passed()) << "without --source there is nothing to compare: a skip, as before";
+}
+
+// A fine-tune record holds every tensor outside its changed_tensors to the source bit for bit (a null "finetune" is no
+// record), and a layer listed twice is a broken record (the first keep set was silently ignored).
+TEST(Verify_Failures, aFinetuneRecordHoldsEveryUnchangedTensorToTheSource) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-ftnames");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  const std::string conv = "model.layers.0.attn.k_conv1d.weight";
+  edit_tensor(out, conv, [](torch::Tensor& t) { t.add_(0.01); });
+  edit_json(out + "/statecut.json", [&](nlohmann::json& j) { j["finetune"] = {{"steps", 1}, {"changed_tensors", {conv}}}; });
+  const Report tuned = run_verify(quick(out, src));
+  EXPECT_EQ(row(tuned, "pruned.weights").status, Status::Pass) << failures(tuned);
+  EXPECT_TRUE(contains(row(tuned, "pruned.weights").message, "1 fine-tuned tensors held to shape only"));
+  edit_tensor(out, "model.embeddings.weight", [](torch::Tensor& t) { t.zero_(); });
+  const Report emb_report = run_verify(quick(out, src));
+  const CheckResult& emb = row(emb_report, "pruned.weights");
+  EXPECT_EQ(emb.status, Status::Fail);
+  EXPECT_EQ(emb.where, "model.embeddings.weight");
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["finetune"] = nullptr; });
+  const Report null_ft_report = run_verify(quick(out, src));
+  const CheckResult& null_ft = row(null_ft_report, "pruned.record");
+  EXPECT_EQ(null_ft.status, Status::Fail);
+  EXPECT_TRUE(contains(null_ft.message, "\"finetune\" is null, not a fine-tune's record")) << null_ft.message;
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    j.erase("finetune");
+    auto& layers = j["selection"]["layers"];
+    layers.insert(layers.begin(), layers[1]);
+  });
+  const Report twice_report = run_verify(quick(out, src));
+  const CheckResult& twice = row(twice_report, "pruned.record");
+  EXPECT_EQ(twice.status, Status::Fail);
+  EXPECT_TRUE(contains(twice.message, "layer 1 is listed twice")) << twice.message;
+}
+
+// prune -> fine-tune -> prune, checked against the first source (keep sets composed back): the earlier step's
+// changed tensors are held to shape only; it failed with "matches no source channel" on correct weights.
+TEST(Verify_Failures, aChainWithAFinetuneComposesBackToTheFirstSource) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-ftchain");
+  const std::string p1 = tmp / "p1", p2 = tmp / "p2";
+  prune_l1(src, p1);
+  const std::string q = "model.layers.1.attn.q_proj.weight";
+  edit_tensor(p1, q, [](torch::Tensor& t) { t.mul_(1.5); });
+  edit_json(p1 + "/statecut.json", [&](nlohmann::json& j) { j["finetune"] = {{"steps", 1}, {"changed_tensors", {q}}}; });
+  prune_l1(p1, p2);
+  const Report r = run_verify(quick(p2, src));
+  const CheckResult& w = row(r, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Pass) << failures(r);
+  EXPECT_TRUE(contains(w.message, "composed over 2 pruning steps")) << w.message;
+  edit_tensor(p2, "model.layers.1.attn.k_proj.weight", [](torch::Tensor& t) { t[0].add_(1.0); });
+  const Report k_report = run_verify(quick(p2, src));
+  EXPECT_EQ(row(k_report, "pruned.weights").status, Status::Fail) << "k was not fine-tuned";
+}
+
+}  // namespace
