@@ -112,7 +112,7 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
   app.add_option("--temperature", a->gen.sampling.temperature, "0 = greedy")->capture_default_str();
   app.add_option("--top-k", a->gen.sampling.top_k, "sample among the K most likely (0 = all)")->capture_default_str();
   app.add_option("--top-p", a->gen.sampling.top_p, "nucleus mass (1 = all)")->capture_default_str();
-  app.add_option("--seed", a->gen.seed, "sampling seed")->capture_default_str();
+  app.add_option("--seed", a->gen.seed, "sampling seed")->check(statecut::cli::seed_value())->capture_default_str();
   app.add_option("--device", a->device, "cpu | cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   app.add_option("--dtype", a->dtype, "f32 | bf16 | f64")->check(CLI::IsMember({"f32", "bf16", "f64"}))->capture_default_str();
   app.add_option("--mode", a->mode, "prefill form: chunk | recurrent")

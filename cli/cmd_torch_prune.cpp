@@ -73,7 +73,9 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--calib-seqs", a->opt.calib_seqs, "calibration sequences N")->capture_default_str();
   app.add_option("--calib-len", a->opt.calib_len, "tokens per calibration sequence L")->capture_default_str();
   app.add_option("--calib-batch", a->opt.batch, "sequences per forward (0 = automatic)")->capture_default_str();
-  app.add_option("--seed", a->opt.seed, "seed of window sampling, rand and the faithful subsample")->capture_default_str();
+  app.add_option("--seed", a->opt.seed, "seed of window sampling, rand and the faithful subsample")
+      ->check(statecut::cli::seed_value())
+      ->capture_default_str();
   app.add_option("--select", a->opt.select, "score side: qk | q | k")->capture_default_str();
   app.add_flag("--faithful", a->opt.faithful, "drrqr as published: 5,000 sampled rows, <= 20 swaps (other methods: a warning)");
   app.add_option("--f", a->opt.f, "strong-RRQR parameter f > 1")->capture_default_str();

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "cli/usage.h"
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
@@ -44,8 +45,12 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_option("--tokens", a->tokens, "pre-tokenised .safetensors/.bin token files (same as --text)");
   app.add_option("--windows", a->opt.windows, "windows N")->capture_default_str();
   app.add_option("--len", a->opt.len, "tokens per window L")->capture_default_str();
-  app.add_option("--seed", a->opt.seed, "seed of the windows, random tokens and permutations")->capture_default_str();
-  app.add_option("--device", a->opt.device, "cpu | cuda (cuda adds the kernels check)")->capture_default_str();
+  app.add_option("--seed", a->opt.seed, "seed of the windows, random tokens and permutations")
+      ->check(statecut::cli::seed_value())
+      ->capture_default_str();
+  app.add_option("--device", a->opt.device, "cpu | cuda (cuda adds the kernels check)")
+      ->check(statecut::cli::device_name())
+      ->capture_default_str();
   app.add_option("--only", a->only, "comma-separated checks to run (load, config, pruned, reference, "
                                      "chunk-recurrent, state-carry, theorems, determinism, kernels)");
   app.add_option("--skip", a->skip, "comma-separated checks to leave out");

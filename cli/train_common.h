@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/command_registry.h"
+#include "cli/usage.h"
 #include "cli/tokenizer_option.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/train/data_parallel.h"
@@ -105,7 +106,9 @@ inline void add_optimisation_options(CLI::App& app, TrainArgs& a) {
   app.add_flag("--resume", o.resume, "continue from <out>.state");
   app.add_option("--stop-after", o.stop_after, "stop after step N with a resumable state, as Ctrl-C does")
       ->group("");  // for tests and scripted pauses
-  app.add_option("--seed", o.seed, "seed of the data windows and the initialisation")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the data windows and the initialisation")
+      ->check(statecut::cli::seed_value())
+      ->capture_default_str();
   app.add_option("--device", o.device, "cpu | cuda (with WORLD_SIZE > 1: cuda:LOCAL_RANK)")->capture_default_str();
   app.add_option("--precision", a.precision,
                  "arithmetic of the passes: bf16 = mixed (bf16 forward/backward, f32 masters; the recipe's), f32, "

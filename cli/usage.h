@@ -64,6 +64,37 @@ inline CLI::Validator at_least(long long lo) {
       "INT>=" + std::to_string(lo));
 }
 
+/// A CLI11 check for a seed (uint64): decimal digits only and at most 2^64 - 1, so that "-1" is not read as 2^64 - 1
+/// and a longer number is not saturated without a word.
+inline CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) {
+          try {
+            std::size_t used = 0;
+            (void)std::stoull(v, &used);
+            if (used == v.size()) return "";
+          } catch (const std::exception&) {
+          }
+        }
+        return "must be an integer in [0, 2^64 - 1], got " + v;
+      },
+      "UINT64");
+}
+
+/// A CLI11 check for --device: cpu, cuda or cuda:N.
+inline CLI::Validator device_name() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v == "cpu" || v == "cuda") return "";
+        if (v.rfind("cuda:", 0) == 0 && v.size() > 5 && v.find_first_not_of("0123456789", 5) == std::string::npos)
+          return "";
+        return "must be cpu, cuda or cuda:N, got " + v;
+      },
+      "DEVICE");
+}
+
 /// "--name" for every long option and "-x" for every short one of `app`.
 inline std::vector<std::string> option_names(const CLI::App& app) {
   std::vector<std::string> out;

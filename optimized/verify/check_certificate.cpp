@@ -35,7 +35,22 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   }
   const json& cal = rec.value("calibration", json());
   if (!cal.is_object() || !cal.contains("files") || !cal.contains("starts") || !cal.contains("len")) {
-    out.push_back(skipped("pruned.certificate", "the record has no calibration files/starts to rebuild the features"));
+    if (rec.contains("keep_from") && rec["keep_from"].is_string()) {  // prune --keep-from: a selection made elsewhere
+      out.push_back(skipped("pruned.certificate", "applied with --keep-from " + rec["keep_from"].get<std::string>() +
+                                                      ": the certificate is that selection's (verify the checkpoint "
+                                                      "it came from)"));
+      return;
+    }
+    // statecut prune always records the calibration of a drrqr selection: without it the claim cannot be re-derived,
+    // and a record that claims drrqr with nothing to show for it is not passed.
+    CheckResult r;
+    r.name = "pruned.certificate";
+    r.status = Status::Fail;
+    r.relation = "==";
+    r.reason = "a drrqr record carries its calibration (files, starts, len) so that its strong-RRQR claim can be re-derived";
+    r.message = (fs::path(ctx.dir) / "statecut.json").string() +
+                ": method drrqr without its calibration files/starts/len: the strong-RRQR claim cannot be re-derived";
+    out.push_back(std::move(r));
     return;
   }
   for (const auto& f : cal["files"])

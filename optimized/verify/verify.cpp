@@ -138,9 +138,16 @@ Report run_verify(const VerifyOptions& opt) {
   const double t_start = now_seconds();
   for (const auto* list : {&opt.only, &opt.skip})
     for (const auto& g : *list)
-      if (std::find(check_groups().begin(), check_groups().end(), g) == check_groups().end())
-        throw std::invalid_argument("unknown check '" + g + "' (checks: load, config, pruned, reference, " +
-                                    "chunk-recurrent, state-carry, theorems, determinism, kernels)");
+      if (std::find(check_groups().begin(), check_groups().end(), g) == check_groups().end()) {
+        // A row's name (pruned.weights) is a part of its check: the check runs or is left out whole.
+        const std::string group = g.substr(0, g.find('.'));
+        const bool row = g.find('.') != std::string::npos &&
+                         std::find(check_groups().begin(), check_groups().end(), group) != check_groups().end();
+        throw std::invalid_argument(
+            (row ? "'" + g + "' is a row of the check '" + group + "': --only and --skip take whole checks"
+                 : "unknown check '" + g + "'") +
+            " (checks: load, config, pruned, reference, chunk-recurrent, state-carry, theorems, determinism, kernels)");
+      }
   if (opt.windows < 1 || opt.len < 2) throw std::invalid_argument("--windows must be >= 1 and --len >= 2");
 
   Context ctx;

@@ -169,6 +169,18 @@ TEST(Cli_Verify, unknownCheckIsRejected) {
   const auto r = run_statecut("verify --checkpoint " + dir + " --only loud --quiet");
   EXPECT_NE(r.code, 0);
   EXPECT_TRUE(contains(r.err, "unknown check 'loud'")) << r.err;
+  // A row's name says it is one, and which check holds it.
+  const auto row = run_statecut("verify --checkpoint " + dir + " --only pruned.weights --quiet");
+  EXPECT_EQ(row.code, 2);
+  EXPECT_TRUE(contains(row.err, "'pruned.weights' is a row of the check 'pruned'")) << row.err;
+  // A seed below 0 or past 2^64 - 1 and a device that is not one are usage errors (they wrapped, saturated, or
+  // printed LibTorch's device list blamed on the checkpoint).
+  for (const std::string bad : {"--seed -1", "--seed 99999999999999999999", "--device tpu"}) {
+    const auto u = run_statecut("verify --checkpoint " + dir + " --quiet " + bad);
+    EXPECT_EQ(u.code, 2) << bad << ": " << u.err;
+    EXPECT_EQ(u.err.find('\n'), u.err.size() - 1) << bad << ": " << u.err;
+    EXPECT_FALSE(contains(u.err, "xpu")) << u.err;
+  }
 }
 
 // Every selected check skipped (--only kernels on the CPU) is no pass: exit 1, "NOTHING CHECKED"; an unreadable

@@ -183,6 +183,19 @@ TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
   EXPECT_TRUE(contains(b.message, "not a strong-RRQR selection")) << b.message;
   EXPECT_EQ(b.where, c.where);  // the head that needed the largest swap bound
   EXPECT_EQ(row(bad, "pruned.weights").status, Status::Pass);  // the weights still match the record
+  // A drrqr record without its calibration has nothing to show for its claim: a failure, not a skip (an l1 selection
+  // relabelled drrqr passed that way); the same selection applied with --keep-from points at the record it came from.
+  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) {
+    j["f"] = 1.5;
+    j["calibration"] = nullptr;
+  });
+  const Report nocal = run_verify(v);
+  EXPECT_EQ(row(nocal, "pruned.certificate").status, Status::Fail);
+  EXPECT_TRUE(contains(row(nocal, "pruned.certificate").message, "method drrqr without its calibration"));
+  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) { j["keep_from"] = "/elsewhere/statecut.json"; });
+  const Report kf = run_verify(v);
+  EXPECT_EQ(row(kf, "pruned.certificate").status, Status::Skip);
+  EXPECT_TRUE(contains(row(kf, "pruned.certificate").message, "applied with --keep-from /elsewhere/statecut.json"));
 }
 
 TEST(Verify_Failures, unreadableInputThrowsNamingTheFile) {
