@@ -106,8 +106,16 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
              "[0, dk), k' = the config's key dim";
   std::vector<std::string> problems;
   const std::string path = (fs::path(ctx.dir) / "statecut.json").string();
-  const int64_t old_dk = rec.value("head_k_dim", int64_t{-1});
-  const int64_t new_dk = rec.value("new_head_k_dim", int64_t{-1});
+  const auto int_field = [&](const char* key) {
+    if (!rec.contains(key)) return int64_t{-1};
+    if (!rec[key].is_number_integer()) {
+      problems.push_back(path + ": \"" + key + "\" is " + rec[key].dump() + ", not an integer");
+      return int64_t{-1};
+    }
+    return rec[key].get<int64_t>();
+  };
+  const int64_t old_dk = int_field("head_k_dim");
+  const int64_t new_dk = int_field("new_head_k_dim");
   const int now_dk = ctx.layers.front().head_k_dim;
   if (new_dk != now_dk)
     problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
@@ -119,7 +127,11 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
     problems.push_back(path + ": no selection.layers");
   } else {
     for (const auto& l : rec["selection"]["layers"]) {
-      const int layer = l.value("layer", -1);
+      if (!l.is_object() || !l.contains("layer") || !l["layer"].is_number_integer()) {
+        problems.push_back(path + ": a selection entry without an integer \"layer\": " + l.dump().substr(0, 60));
+        continue;
+      }
+      const int layer = l["layer"].get<int>();
       if (keep.count(layer)) {
         problems.push_back(path + ": layer " + std::to_string(layer) + " is listed twice");
         continue;
@@ -133,7 +145,21 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
         problems.push_back(path + ": layer " + std::to_string(layer) + " has no keep sets");
         continue;
       }
-      keep[layer] = l["keep"].get<std::vector<std::vector<int64_t>>>();
+      // A list per key head of integer channels; anything else (a string, 1e300, null) named here, not as a JSON
+      // library's type error.
+      const json& kj = l["keep"];
+      bool well_formed = kj.is_array();
+      for (size_t h = 0; well_formed && h < kj.size(); ++h) {
+        well_formed = kj[h].is_array();
+        for (size_t i = 0; well_formed && i < kj[h].size(); ++i) well_formed = kj[h][i].is_number_integer();
+      }
+      if (!well_formed) {
+        problems.push_back(path + ": layer " + std::to_string(layer) +
+                           ": \"keep\" must hold one list of integer channels per key head");
+        keep[layer];
+        continue;
+      }
+      keep[layer] = kj.get<std::vector<std::vector<int64_t>>>();
     }
   }
   for (const auto& L : ctx.layers) {

@@ -297,6 +297,20 @@ TEST(Verify_Failures, aFinetuneRecordHoldsEveryUnchangedTensorToTheSource) {
   const CheckResult& twice = row(twice_report, "pruned.record");
   EXPECT_EQ(twice.status, Status::Fail);
   EXPECT_TRUE(contains(twice.message, "layer 1 is listed twice")) << twice.message;
+  // Malformed values are named in the record's terms (a string channel was nlohmann's "type_error.302").
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    auto& layers = j["selection"]["layers"];
+    layers.erase(layers.begin());
+    layers[0]["keep"][0][0] = "0";
+    j["head_k_dim"] = 1e300;
+  });
+  const Report malformed_report = run_verify(quick(out, src));
+  const CheckResult& malformed = row(malformed_report, "pruned.record");
+  EXPECT_EQ(malformed.status, Status::Fail);
+  EXPECT_TRUE(contains(malformed.message, "\"head_k_dim\" is 1e+300, not an integer")) << malformed.message;
+  EXPECT_TRUE(contains(malformed.details["problems"].dump(), "must hold one list of integer channels per key head"))
+      << malformed.details.dump();
+  EXPECT_FALSE(contains(malformed.message, "type_error")) << malformed.message;
 }
 
 // prune -> fine-tune -> prune, checked against the first source (keep sets composed back): the earlier step's
