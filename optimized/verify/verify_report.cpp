@@ -67,8 +67,10 @@ json to_json(const Report& r) {
               {"relation", c.relation},  {"reason", c.reason},
               {"where", c.where},        {"message", c.message},
               {"seconds", c.seconds}};
-    if (std::isinf(c.figure)) j["figure"] = c.figure > 0 ? "inf" : "-inf";
-    if (!c.details.empty()) j["details"] = c.details;
+    // An infinite figure of a check that ran is its result ("inf"); a skipped check has none (null), and every row
+    // has its details object, empty when there are none (README lists it among each check's fields).
+    if (std::isinf(c.figure) && c.status != Status::Skip) j["figure"] = c.figure > 0 ? "inf" : "-inf";
+    j["details"] = c.details.is_null() ? json::object() : c.details;
     checks.push_back(std::move(j));
   }
   json out = r.header;

@@ -86,8 +86,10 @@ TEST(Cli_Verify, jsonIsOneObjectWithEveryRow) {
   ASSERT_TRUE(j["checks"].is_array());
   bool saw_reference = false;
   for (const auto& c : j["checks"]) {
-    for (const char* k : {"name", "status", "figure", "threshold", "reason", "where", "message"})
+    for (const char* k : {"name", "status", "figure", "threshold", "relation", "reason", "where", "message", "details"})
       EXPECT_TRUE(c.contains(k)) << k << " missing in " << c.dump();
+    EXPECT_TRUE(c["details"].is_object()) << c.dump();
+    if (c["status"] == "skip") EXPECT_TRUE(c["figure"].is_null()) << "a skipped check has no figure: " << c.dump();
     if (c["name"] == "reference") {
       saw_reference = true;
       EXPECT_EQ(c["status"], "pass");
