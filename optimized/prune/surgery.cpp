@@ -294,6 +294,9 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
     surgery_fail(path + ": neither a keep.json ('keep') nor a statecut.json ('selection')");
   }
   if (out.empty()) surgery_fail(path + ": no keep sets");
+  std::set<int> layers;  // one keep set per layer: a second would silently replace the first
+  for (const auto& s : out)
+    if (!layers.insert(s.layer).second) surgery_fail(path + ": layer " + std::to_string(s.layer) + " is listed twice");
   return out;
 }
 

@@ -59,6 +59,16 @@ TEST(BadInput_KeepFile, valueOfTheWrongTypeNamesTheFile) {
   EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": 0, "keep": [[0.5, 1]]}]}})"), "(accepted)");
 }
 
+// A layer listed twice in a statecut.json is refused: the second keep set silently replaced the first, and prune
+// wrote "in 3 layers" for a 2-layer model.
+TEST(BadInput_KeepFile, aLayerListedTwiceIsRefused) {
+  const std::string m = refusal(
+      R"({"selection": {"layers": [{"layer": 1, "keep": [[0, 1]]}, {"layer": 0, "keep": [[0, 1]]}, {"layer": 1, "keep": [[2, 3]]}]}})");
+  EXPECT_NE(m.find("layer 1 is listed twice"), std::string::npos) << m;
+  EXPECT_EQ(refusal(R"({"selection": {"layers": [{"layer": 1, "keep": [[0, 1]]}, {"layer": 0, "keep": [[2, 3]]}]}})"),
+            "(accepted)");
+}
+
 // A file that is neither format is refused as such, whatever else it holds: a "keep" that is a list (not the
 // "<layer>.<head>" object) and a "selection" without layers (ci/mutate.sh seed 301: the format test's `&&` weakened to
 // `||` survived).
