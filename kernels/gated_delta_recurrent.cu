@@ -8,6 +8,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/gated_delta.h"
@@ -458,10 +460,29 @@ cudaError_t dispatch_kv_rows(const GatedDeltaArgs& a, cudaStream_t s) {
   return launch_kv<T, SS, VEC, 32, 8>(a, s);
 }
 
+/// A [K,V] grid of 4-column lanes that fills at most half the SMs (a decode step at batch 1: Gated DeltaNet 1.3B's
+/// 4 x 6 blocks of 128 KiB of state each, the Qwen3.5 hybrid's 32): its time is each SM's own stream of state, so
+/// lanes of 2 columns — twice the blocks, half the state each — spread it over twice the SMs. The sums are the same
+/// (a column's arithmetic does not depend on its neighbours). Not for the fold (one block owns a head);
+/// STATECUT_DECODE_SPLIT=0 keeps 4 columns.
+bool split_small_grid(const GatedDeltaArgs& a) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    return n;
+  }();
+  static const bool on = [] {
+    const char* e = std::getenv("STATECUT_DECODE_SPLIT");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  const int64_t blocks = static_cast<int64_t>((a.V + 127) / 128) * a.HV * a.N;
+  return on && !a.fold && sms > 0 && 2 * blocks <= sms;
+}
+
 template <typename T, typename SS>
 cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
   if (a.layout == StateLayout::kVK) return dispatch_vk<T, SS>(a, s);
-  return a.V <= 64 ? dispatch_kv_rows<T, SS, 2>(a, s) : dispatch_kv_rows<T, SS, 4>(a, s);
+  return a.V <= 64 || split_small_grid(a) ? dispatch_kv_rows<T, SS, 2>(a, s) : dispatch_kv_rows<T, SS, 4>(a, s);
 }
 
 template <typename T>
