@@ -60,6 +60,11 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_flag("--quiet", a->quiet, "no progress on stderr");
   app.footer("Exit codes: 0 every check holds, 1 a check fails (the table names it), 2 the checkpoint, --source or "
              "--text cannot be read (one line naming the file), or a usage error.");
+  // An empty value would mean "every check" (--only), nothing (--skip) or no report (--svg): a usage error instead.
+  for (const char* name : {"--only", "--skip", "--svg"})
+    app.get_option(name)->check(CLI::Validator(
+        [](std::string& v) { return v.empty() ? std::string("needs a value, got an empty one") : std::string(); },
+        "NONEMPTY"));
   return [a]() {
     auto& o = a->opt;
     o.text.insert(o.text.end(), a->tokens.begin(), a->tokens.end());

@@ -177,7 +177,7 @@ TEST(Cli_Verify, unknownCheckIsRejected) {
   EXPECT_TRUE(contains(row.err, "'pruned.weights' is a row of the check 'pruned'")) << row.err;
   // A seed below 0 or past 2^64 - 1 and a device that is not one are usage errors (they wrapped, saturated, or
   // printed LibTorch's device list blamed on the checkpoint).
-  for (const std::string bad : {"--seed -1", "--seed 99999999999999999999", "--device tpu"}) {
+  for (const std::string bad : {"--seed -1", "--seed 99999999999999999999", "--device tpu", "--only ''", "--svg ''"}) {
     const auto u = run_statecut("verify --checkpoint " + dir + " --quiet " + bad);
     EXPECT_EQ(u.code, 2) << bad << ": " << u.err;
     EXPECT_EQ(u.err.find('\n'), u.err.size() - 1) << bad << ": " << u.err;
