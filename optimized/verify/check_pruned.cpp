@@ -381,6 +381,15 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
   return r;
 }
 
+/// The source's config.json; a source that cannot be read is the input's fault (exit 2), not a failed check.
+json source_config(const std::string& source) {
+  try {
+    return io::read_config(source);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+}
+
 /// --source without a statecut.json (a checkpoint pruned elsewhere, or whose record was dropped on the way): the
 /// keep sets are inferred from the q rows, then every k row, conv channel and other tensor is held to them as with a
 /// record. Nothing inferred is trusted that the weights do not show.
@@ -395,12 +404,7 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
     return;
   }
-  json src_cfg;
-  try {
-    src_cfg = io::read_config(source);
-  } catch (const std::exception& e) {
-    throw Unreadable(e.what());
-  }
+  const json src_cfg = source_config(source);
   const WeightSource src = WeightSource::open_dir(source);
   std::vector<PrunableLayer> src_layers;
   try {
@@ -482,12 +486,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.certificate", "the record is invalid"));
     return;
   }
-  json src_cfg;
-  try {
-    src_cfg = io::read_config(source);
-  } catch (const std::exception& e) {
-    throw Unreadable(e.what());
-  }
+  const json src_cfg = source_config(source);
   // Pruned in several steps and checked against the first source: the keep sets composed back to it ("original").
   bool composed = false;
   int64_t src_dk = -1;
