@@ -193,8 +193,7 @@ void check_config(Context& ctx, std::vector<CheckResult>& out) {
                 (ctx.model_type.rfind("qwen", 0) == 0 || ctx.model_type == "mamba2" ? "transformers" : "fla") +
                 " rule all match";
   } else {
-    r.message = problems.front();
-    if (problems.size() > 1) r.message += " (and " + std::to_string(problems.size() - 1) + " more)";
+    r.message = first_problem(problems);
   }
   r.details["problems"] = problems;
   out.push_back(std::move(r));

@@ -120,9 +120,9 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   if (new_dk != now_dk)
     problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
                        std::to_string(now_dk));
-  for (const char* key : {"finetune"})
-    if (rec.contains(key) && !rec[key].is_object())
-      problems.push_back(path + ": \"" + key + "\" is " + rec[key].type_name() + ", not a fine-tune's record");
+  if (rec.contains("finetune") && !rec["finetune"].is_object())
+    problems.push_back(path + ": \"finetune\" is " + std::string(rec["finetune"].type_name()) +
+                       ", not a fine-tune's record");
   if (!rec.contains("selection") || !rec["selection"].contains("layers") || !rec["selection"]["layers"].is_array()) {
     problems.push_back(path + ": no selection.layers");
   } else {
@@ -194,22 +194,49 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   r.message = problems.empty() ? "method " + rec.value("method", std::string("?")) + ", dk " + std::to_string(old_dk) +
                                      " -> " + std::to_string(new_dk) + " in " + std::to_string(keep.size()) +
                                      " layers" + (*rotation ? " (a rotation: no keep sets)" : "")
-                               : problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+                               : first_problem(problems);
   r.details["problems"] = problems;
   return r;
 }
 
+/// The unpruned source as this check reads it, once: its config.json (a source that cannot be read is the input's
+/// fault, exit 2, not a failed check) and its linear-attention layers, or why it has none (the weights row names it).
+struct SourceModel {
+  std::string dir;
+  json cfg;
+  std::vector<PrunableLayer> layers;
+  std::string layers_error;
+};
+
+SourceModel read_source(const std::string& source) {
+  SourceModel sm;
+  sm.dir = source;
+  try {
+    sm.cfg = io::read_config(source);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  try {
+    sm.layers = prunable_layers_from_config(sm.cfg, (fs::path(source) / "config.json").string());
+  } catch (const std::exception& e) {
+    sm.layers_error = e.what();
+  }
+  return sm;
+}
+
 /// The source's geometry against the keep sets (before any row is indexed by them): the same model_type, every source
 /// layer with one keep set per key head (a rotation: none), each channel inside the source's dk. Empty when they fit.
-std::vector<std::string> source_geometry_problems(const Context& ctx, const std::string& source, const json& src_cfg,
-                                                  const std::vector<PrunableLayer>& src_layers,
+std::vector<std::string> source_geometry_problems(const Context& ctx, const SourceModel& sm,
                                                   const std::map<int, std::vector<std::vector<int64_t>>>& keep) {
+  const std::string& source = sm.dir;
+  const std::vector<PrunableLayer>& src_layers = sm.layers;
   std::vector<std::string> problems;
+  if (!sm.layers_error.empty()) problems.push_back(sm.layers_error);
   const auto type_of = [](const json& c) {
     return c.contains("model_type") && c["model_type"].is_string() ? c["model_type"].get<std::string>() : std::string("?");
   };
-  if (type_of(src_cfg) != type_of(ctx.config))
-    problems.push_back(source + ": model_type '" + type_of(src_cfg) + "', this checkpoint's '" + type_of(ctx.config) + "'");
+  if (type_of(sm.cfg) != type_of(ctx.config))
+    problems.push_back(source + ": model_type '" + type_of(sm.cfg) + "', this checkpoint's '" + type_of(ctx.config) + "'");
   for (const auto& L : src_layers) {
     const auto it = keep.find(L.layer);
     if (it == keep.end()) {
@@ -277,29 +304,23 @@ std::map<int, std::vector<std::vector<int64_t>>> infer_keep(const Context& ctx, 
 /// With the source: kept rows bit-identical in the recorded order, everything else identical.
 /// `tuned`: tensors a fine-tune changed after the surgery (statecut.json "changed_tensors"): their rows are counted
 /// against the geometry but their values are not compared.
-CheckResult weights_row(Context& ctx, const std::string& source, const json& src_cfg,
+CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource& src,
                         const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation,
                         const std::set<std::string>& tuned = {}) {
+  const std::string& source = sm.dir;
+  const std::vector<PrunableLayer>& src_layers = sm.layers;
   CheckResult r;
   r.name = "pruned.weights";
   r.relation = "==";
   r.threshold = 0;
   r.reason = "subset surgery copies bytes: every kept row/channel must be the source's, in the recorded order, "
              "and nothing else may change (DESIGN.md §4)";
-  std::vector<std::string> problems;
-  const WeightSource src = WeightSource::open_dir(source);
-  std::vector<PrunableLayer> src_layers;
-  try {
-    src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
-  } catch (const std::exception& e) {
-    problems.push_back(e.what());
-  }
-  for (const auto& p : source_geometry_problems(ctx, source, src_cfg, src_layers, keep)) problems.push_back(p);
+  std::vector<std::string> problems = source_geometry_problems(ctx, sm, keep);
   if (!problems.empty()) {  // the keep sets cannot index this source's rows
     r.figure = static_cast<double>(problems.size());
     r.status = Status::Fail;
     r.where = "source";
-    r.message = problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+    r.message = first_problem(problems);
     r.details["problems"] = problems;
     return r;
   }
@@ -359,7 +380,7 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
   }
   // config.json: the source's with the family's dk edit, nothing else.
   if (!ctx.layers.empty()) {
-    const json expect = pruned_config(src_cfg, ctx.layers.front().head_k_dim, source);
+    const json expect = pruned_config(sm.cfg, ctx.layers.front().head_k_dim, source);
     for (const auto& [k, v] : expect.items())
       if (!ctx.config.contains(k) || ctx.config[k] != v)
         problems.push_back(ctx.config_path + ": '" + k + "' = " + (ctx.config.contains(k) ? ctx.config[k].dump() : "absent") +
@@ -376,18 +397,9 @@ CheckResult weights_row(Context& ctx, const std::string& source, const json& src
                         (tuned.empty() ? std::string()
                                        : "; " + std::to_string(tuned.size()) + " fine-tuned tensors held to shape only") +
                         "; config = source's + the dk edit (source " + source + ")"
-                  : problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
+                  : first_problem(problems);
   r.details["problems"] = problems;
   return r;
-}
-
-/// The source's config.json; a source that cannot be read is the input's fault (exit 2), not a failed check.
-json source_config(const std::string& source) {
-  try {
-    return io::read_config(source);
-  } catch (const std::exception& e) {
-    throw Unreadable(e.what());
-  }
 }
 
 /// --source without a statecut.json (a checkpoint pruned elsewhere, or whose record was dropped on the way): the
@@ -404,16 +416,11 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
     return;
   }
-  const json src_cfg = source_config(source);
+  const SourceModel sm = read_source(source);
   const WeightSource src = WeightSource::open_dir(source);
-  std::vector<PrunableLayer> src_layers;
-  try {
-    src_layers = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string());
-  } catch (const std::exception&) {  // weights_row names it
-  }
   ctx.say("pruned: weights against " + source + " (keep sets inferred: no statecut.json)");
   std::vector<std::string> unmatched;
-  const auto keep = infer_keep(ctx, src, src_layers, unmatched);
+  const auto keep = infer_keep(ctx, src, sm.layers, unmatched);
   out.push_back(skipped("pruned.record", why));
   if (!unmatched.empty()) {
     CheckResult r;
@@ -424,13 +431,12 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
     r.figure = static_cast<double>(unmatched.size());
     r.status = Status::Fail;
     r.where = "q rows";
-    r.message = unmatched.front() + (unmatched.size() > 1 ? " (and " + std::to_string(unmatched.size() - 1) + " more)" : "") +
-                " (" + why + ")";
+    r.message = first_problem(unmatched) + " (" + why + ")";
     r.details["problems"] = unmatched;
     out.push_back(std::move(r));
     return;
   }
-  CheckResult w = weights_row(ctx, source, src_cfg, keep, false);
+  CheckResult w = weights_row(ctx, sm, src, keep, false);
   w.message += " (" + why + ")";
   out.push_back(std::move(w));
   out.push_back(skipped("pruned.certificate", "no statecut.json: no method or calibration to re-derive"));
@@ -486,14 +492,10 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.certificate", "the record is invalid"));
     return;
   }
-  const json src_cfg = source_config(source);
+  const SourceModel sm = read_source(source);
   // Pruned in several steps and checked against the first source: the keep sets composed back to it ("original").
   bool composed = false;
-  int64_t src_dk = -1;
-  try {
-    src_dk = prunable_layers_from_config(src_cfg, (fs::path(source) / "config.json").string()).front().head_k_dim;
-  } catch (const std::exception&) {  // the weights row names what does not fit
-  }
+  const int64_t src_dk = sm.layers.empty() ? -1 : sm.layers.front().head_k_dim;  // else the weights row names it
   const std::string step_source = rec.contains("source") && rec["source"].is_object()
                                       ? rec["source"].value("checkpoint", std::string("?"))
                                       : std::string("?");
@@ -554,7 +556,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
     ctx.say("pruned: weights against " + source + source_note);
-    CheckResult w = weights_row(ctx, source, src_cfg, keep, rotation, tuned);
+    CheckResult w = weights_row(ctx, sm, WeightSource::open_dir(source), keep, rotation, tuned);
     w.message += source_note;
     out.push_back(std::move(w));
   }

@@ -143,10 +143,12 @@ Report run_verify(const VerifyOptions& opt) {
         const std::string group = g.substr(0, g.find('.'));
         const bool row = g.find('.') != std::string::npos &&
                          std::find(check_groups().begin(), check_groups().end(), group) != check_groups().end();
-        throw std::invalid_argument(
-            (row ? "'" + g + "' is a row of the check '" + group + "': --only and --skip take whole checks"
-                 : "unknown check '" + g + "'") +
-            " (checks: load, config, pruned, reference, chunk-recurrent, state-carry, theorems, determinism, kernels)");
+        std::string names;
+        for (const auto& c : check_groups()) names += (names.empty() ? "" : ", ") + c;
+        throw std::invalid_argument((row ? "'" + g + "' is a row of the check '" + group +
+                                               "': --only and --skip take whole checks"
+                                         : "unknown check '" + g + "'") +
+                                    " (checks: " + names + ")");
       }
   if (opt.windows < 1 || opt.len < 2) throw std::invalid_argument("--windows must be >= 1 and --len >= 2");
 
@@ -241,6 +243,11 @@ CheckResult unavailable(const Context& ctx, const std::string& name, const std::
 
 CheckResult forward_unavailable(const Context& ctx, const std::string& name) {
   return ctx.layers.empty() ? skipped(name, "no linear-attention layer") : unavailable(ctx, name, ctx.forward_error);
+}
+
+std::string first_problem(const std::vector<std::string>& problems) {
+  if (problems.empty()) return "";
+  return problems.front() + (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more)" : "");
 }
 
 CheckResult skipped(const std::string& name, const std::string& why) {

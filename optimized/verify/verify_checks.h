@@ -24,6 +24,8 @@ void check_certificate(Context& ctx, const nlohmann::json& record, const std::st
 
 /// A skipped row.
 CheckResult skipped(const std::string& name, const std::string& why);
+/// A failing row's one line: the first problem, then "(and N more)" when there are others.
+std::string first_problem(const std::vector<std::string>& problems);
 /// The row of a check whose input is unavailable (`why`: ctx.forward_error or ctx.f64_error): a failure when the model
 /// loaded and its forward then threw (out of memory, a shape the loader let through: nothing was checked, so no pass),
 /// skipped when it did not load (the `load` row fails and names the cause once).
