@@ -10,7 +10,8 @@
 /// Keeping exactly the merges that fired (BpeTokenizer::merges_fired) keeps every step's choice: the chosen pair
 /// is kept, and no kept pair of lower rank can be present where the full table had none. The vocab keeps the 256
 /// byte-level symbols, both sides and the result of each kept merge, with their ORIGINAL ids (so it is sparse), and
-/// everything else of the file (added tokens, normalizer, pre-tokenizer, decoder) is copied as it is.
+/// the added tokens' contents with their ids (see below); everything else of the file (added tokens, normalizer,
+/// pre-tokenizer, decoder) is copied as it is.
 ///
 /// Build: g++ -std=c++17 -O2 -I. tools/make_small_bpe_tokenizer.cpp optimized/text/{bpe_tokenizer,split_regex,
 ///        unicode_nfc}.cpp -lpcre2-8 -o /tmp/make_small_bpe_tokenizer
@@ -97,6 +98,13 @@ int main(int argc, char** argv) {
     }
     nlohmann::json small_vocab = nlohmann::json::object();
     for (const auto& p : pieces) small_vocab[p] = vocab.at(p);
+    // tokenizers gives an added token that is not in the vocab the next id after the vocab's entry count, not the
+    // file's: the sparse vocab would move the added tokens to 907, 908, ... So each one goes into the vocab too, with
+    // its original id, where tokenizers finds it first (as GPT-2's <|endoftext|> is in its vocab).
+    for (const auto& a : full.at("added_tokens")) {
+      const std::string content = a.at("content").get<std::string>();
+      if (!content.empty() && !small_vocab.contains(content)) small_vocab[content] = a.at("id");
+    }
     model["vocab"] = small_vocab;
     model["merges"] = merges;
 

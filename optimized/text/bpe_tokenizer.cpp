@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
@@ -265,6 +266,11 @@ struct BpeTokenizer::Impl {
 
   void load(const json& j);
   void load_model(const json& m);
+  /// tokenizers' serde structs have no defaults for these fields: a step without one is a file it refuses.
+  void require_fields(const json& step, const char* what, std::initializer_list<const char*> fields) const {
+    for (const char* f : fields)
+      if (!step.contains(f)) bpe_fail(path, std::string(what) + " lacks its \"" + f + "\" field (tokenizers refuses the file)");
+  }
   void load_pre_tokenizer(const json& p);
 };
 
@@ -338,9 +344,11 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
     const std::string t = s.is_object() ? s.value("type", std::string("(none)")) : std::string("null");
     if (t == "ByteLevel") {
       if (i + 1 != steps.size()) bpe_fail(path, "unsupported pre_tokenizer: ByteLevel before another pre-tokenizer");
+      require_fields(s, "pre_tokenizer ByteLevel", {"add_prefix_space", "trim_offsets"});
       add_prefix_space = s.value("add_prefix_space", false);
       if (s.value("use_regex", true)) byte_level_regex = std::make_unique<SplitRegex>(kGpt2Pattern, path);
     } else if (t == "Split") {
+      require_fields(s, "pre_tokenizer Split", {"pattern", "behavior", "invert"});
       const std::string behavior = s.value("behavior", std::string("(none)"));
       if (behavior != "Isolated") bpe_fail(path, "unsupported pre_tokenizer Split behavior '" + behavior + "'");
       if (s.value("invert", false)) bpe_fail(path, "unsupported pre_tokenizer Split invert true");
@@ -361,6 +369,9 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
 
 void BpeTokenizer::Impl::load(const json& j) {
   if (!j.is_object()) bpe_fail(path, "not a JSON object");
+  // tokenizers reads format 1.0 only ("Unknown tokenizer version"); a file without the key it reads as 1.0.
+  if (j.contains("version") && !(j["version"].is_string() && j["version"].get<std::string>() == "1.0"))
+    bpe_fail(path, "unknown tokenizer version " + j["version"].dump() + " (tokenizers reads \"1.0\")");
   load_model(j.contains("model") ? j["model"] : json());
 
   const json norm = j.value("normalizer", json());
@@ -380,22 +391,55 @@ void BpeTokenizer::Impl::load(const json& j) {
   const json dec = j.value("decoder", json());
   const std::string dec_type = dec.is_object() ? dec.value("type", std::string("(none)")) : std::string("null");
   if (dec_type != "ByteLevel") bpe_fail(path, "unsupported decoder '" + dec_type + "' (only ByteLevel)");
+  require_fields(dec, "decoder ByteLevel", {"add_prefix_space", "trim_offsets"});
 
+  // Added tokens get their ids as tokenizers gives them on load (AddedVocabulary::add_tokens), not as the file writes
+  // them (it only logs a warning when they differ): a content already added keeps its id (the later entry's options
+  // win), a content in the model's vocab takes that id, any other the next id from the vocab's entry count up. The
+  // fields are required as tokenizers' AddedToken requires them (it has no defaults).
+  struct Added {
+    std::string content;
+    int32_t id;
+    bool normalized, lstrip, rstrip;
+  };
+  std::vector<Added> added_tokens;
+  {
+    const json added = j.value("added_tokens", json::array());
+    if (!added.is_array()) bpe_fail(path, "\"added_tokens\" is not a list");
+    std::unordered_map<std::string, size_t> by_content;
+    int64_t next_id = static_cast<int64_t>(vocab.size());
+    for (const json& a : added) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
+          !a["content"].is_string())
+        bpe_fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
+      const std::string content = a["content"].get<std::string>();
+      if (a["id"].is_number_unsigned() ? a["id"].get<uint64_t>() > INT32_MAX
+                                       : a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
+        bpe_fail(path, "added token \"" + content + "\": id " + a["id"].dump() + " is outside [0, 2^31 - 1]");
+      for (const char* f : {"single_word", "lstrip", "rstrip", "normalized", "special"})
+        if (!a.contains(f) || !a[f].is_boolean())
+          bpe_fail(path, "added token \"" + content + "\" lacks a true/false \"" + f + "\" (tokenizers refuses the file)");
+      if (a["single_word"].get<bool>()) bpe_fail(path, "unsupported added token option single_word true");
+      if (content.empty()) continue;  // tokenizers ignores empty added tokens
+      Added t{content, 0, a["normalized"].get<bool>(), a["lstrip"].get<bool>(), a["rstrip"].get<bool>()};
+      if (const auto it = by_content.find(content); it != by_content.end()) {
+        t.id = added_tokens[it->second].id;
+        added_tokens[it->second] = t;
+        continue;
+      }
+      if (const auto v = vocab.find(content); v != vocab.end()) {
+        t.id = v->second;
+      } else {
+        if (next_id > INT32_MAX) bpe_fail(path, "added token \"" + content + "\": no 32-bit id left");
+        t.id = static_cast<int32_t>(next_id++);
+      }
+      by_content[content] = added_tokens.size();
+      added_tokens.push_back(std::move(t));
+    }
+  }
   int64_t max_id = -1;
   for (const auto& [tok, id] : vocab) max_id = std::max<int64_t>(max_id, id);
-  const json added = j.value("added_tokens", json::array());
-  if (!added.is_array()) bpe_fail(path, "\"added_tokens\" is not a list");
-  for (const json& a : added) {
-    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-        !a["content"].is_string())
-      bpe_fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
-    if (a["id"].is_number_unsigned() ? a["id"].get<uint64_t>() > INT32_MAX
-                                     : a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
-      bpe_fail(path, "added token \"" + a["content"].get<std::string>() + "\": id " + a["id"].dump() +
-                         " is outside [0, 2^31 - 1]");
-    if (a.value("single_word", false)) bpe_fail(path, "unsupported added token option single_word true");
-    max_id = std::max<int64_t>(max_id, a["id"].get<int64_t>());
-  }
+  for (const Added& a : added_tokens) max_id = std::max<int64_t>(max_id, a.id);
 
   // id -> token: vocab first, then added tokens (which take precedence in decode, as in HF).
   if (max_id >= (int64_t{1} << 24)) bpe_fail(path, "token id " + std::to_string(max_id) + " is too large (max 2^24 - 1)");
@@ -421,17 +465,13 @@ void BpeTokenizer::Impl::load(const json& j) {
     decoded[id] = raw_bytes[id] = decoder_bytes(tok);
     known[id] = 1;
   }
-  for (const json& a : added) {
-    const std::string content = a["content"].get<std::string>();
-    if (content.empty()) continue;  // HF ignores empty added tokens
-    const auto id = a["id"].get<int32_t>();
-    const bool normalized = a.value("normalized", false);
-    const std::string form = normalized && nfc ? statecut::nfc(content) : content;
-    decoded[id] = decoder_bytes(form);
-    raw_bytes[id] = content;
-    known[id] = 1;
-    AddedSet& set = normalized ? normalized_added : raw_added;
-    set.tokens.push_back({form, id, a.value("lstrip", false), a.value("rstrip", false)});
+  for (const Added& a : added_tokens) {
+    const std::string form = a.normalized && nfc ? statecut::nfc(a.content) : a.content;
+    decoded[a.id] = decoder_bytes(form);
+    raw_bytes[a.id] = a.content;
+    known[a.id] = 1;
+    AddedSet& set = a.normalized ? normalized_added : raw_added;
+    set.tokens.push_back({form, a.id, a.lstrip, a.rstrip});
   }
   raw_added.finish();
   normalized_added.finish();
@@ -447,6 +487,12 @@ BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
   t.impl_->path = tokenizer_json_path;
   std::ifstream in(tokenizer_json_path, std::ios::binary);
   if (!in) bpe_fail(tokenizer_json_path, "cannot open");
+  // nlohmann skips a UTF-8 byte order mark; tokenizers' serde_json does not (it refuses the file at line 1 column 1).
+  char bom[3] = {};
+  if (in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')
+    bpe_fail(tokenizer_json_path, "starts with a UTF-8 byte order mark, which tokenizers refuses");
+  in.clear();
+  in.seekg(0);
   json j;
   try {
     j = json::parse(in);

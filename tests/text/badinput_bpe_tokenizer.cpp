@@ -39,17 +39,28 @@ std::string byte_symbol(int b) {
   return out;
 }
 
+/// A ByteLevel step with every field tokenizers requires (add_prefix_space, trim_offsets).
+json byte_level(bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", use_regex}};
+}
+
+/// An added token with every field tokenizers requires.
+json added(const std::string& content, int64_t id, bool rstrip = false) {
+  return {{"id", id},         {"content", content}, {"single_word", false}, {"lstrip", false},
+          {"rstrip", rstrip}, {"normalized", false}, {"special", true}};
+}
+
 json tiny_tokenizer() {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
   vocab["ab"] = 256;
   vocab["abc"] = 257;
   return {{"version", "1.0"},
-          {"added_tokens", json::array({{{"id", 258}, {"content", "<eos>"}, {"special", true}, {"normalized", false}}})},
+          {"added_tokens", json::array({added("<eos>", 258)})},
           {"normalizer", nullptr},
-          {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+          {"pre_tokenizer", byte_level(true)},
           {"post_processor", nullptr},
-          {"decoder", {{"type", "ByteLevel"}}},
+          {"decoder", byte_level(true)},
           {"model",
            {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), "ab c"})}}}};
 }
@@ -141,19 +152,62 @@ TEST(BadInput_BpeTokenizer, unsupportedPreTokenizerIsOneLineError) {
   expect_refused(
       [](json& j) {
         j["pre_tokenizer"] = {{"type", "Sequence"},
-                              {"pretokenizers", {{{"type", "ByteLevel"}}, {{"type", "Digits"}}}}};
+                              {"pretokenizers", {byte_level(true), {{"type", "Digits"}}}}};
       },
       "ByteLevel before another pre-tokenizer");
   const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Removed"}, {"invert", false}};
   expect_refused(
-      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, {{"type", "ByteLevel"}}}}}; },
+      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level(false)}}}; },
       "Split behavior 'Removed'");
   json bad_regex = split;
   bad_regex["behavior"] = "Isolated";
   bad_regex["pattern"]["Regex"] = "(unclosed";
   expect_refused(
-      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {bad_regex, {{"type", "ByteLevel"}}}}}; },
+      [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {bad_regex, byte_level(false)}}}; },
       "regex does not compile");
+}
+
+// Files transformers cannot load (tokenizers' deserializer refuses them) are refused here too, not read leniently:
+// a byte order mark (serde_json: "expected value at line 1 column 1"), a format version other than "1.0", and the
+// fields its ByteLevel and Split structs have no default for.
+TEST(BadInput_BpeTokenizer, filesTokenizersRefusesAreRefused) {
+  expect_refused("\xEF\xBB\xBF" + tiny_tokenizer().dump(), "byte order mark");
+  expect_refused([](json& j) { j["version"] = "2.0"; }, "unknown tokenizer version \"2.0\"");
+  expect_refused([](json& j) { j["version"] = 1.0; }, "unknown tokenizer version 1.0");
+  expect_refused([](json& j) { j["pre_tokenizer"].erase("trim_offsets"); },
+                 "pre_tokenizer ByteLevel lacks its \"trim_offsets\" field");
+  expect_refused([](json& j) { j["decoder"].erase("add_prefix_space"); },
+                 "decoder ByteLevel lacks its \"add_prefix_space\" field");
+  json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Isolated"}};
+  expect_refused([&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level(false)}}}; },
+                 "pre_tokenizer Split lacks its \"invert\" field");
+  // What tokenizers defaults is not required: use_regex (true), and a file without "version".
+  for (auto edit : {+[](json& j) { j["pre_tokenizer"].erase("use_regex"); }, +[](json& j) { j.erase("version"); }}) {
+    json j = tiny_tokenizer();
+    edit(j);
+    const std::string path = write_temp(j.dump());
+    EXPECT_EQ(BpeTokenizer::from_file(path).encode("abc"), (std::vector<int64_t>{257})) << j.dump().substr(0, 80);
+    fs::remove(path);
+  }
+}
+
+// tokenizers assigns added-token ids on load and only warns where the file's differ: a content in the vocab takes
+// the vocab's id, any other the next id from the vocab's entry count (258 here: 256 bytes, "ab", "abc") in file
+// order, and a content listed again keeps its first id with the later entry's options. The file's ids below are
+// all wrong; the encoding must be the one transformers gives.
+TEST(BadInput_BpeTokenizer, addedTokenIdsAreTheOnesTokenizersAssigns) {
+  json j = tiny_tokenizer();
+  j["added_tokens"] = json::array({added("<pad>", 7), added("ab", 900), added("<eos>", 3), added("<pad>", 40, true)});
+  const std::string path = write_temp(j.dump());
+  const BpeTokenizer tok = BpeTokenizer::from_file(path);
+  fs::remove(path);
+  // "<pad>" 258 (its second entry: rstrip takes the spaces after it), "ab" the vocab's 256, "<eos>" 259.
+  EXPECT_EQ(tok.encode("c<pad>  ab<eos>"), (std::vector<int64_t>{'c', 258, 256, 259}));
+  EXPECT_EQ(tok.decode({258, 259}), "<pad><eos>");
+  EXPECT_EQ(tok.vocab_size(), 260);
+  for (const char* field : {"lstrip", "rstrip", "normalized", "special", "single_word"})
+    expect_refused([&](json& k) { k["added_tokens"][0].erase(field); },
+                   "added token \"<eos>\" lacks a true/false \"" + std::string(field) + "\"");
 }
 
 TEST(BadInput_BpeTokenizer, unsupportedDecoderIsOneLineError) {
@@ -183,7 +237,7 @@ TEST(BadInput_BpeTokenizer, severalSplitStepsEncodeTheWholeText) {
   j["pre_tokenizer"] = {{"type", "Sequence"},
                         {"pretokenizers",
                          {split(R"(\p{N}{1,3})"), split("[a-z]+"), split(R"(\s+)"),
-                          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
+                          byte_level(false)}}};
   const std::string path = write_temp(j.dump());
   const BpeTokenizer tok = BpeTokenizer::from_file(path);
   fs::remove(path);
