@@ -1,6 +1,7 @@
 /// The check groups of `statecut verify` (verify.h lists what each proves). Each appends its rows to `out`; a check
 /// that cannot run (no model, no source, no CUDA) appends a row with Status::Skip and says why.
 #pragma once
+#include <map>
 #include <vector>
 
 #include "optimized/verify/verify_context.h"
@@ -21,6 +22,11 @@ void check_kernels(Context& ctx, std::vector<CheckResult>& out);
 /// sets on calibration features recomputed from the record with the unpruned `source`.
 void check_certificate(Context& ctx, const nlohmann::json& record, const std::string& source,
                        std::vector<CheckResult>& out);
+
+/// pruned.record (check_record.cpp): statecut.json against this checkpoint's geometry and against its own history;
+/// fills `keep` (layer → key head → kept channels of the step's source) and sets *rotation for a rotation's record.
+CheckResult record_row(const Context& ctx, const nlohmann::json& rec,
+                       std::map<int, std::vector<std::vector<int64_t>>>& keep, bool* rotation);
 
 /// A skipped row.
 CheckResult skipped(const std::string& name, const std::string& why);

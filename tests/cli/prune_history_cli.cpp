@@ -1,6 +1,8 @@
 // Pruning a pruned checkpoint (prune_record.h): the earlier step is kept in "history", the keep sets are composed back
 // to the first source in "original" (and verify checks the weights against that source), --keep-from records the
 // method of the file's own record and its absolute path, and statecut.json keeps each keep set on one line.
+#include <algorithm>
+#include <functional>
 #include <regex>
 #include <sstream>
 
@@ -137,4 +139,65 @@ TEST(Cli_PruneHistory, afterARotationVerifyNamesTheStepsOwnSource) {
             std::string::npos)
       << first;
   EXPECT_EQ(weights_row(a)["status"], "pass");
+}
+
+namespace {
+
+/// verify's pruned.record row of `dir` (no --source: the record alone).
+json record_row_of(const std::string& dir, int* code) {
+  const CliRun v = run_statecut("verify --quiet --json --only pruned --checkpoint " + dir);
+  *code = v.code;
+  const json report = json::parse(v.out);
+  for (const auto& c : report["checks"])
+    if (c["name"] == "pruned.record") return c;
+  ADD_FAILURE() << "no pruned.record row: " << v.out;
+  return json();
+}
+
+}  // namespace
+
+// "original" is what verify --source FIRST compares the weights against, so it is recomputed from "history" and the
+// step's selection: an edited original (two channels swapped), an edited history, a foreign model type or a method
+// statecut prune never writes fail the record with no source at hand; the chain as written passes, over three steps.
+TEST(Cli_PruneHistory, theRecordsOriginalIsWhatItsHistoryComposesTo) {
+  TempDir d("prune-history-record");
+  const std::string a = d / "a", b = d / "b", c = d / "c";
+  ASSERT_EQ(run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method l1 --ratio 0.25 --out " + a).code, 0);
+  ASSERT_EQ(run_statecut("prune --quiet --checkpoint " + a + " --method rand --ratio 0.5 --seed 3 --out " + b).code, 0);
+  ASSERT_EQ(run_statecut("prune --quiet --checkpoint " + b + " --method l1 --ratio 0.5 --out " + c).code, 0);
+  int code = -1;
+  for (const std::string& dir : {a, b, c}) {
+    EXPECT_EQ(record_row_of(dir, &code)["status"], "pass") << dir;
+    EXPECT_EQ(code, 0) << dir;
+  }
+  EXPECT_EQ(record_of(c)["original"]["steps"], 3);
+  const json rc = record_of(c);
+  const auto expect_fails = [&](const std::function<void(json&)>& edit, const std::string& needle) {
+    json r = rc;
+    edit(r);
+    std::ofstream(fs::path(c) / "statecut.json") << r.dump();
+    const json row = record_row_of(c, &code);
+    EXPECT_EQ(row["status"], "fail") << row;
+    EXPECT_EQ(code, 1);
+    EXPECT_NE(row["message"].get<std::string>().find(needle), std::string::npos) << row["message"];
+  };
+  expect_fails([](json& r) { std::swap(r["original"]["layers"][1]["keep"][0][0], r["original"]["layers"][1]["keep"][0][1]); },
+               "\"original\" layer 1 head 0 keeps");
+  expect_fails([](json& r) {  // reversed: every position of the first step's list moves (48 entries, no middle)
+    json& k = r["history"][0]["selection"]["layers"][0]["keep"][1];
+    std::reverse(k.begin(), k.end());
+  },
+               "the steps in \"history\" compose to");
+  expect_fails([](json& r) { r["original"]["steps"] = 2; }, "\"original\" counts 2 steps");
+  expect_fails([](json& r) { r["history"].erase(0); }, "\"original\" counts 3 steps, \"history\" and this step make 2");
+  expect_fails([](json& r) { r["history"] = json::array(); }, "no earlier pruning step in \"history\"");
+  expect_fails([](json& r) { r.erase("original"); }, "no \"original\" though \"history\"");
+  expect_fails([](json& r) { r["method"] = "magic"; }, "method 'magic' is none of statecut prune's");
+  expect_fails([](json& r) { r["source"]["model_type"] = "mamba2"; }, "the record pruned a \"mamba2\" model");
+  // A --keep-from prune records the keep file's own method, whatever it is called.
+  json r = rc;
+  r["method"] = "magic";
+  r["keep_from"] = "/elsewhere/keep.json";
+  std::ofstream(fs::path(c) / "statecut.json") << r.dump();
+  EXPECT_EQ(record_row_of(c, &code)["status"], "pass");
 }
