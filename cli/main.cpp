@@ -13,6 +13,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/usage.h"
+#include "optimized/io/atomic_dir.h"
 
 #ifdef STATECUT_WITH_TORCH
 #include <c10/util/Exception.h>
@@ -89,11 +90,12 @@ int main(int argc, char** argv) {
         if (o && o->count() > 0 && subject.empty()) subject = o->as<std::string>() + ": ";
       }
       std::fprintf(stderr, "statecut %s: error: %s%s\n", sub->get_name().c_str(), subject.c_str(),
-                   first_line(e.what_without_backtrace()).c_str());
+                   first_line(statecut::name_outputs(e.what_without_backtrace())).c_str());
       return kExitFailure;
 #endif
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(), first_line(e.what()).c_str());
+      std::fprintf(stderr, "statecut %s: error: %s\n", sub->get_name().c_str(),
+                   first_line(statecut::name_outputs(e.what())).c_str());
       return kExitFailure;
     }
   }

@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace statecut {
@@ -40,6 +42,10 @@ void set_pending(const std::string& p) {
 }
 
 void clear_pending() { g_pending[0] = 0; }
+
+/// (temporary, target) of every AtomicDir this process made; a handful at most, kept for name_outputs.
+std::mutex g_outputs_mutex;
+std::vector<std::pair<std::string, std::string>> g_outputs;
 
 /// The pid of a temporary sibling's name ".<name>.tmp-<pid>-<n>", or 0 when the name is not one.
 pid_t temporary_owner(const std::string& name) {
@@ -87,6 +93,10 @@ AtomicDir::AtomicDir(const std::string& target, const std::string& option) : tar
     throw std::runtime_error(target_ + ": cannot create output directory: " +
                              (ec ? ec.message() : std::string("temporary already exists")));
   tmp_ = tmp.string();
+  {
+    std::lock_guard<std::mutex> lock(g_outputs_mutex);
+    g_outputs.emplace_back(tmp_, target_);
+  }
   set_pending(tmp_);
 }
 
@@ -102,6 +112,14 @@ void AtomicDir::commit() {
   if (ec) throw std::runtime_error(target_ + ": cannot move the finished output into place: " + ec.message());
   committed_ = true;
   clear_pending();
+}
+
+std::string name_outputs(std::string message) {
+  std::lock_guard<std::mutex> lock(g_outputs_mutex);
+  for (const auto& [tmp, target] : g_outputs)
+    for (size_t at = message.find(tmp); at != std::string::npos; at = message.find(tmp, at + target.size()))
+      message.replace(at, tmp.size(), target);
+  return message;
 }
 
 void require_new_output_file(const std::string& path, const std::string& option) {

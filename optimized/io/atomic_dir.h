@@ -26,6 +26,12 @@ void require_new_output_file(const std::string& path, const std::string& option)
 /// Removes the temporaries of dead processes in `parent`; returns their paths (each also reported on stderr).
 std::vector<std::string> remove_stale_temporaries(const std::string& parent);
 
+/// `message` with the path of every output temporary this process made replaced by its target's: an error raised
+/// while writing into one ("<dir>/.out.tmp-<pid>-0/model.safetensors: write failed: No space left on device") names
+/// the folder the user asked for, not the hidden temporary, which is gone by the time the message is printed. The
+/// CLI passes every error line through it.
+std::string name_outputs(std::string message);
+
 class AtomicDir {
  public:
   /// `option`: the option that named `target`, for require_new_output_file's message.

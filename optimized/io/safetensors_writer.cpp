@@ -44,13 +44,14 @@ void check_entry(const std::string& name, DType dtype, const std::vector<int64_t
                 dtype_name(dtype) + " needs " + std::to_string(want));
 }
 
-void write_all(int fd, const void* data, std::size_t n, const std::string& tmp) {
+/// Writes all n bytes; a failure names `target` (the file the user asked for), not the temporary being written.
+void write_all(int fd, const void* data, std::size_t n, const std::string& target) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw Error(tmp + ": write failed: " + std::strerror(errno));
+      throw Error(printable(target) + ": write failed: " + std::strerror(errno));
     }
     p += w;
     n -= static_cast<std::size_t>(w);
@@ -194,11 +195,11 @@ void SafetensorsWriter::write(const std::string& path) const {
   if (fd < 0) throw Error(printable(path) + ": cannot create temporary file: " + std::strerror(errno));
   try {
     const uint64_t n = header.size();
-    write_all(fd, &n, 8, tmp);
-    write_all(fd, header.data(), header.size(), tmp);
+    write_all(fd, &n, 8, path);
+    write_all(fd, header.data(), header.size(), path);
     for (const Entry* e : order) {
-      if (e->borrowed) write_all(fd, e->borrowed, e->borrowed_size, tmp);
-      else write_all(fd, e->bytes.data(), e->bytes.size(), tmp);
+      if (e->borrowed) write_all(fd, e->borrowed, e->borrowed_size, path);
+      else write_all(fd, e->bytes.data(), e->bytes.size(), path);
       if (e->written) e->written();
     }
     if (::fsync(fd) != 0) throw Error(printable(path) + ": fsync failed: " + std::strerror(errno));

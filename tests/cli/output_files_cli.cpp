@@ -70,3 +70,29 @@ TEST(Cli_OutputFiles, namesThatAreNotUtf8AreWrittenWithAReplacementCharacter) {
   const auto rec = nlohmann::json::parse(slurp(fs::path(out) / "statecut.json"));
   EXPECT_EQ(rec["source"]["checkpoint"], (d.path / "model\xef\xbf\xbd").string());
 }
+
+// A write that fails inside an output folder (a full disk; here the file-size limit, which fails the same write()
+// with EFBIG) is one line naming the folder the user asked for, not the hidden temporary it was being written into,
+// and leaves neither the folder nor the temporary.
+TEST(BadInput_OutputFiles, aFailedWriteNamesTheOutputFolderNotItsTemporary) {
+  TempDir d("outfiles-full");
+  const fs::path out = d.path / "pruned";
+  const CliRun r = run_program(std::string("ulimit -f 64; trap '' XFSZ; ") + STATECUT_CLI,
+                               "prune --quiet --checkpoint " + kModel.string() + " --method l1 --ratio 0.5 --out " +
+                                   out.string());
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(out.string() + "/model.safetensors: write failed: File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(".tmp-"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(fs::is_empty(d.path)) << "a temporary was left behind";
+  // A single output file is written to "<file>.tmp.<pid>.<n>" and renamed: the same line names the file.
+  const fs::path ids = d.path / "ids.safetensors";
+  const CliRun t = run_program(std::string("ulimit -f 64; trap '' XFSZ; ") + STATECUT_CLI,
+                               "tokenize --checkpoint " + kModel.string() + " --text " +
+                                   (kCorpora / "fortunes.txt").string() + " --out " + ids.string());
+  EXPECT_EQ(t.code, 1) << t.err;
+  ASSERT_EQ(lines(t.err).size(), 1u) << t.err;
+  EXPECT_NE(t.err.find(ids.string() + ": write failed: File too large"), std::string::npos) << t.err;
+  EXPECT_TRUE(fs::is_empty(d.path)) << "a temporary was left behind";
+}
