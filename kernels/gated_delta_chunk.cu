@@ -553,8 +553,7 @@ cudaError_t dispatch(const GatedDeltaArgs& a, cudaStream_t s) {
   const int maxT = a.cu_seqlens ? a.max_seq_len : a.seq_len;
   const int maxC = (maxT + C - 1) / C;
   const size_t slots = static_cast<size_t>(a.N) * maxC * a.HV;
-  int sms = 132, dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  const int sms = current_sm_count(132);
 
   float* ws = nullptr;
   if (slots > 0) {

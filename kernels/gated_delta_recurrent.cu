@@ -8,8 +8,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "kernels/gated_delta.h"
@@ -466,15 +464,8 @@ cudaError_t dispatch_kv_rows(const GatedDeltaArgs& a, cudaStream_t s) {
 /// (a column's arithmetic does not depend on its neighbours). Not for the fold (one block owns a head);
 /// STATECUT_DECODE_SPLIT=0 keeps 4 columns.
 bool split_small_grid(const GatedDeltaArgs& a) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n;
-  }();
-  static const bool on = [] {
-    const char* e = std::getenv("STATECUT_DECODE_SPLIT");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const int sms = current_sm_count(0);
+  static const bool on = env_switch_on("STATECUT_DECODE_SPLIT");
   const int64_t blocks = static_cast<int64_t>((a.V + 127) / 128) * a.HV * a.N;
   return on && !a.fold && sms > 0 && 2 * blocks <= sms;
 }

@@ -12,9 +12,9 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
+
+#include "kernels/device_env.h"
 
 namespace statecut::cuda::pdl {
 
@@ -25,10 +25,7 @@ __device__ __forceinline__ void wait() {
 }
 
 inline bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("STATECUT_PDL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_switch_on("STATECUT_PDL");
   return on;
 }
 

@@ -4,9 +4,8 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include <cstdlib>
-#include <cstring>
 
+#include "kernels/device_env.h"
 #include "kernels/fused_layer_ops.h"
 
 namespace statecut::cuda {
@@ -140,10 +139,7 @@ at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
 }
 
 bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w) {
-  static const bool on = [] {
-    const char* e = std::getenv("STATECUT_NORM_GEMV");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = cuda::env_switch_on("STATECUT_NORM_GEMV");
   const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
   const auto alike = [&x](const at::Tensor& t) {
     return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
