@@ -1,6 +1,7 @@
 // Shared model building blocks (see layers_common.h for the math).
 #include "optimized/models/layers_common.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "optimized/io/safetensors.h"
 #include "optimized/models/conv1d_autograd.h"
 #include "optimized/models/fused_ops.h"
+#include "optimized/models/weight_source.h"
 
 #ifdef STATECUT_WITH_CUDA_KERNELS
 #include "kernels/binding/fused_layer_ops_torch.h"
@@ -264,6 +266,22 @@ const nlohmann::json* config_field(const nlohmann::json& c, const std::string& k
 }  // namespace
 
 void config_error(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
+
+torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings, const std::string& embeddings_name) {
+  const std::string head = "lm_head.weight";
+  const auto names = w.names();  // empty for a generated source
+  if (!std::binary_search(names.begin(), names.end(), head)) return embeddings;
+  // As stored (raw: a checks_only source hands out uninitialised tensors from get()), compared exactly.
+  const torch::Tensor h = w.raw(head), e = w.raw(embeddings_name);
+  const bool same = h.sizes() == e.sizes() && (h.scalar_type() == e.scalar_type()
+                                                   ? torch::equal(h, e)
+                                                   : torch::equal(h.to(torch::kFloat64), e.to(torch::kFloat64)));
+  if (!same)
+    throw io::Error(w.origin(head) + ": lm_head.weight differs from the embeddings (" + embeddings_name +
+                    ") while config.json ties them (tie_word_embeddings true): which is the output head is ambiguous "
+                    "(set tie_word_embeddings false to use the stored head, or drop the tensor)");
+  return embeddings;
+}
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin) {
   const auto* f = config_field(c, key);

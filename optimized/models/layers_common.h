@@ -27,6 +27,8 @@
 
 namespace statecut {
 
+class WeightSource;
+
 /// fp32 for bf16/f16/f32 inputs, f64 for f64.
 torch::Dtype compute_dtype(torch::Dtype d);
 
@@ -82,6 +84,12 @@ bool use_packed(const torch::Tensor& pack);
 /// input_ids [B,T] (any integer dtype, any device) → E's rows [B,T,hidden] on E's device. Throws (TORCH_CHECK, one
 /// line) when ids is not 2-D or an id lies outside [0, E.size(0)). The first step of every family's forward().
 torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& embeddings);
+
+/// The output head of a config that ties it to the embeddings (`tie_word_embeddings` true): the embeddings. A stored
+/// lm_head.weight beside them is accepted when it equals them (a tied model saved with both names) and refused,
+/// naming the file, when it differs — which of the two is the output head is then ambiguous (transformers 5 keeps
+/// such a head untied and warns). Generated sources (statecut train) store nothing and are not compared.
+torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings, const std::string& embeddings_name);
 
 /// A config.json that no family can load: throws io::Error "<origin>: <what>" (every family's config errors).
 [[noreturn]] void config_error(const std::string& origin, const std::string& what);

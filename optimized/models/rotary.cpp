@@ -18,7 +18,7 @@ double number_or(const nlohmann::json& obj, const char* key, double dflt, const 
 }  // namespace
 
 RotaryEmbedding RotaryEmbedding::from_config(const nlohmann::json& config, int64_t head_dim,
-                                             const std::string& origin) {
+                                             const std::string& origin, double default_partial_rotary_factor) {
   const nlohmann::json empty = nlohmann::json::object();
   for (const char* key : {"rope_parameters", "rope_scaling"})
     if (config.contains(key) && !config.at(key).is_null() && !config.at(key).is_object())
@@ -49,7 +49,7 @@ RotaryEmbedding RotaryEmbedding::from_config(const nlohmann::json& config, int64
   r.head_dim = head_dim;
   r.theta = number_or(params, "rope_theta", number_or(config, "rope_theta", 10000.0, origin), origin);
   const double factor =
-      number_or(params, "partial_rotary_factor", number_or(config, "partial_rotary_factor", 1.0, origin), origin);
+      number_or(params, "partial_rotary_factor", number_or(config, "partial_rotary_factor", default_partial_rotary_factor, origin), origin);
   if (!(factor > 0.0 && factor <= 1.0))
     throw io::Error(origin + ": 'partial_rotary_factor': must lie in (0, 1], got " + std::to_string(factor));
   if (!(r.theta > 0.0)) throw io::Error(origin + ": 'rope_theta': must be positive");

@@ -24,7 +24,11 @@ struct RotaryEmbedding {
 
   /// Reads rope_parameters {rope_type, rope_theta, partial_rotary_factor} (or the legacy top-level rope_theta,
   /// partial_rotary_factor, rope_scaling) of an HF config; throws io::Error for rope types other than "default".
-  static RotaryEmbedding from_config(const nlohmann::json& config, int64_t head_dim, const std::string& origin);
+  /// `default_partial_rotary_factor`: the model class's own default where the config names no factor (transformers'
+  /// Qwen3.5 and Qwen3-Next configs set 0.25 in __post_init__: a config written without the key still rotates a
+  /// quarter of each head there).
+  static RotaryEmbedding from_config(const nlohmann::json& config, int64_t head_dim, const std::string& origin,
+                                     double default_partial_rotary_factor = 1.0);
 
   /// cos and sin [T, rotary_dim] for positions offset … offset+T−1, in `dtype` on `device`.
   std::pair<torch::Tensor, torch::Tensor> cos_sin(int64_t T, int64_t offset, torch::Dtype dtype,

@@ -57,12 +57,16 @@ bool outside_the_language_model(const std::string& name) {
 }
 
 /// Stored tensors the loaders accept and set aside, as transformers does: a derived buffer (derived_buffer), and
-/// lm_head.weight beside tied embeddings (tie_weights makes the head the embedding after loading). Verify once failed
-/// these checkpoints while every other command ran them.
+/// lm_head.weight beside tied embeddings equal to it (the loaders refuse one that differs). The tie is the top-level
+/// key, else a nested text_config's (Qwen3.5's multimodal release), as the loader reads it. Verify once failed these
+/// checkpoints while every other command ran them.
 bool set_aside_by_the_loaders(const std::string& name, const nlohmann::json& config) {
   if (derived_buffer(name)) return true;
-  const auto tied = config.find("tie_word_embeddings");
-  return name == "lm_head.weight" && tied != config.end() && tied->is_boolean() && tied->get<bool>();
+  const nlohmann::json* tied = config.contains("tie_word_embeddings") ? &config.at("tie_word_embeddings") : nullptr;
+  if (!tied && config.contains("text_config") && config.at("text_config").is_object() &&
+      config.at("text_config").contains("tie_word_embeddings"))
+    tied = &config.at("text_config").at("tie_word_embeddings");
+  return name == "lm_head.weight" && tied && tied->is_boolean() && tied->get<bool>();
 }
 
 }  // namespace

@@ -24,6 +24,17 @@ namespace {
 
 using RecordKeepSets = std::map<int, std::vector<std::vector<int64_t>>>;
 
+/// A "keep" value is one list of integer channels per key head (anything else — a string, 1e300, null — is named by
+/// the caller in the record's terms, not as a JSON library's type error).
+bool keep_lists_well_formed(const json& kj) {
+  bool ok = kj.is_array();
+  for (size_t h = 0; ok && h < kj.size(); ++h) {
+    ok = kj[h].is_array();
+    for (size_t i = 0; ok && i < kj[h].size(); ++i) ok = kj[h][i].is_number_integer();
+  }
+  return ok;
+}
+
 /// What one record step did to the channels.
 enum class RecordStepKind { NoSelection, Keep, Rotation };
 
@@ -47,12 +58,7 @@ std::optional<RecordStepKind> record_step_of(const json& step, const std::string
       continue;
     }
     const json& kj = l["keep"];
-    bool ok = kj.is_array();
-    for (size_t h = 0; ok && h < kj.size(); ++h) {
-      ok = kj[h].is_array();
-      for (size_t i = 0; ok && i < kj[h].size(); ++i) ok = kj[h][i].is_number_integer();
-    }
-    if (!ok) {
+    if (!keep_lists_well_formed(kj)) {
       problems.push_back(where + ": layer " + std::to_string(l["layer"].get<int>()) +
                          ": \"keep\" must hold one list of integer channels per key head");
       return std::nullopt;
@@ -261,15 +267,8 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
         problems.push_back(path + ": layer " + std::to_string(layer) + " has no keep sets");
         continue;
       }
-      // A list per key head of integer channels; anything else (a string, 1e300, null) named here, not as a JSON
-      // library's type error.
       const json& kj = l["keep"];
-      bool well_formed = kj.is_array();
-      for (size_t h = 0; well_formed && h < kj.size(); ++h) {
-        well_formed = kj[h].is_array();
-        for (size_t i = 0; well_formed && i < kj[h].size(); ++i) well_formed = kj[h][i].is_number_integer();
-      }
-      if (!well_formed) {
+      if (!keep_lists_well_formed(kj)) {
         problems.push_back(path + ": layer " + std::to_string(layer) +
                            ": \"keep\" must hold one list of integer channels per key head");
         keep[layer];

@@ -134,8 +134,7 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
     const char* fixture;
     const char* key;  // explicit in the fixture, equal to the family's default
   };
-  for (const Case& c : {Case{"hf_mamba2", "n_groups"}, Case{"hf_qwen3_5", "layer_types"},
-                        Case{"hf_qwen3_next", "layer_types"}}) {
+  for (const Case& c : {Case{"hf_qwen3_5", "layer_types"}, Case{"hf_qwen3_next", "layer_types"}}) {
     const nlohmann::json full = nlohmann::json::parse(slurp(kSurgeryFixtures / c.fixture / "config.json"));
     nlohmann::json dropped = full;
     dropped.erase(c.key);
@@ -152,6 +151,12 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
     ASSERT_EQ(model->prunable_layers().size(), want.size()) << c.fixture;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(model->prunable_layers()[i].q_weight, want[i].q_weight);
   }
+  // Mamba2Config's n_groups default is 8 (the fixture states 1): prune's geometry reads it as loading does
+  // (config_defaults.cpp), 8 key heads of a model with 8 heads.
+  nlohmann::json m2 = nlohmann::json::parse(slurp(kSurgeryFixtures / "hf_mamba2" / "config.json"));
+  m2.erase("n_groups");
+  m2["num_heads"] = 8;
+  EXPECT_EQ(prunable_layers_from_config(m2).front().num_key_heads, 8);
   // fla's num_heads defaults (16 for delta_net, 6 for gated_deltanet) apply to prune exactly as to loading.
   nlohmann::json dn = nlohmann::json::parse(slurp(kSurgeryFixtures / "fla_delta_net" / "config.json"));
   dn.erase("num_heads");

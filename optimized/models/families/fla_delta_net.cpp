@@ -80,7 +80,8 @@ class FlaCausalLM final : public CausalLM {
       layers_.push_back(std::move(lw));
     }
     norm_ = get("model.norm.weight", {H}, dtype);
-    lm_head_ = cfg_.tie_word_embeddings ? embeddings_ : get("lm_head.weight", {cfg_.vocab_size, H}, dtype);
+    lm_head_ = cfg_.tie_word_embeddings ? tied_output_head(w, embeddings_, "model.embeddings.weight")
+                                        : get("lm_head.weight", {cfg_.vocab_size, H}, dtype);
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {

@@ -27,8 +27,9 @@
 
 namespace statecut {
 
-/// HF Mamba2Config's default of n_groups as this loader applies it (also read by prunable_layers_from_config).
-inline constexpr int64_t kMamba2DefaultGroups = 1;
+/// HF Mamba2Config's default of n_groups (8, Codestral's), which a config without the key gets (also read by
+/// prunable_layers_from_config).
+inline constexpr int64_t kMamba2DefaultGroups = 8;
 
 /// Registers "mamba2" with the model registry.
 void register_hf_mamba2();

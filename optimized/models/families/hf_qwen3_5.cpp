@@ -38,12 +38,14 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   m.dv = cfg_int(c, "linear_value_head_dim", origin);
   m.conv = cfg_int(c, "linear_conv_kernel_dim", 4, origin);
   m.heads = cfg_int(c, "num_attention_heads", origin);
-  m.kv_heads = cfg_int(c, "num_key_value_heads", m.heads, origin);
+  // The model classes' defaults where a config leaves a key out (transformers 5's Qwen3_5TextConfig /
+  // Qwen3NextConfig): 4 / 2 key-value heads, head_dim 256, 512 experts, a quarter of each head rotated (rotary.h).
+  m.kv_heads = cfg_int(c, "num_key_value_heads", layout == QwenLinearLayout::Packed ? 2 : 4, origin);
   if (m.vocab <= 0 || m.hidden <= 0 || m.layers <= 0 || m.intermediate <= 0 || m.hk <= 0 || m.hv <= 0 ||
       m.dk <= 0 || m.dv <= 0 || m.conv <= 0 || m.heads <= 0 || m.kv_heads <= 0)
     config_error(origin, "sizes, head counts and head dims must be positive");
-  m.head_dim = c.contains("head_dim") && !c.at("head_dim").is_null() ? cfg_int(c, "head_dim", origin)
-                                                                     : m.hidden / m.heads;
+  m.head_dim = cfg_int(c, "head_dim", 256, origin);
+  if (m.head_dim <= 0) config_error(origin, "'head_dim' must be positive");
   m.eps = cfg_norm_eps(c, "rms_norm_eps", 1e-6, origin);
   m.attention_bias = cfg_bool(c, "attention_bias", false, origin);
   m.output_gate = cfg_bool(c, "attn_output_gate", true, origin);
@@ -55,7 +57,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
 
   m.full = qwen_full_attention_layers(c, m.layers, origin);
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
-    const int64_t experts = cfg_int(c, "num_experts", 0, origin);
+    const int64_t experts = cfg_int(c, "num_experts", 512, origin);
     const int64_t step = cfg_int(c, "decoder_sparse_step", 1, origin);
     std::vector<int64_t> mlp_only;
     if (c.contains("mlp_only_layers") && c.at("mlp_only_layers").is_array())
@@ -87,7 +89,7 @@ class QwenHybrid final : public CausalLM {
              QwenLinearLayout layout, std::string model_type, std::string prefix, const std::string& origin)
       : layout_(layout), type_(std::move(model_type)), prefix_(std::move(prefix)), device_(device) {
     cfg_ = qwen_parse_config(c, origin, layout);
-    rotary_ = RotaryEmbedding::from_config(c, cfg_.head_dim, origin);
+    rotary_ = RotaryEmbedding::from_config(c, cfg_.head_dim, origin, 0.25);
     const auto& m = cfg_;
     const auto cd = compute_dtype(dtype);
     const int64_t H = m.hidden, key_dim = m.hk * m.dk, value_dim = m.hv * m.dv;
@@ -145,7 +147,8 @@ class QwenHybrid final : public CausalLM {
       layers_.push_back(std::move(l));
     }
     norm_ = get(prefix_ + "norm.weight", {H}, dtype);
-    lm_head_ = m.tie ? embeddings_ : get("lm_head.weight", {m.vocab, H}, dtype);
+    lm_head_ = m.tie ? tied_output_head(w, embeddings_, prefix_ + "embed_tokens.weight")
+                     : get("lm_head.weight", {m.vocab, H}, dtype);
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
@@ -385,6 +388,13 @@ void register_hf_qwen3_5() {
     const std::string origin = origin_of(c);
     nlohmann::json text = nested_text_config(c, origin);
     text[kConfigPathKey] = origin + " (text_config)";
+    // Which level ties the head: transformers 5 reads the composite config's tie_word_embeddings, 4.x the text
+    // config's. One written level decides; two that disagree leave the output head ambiguous and are refused.
+    const nlohmann::json* top = c.contains("tie_word_embeddings") ? &c.at("tie_word_embeddings") : nullptr;
+    if (top && text.contains("tie_word_embeddings") && *top != text.at("tie_word_embeddings"))
+      config_error(origin, "'tie_word_embeddings' is " + top->dump() + " but text_config's is " +
+                               text.at("tie_word_embeddings").dump() + ": which output head is meant is ambiguous");
+    if (top) text["tie_word_embeddings"] = *top;
     return make_qwen_hybrid(text, w, dt, dev, QwenLinearLayout::Separate, "qwen3_5", "model.language_model.");
   };
   nested.prunable_layers = [](const nlohmann::json& c, const std::string& origin) {
