@@ -155,3 +155,18 @@ TEST(BadInput_ConfigDefaults, nestedQwenWhoseTwoTieKeysDisagreeIsRefused) {
             std::string::npos)
       << build_error(nested, dir);
 }
+
+// transformers divides by decoder_sparse_step (ZeroDivisionError at 0); statecut read a non-positive step as "no
+// sparse layer" and built a dense model of a config transformers cannot build.
+TEST(BadInput_ConfigDefaults, qwenNextSparseStepMustBePositive) {
+  const std::string dir = golden_hf::fixture_dir("hf_qwen3_next");
+  if (dir.empty()) GTEST_SKIP() << "fixture hf_qwen3_next not found";
+  json c = fixture_config(dir);
+  c["num_experts"] = 4;
+  for (const int step : {0, -2}) {
+    c["decoder_sparse_step"] = step;
+    EXPECT_NE(build_error(c, dir).find("'decoder_sparse_step' must be positive, got " + std::to_string(step)),
+              std::string::npos)
+        << build_error(c, dir);
+  }
+}

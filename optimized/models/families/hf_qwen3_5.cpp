@@ -59,12 +59,14 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
     const int64_t experts = cfg_int(c, "num_experts", 512, origin);
     const int64_t step = cfg_int(c, "decoder_sparse_step", 1, origin);
+    if (experts > 0 && step <= 0)  // transformers divides by it (ZeroDivisionError); it was read as all dense
+      config_error(origin, "'decoder_sparse_step' must be positive, got " + std::to_string(step));
     std::vector<int64_t> mlp_only;
     if (c.contains("mlp_only_layers") && c.at("mlp_only_layers").is_array())
       for (const auto& v : c.at("mlp_only_layers")) mlp_only.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
-      if (!dense && experts > 0 && step > 0 && (i + 1) % step == 0)
+      if (!dense && experts > 0 && (i + 1) % step == 0)
         config_error(origin, "layer " + std::to_string(i) + " is a sparse-MoE layer (num_experts " +
                                std::to_string(experts) + "), which is not supported");
     }
