@@ -340,6 +340,10 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
 
 }  // namespace
 
+/// The keys of which a pruning record (prune.cpp, prune_record.cpp) has at least one.
+constexpr const char* kPruningKeys[] = {"selection", "method", "new_head_k_dim", "head_k_dim", "original", "history",
+                                        "keep_from"};
+
 void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   const fs::path rec_path = fs::path(ctx.dir) / "statecut.json";
   if (!fs::exists(rec_path)) {
@@ -363,6 +367,18 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   }
   if (ctx.layers.empty()) {
     out.push_back(skipped("pruned", "no linear-attention layer: " + ctx.layers_error));
+    return;
+  }
+  // statecut train and a fine-tune of an unpruned model write a statecut.json too, with no pruning in it: there is
+  // no keep set to check (they failed here as records without a selection).
+  if (rec.is_object() && std::none_of(std::begin(kPruningKeys), std::end(kPruningKeys),
+                                      [&](const char* k) { return rec.contains(k); })) {
+    std::string what;
+    for (const char* k : {"train", "finetune"})
+      if (rec.contains(k)) what += std::string(what.empty() ? "" : " and ") + "statecut " + k;
+    out.push_back(skipped("pruned", rec_path.string() + " records " + (what.empty() ? "no run statecut knows" : what) +
+                                        ", no pruning: no keep sets to check" +
+                                        (ctx.opt.source.empty() ? "" : " (--source is not compared)")));
     return;
   }
   std::map<int, std::vector<std::vector<int64_t>>> keep;

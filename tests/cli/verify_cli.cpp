@@ -298,3 +298,65 @@ TEST(Cli_Verify, bf16KeyDimOneIsHeldToItsConditioningAndAnOverflowStillFails) {
 }
 
 }  // namespace
+
+namespace {
+/// A copy of the fla_delta_net fixture with `record` as its statecut.json, verified with --only load,pruned.
+statecut::test::CliRun verify_with_record(const std::string& src, const nlohmann::json& record, TempDir& d) {
+  const std::string dir = d / "ckpt";
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(src)) fs::copy_file(e.path(), fs::path(dir) / e.path().filename());
+  std::ofstream(fs::path(dir) / "statecut.json") << record.dump();
+  return run_statecut("verify --quiet --json --only load,pruned --checkpoint " + dir + " --source " + src);
+}
+}  // namespace
+
+// statecut train and a fine-tune of an unpruned model write a statecut.json with no pruning in it: verify skips the
+// pruned check saying so (it failed every such checkpoint: "new_head_k_dim -1 but config.json gives dk 32"); a record
+// that claims a pruning and lacks its selection still fails.
+TEST(Cli_Verify, aTrainOrFinetuneRecordIsNoPruningRecord) {
+  const std::string src = fixture_or_skip("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  for (const auto& [record, what] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {{{"train", {{"steps", 2}}}}, "records statecut train, no pruning"},
+           {{{"finetune", {{"steps", 1}, {"changed_tensors", nlohmann::json::array()}}}}, "records statecut finetune, no pruning"},
+           {{{"train", {{"steps", 2}}}, {"finetune", {{"steps", 1}}}}, "records statecut train and statecut finetune"}}) {
+    TempDir d("verify-train-record");
+    const auto r = verify_with_record(src, record, d);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j["checks"].size(), 2u) << r.out;
+    const auto& row = j["checks"][1];
+    EXPECT_EQ(row["name"], "pruned");
+    EXPECT_EQ(row["status"], "skip");
+    EXPECT_TRUE(contains(row["message"].get<std::string>(), what)) << row["message"];
+  }
+  TempDir d("verify-bare-record");
+  const auto r = verify_with_record(src, {{"method", "l1"}}, d);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "no selection.layers")) << r.out;
+}
+
+// A drrqr prune calibrated with --tokenizer bytes records "tokenizer": "bytes"; verify's certificate recomputes the
+// calibration with that tokenizer, not with what the source folder would choose (here a tokenizer.json whose ids lie
+// past the model's 256: it failed, and verify has no --tokenizer to say otherwise).
+TEST(Cli_Verify, drrqrCertificateRecomputesWithTheRecordsTokenizer) {
+  const fs::path root(STATECUT_SOURCE_DIR);
+  TempDir d("verify-cert-bytes");
+  const std::string src = d / "src", out = d / "p50";
+  fs::copy(root / "assets" / "byte_delta_net_4L", src, fs::copy_options::recursive);
+  fs::copy_file(root / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", fs::path(src) / "tokenizer.json");
+  const auto p = run_statecut("prune --quiet --checkpoint " + src + " --method drrqr --ratio 0.5 --tokenizer bytes --calib " +
+                              (root / "assets" / "corpora" / "pydocs_train.txt").string() +
+                              " --calib-seqs 2 --calib-len 64 --out " + out);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const auto r = run_statecut("verify --quiet --json --only pruned --checkpoint " + out + " --source " + src);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  bool seen = false;
+  const auto report = nlohmann::json::parse(r.out);
+  for (const auto& c : report["checks"])
+    if (c["name"] == "pruned.certificate") {
+      seen = true;
+      EXPECT_EQ(c["status"], "pass") << c.dump();
+    }
+  EXPECT_TRUE(seen) << r.out;
+}
