@@ -10,6 +10,7 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
 #include "optimized/models/io_dtype.h"
+#include "reference/selection_budget.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/models/model_registry.h"
 #include "optimized/models/weight_source.h"
@@ -58,7 +59,7 @@ int key_index(const std::string& path, const std::string& key, const std::string
 
 int budget_for_ratio(int dk, double ratio) {
   if (!(ratio > 0.0 && ratio < 1.0)) surgery_fail("--ratio must lie in (0, 1), got " + std::to_string(ratio));
-  return std::max(1, static_cast<int>(std::floor(dk * (1.0 - ratio))));
+  return static_cast<int>(ref::budget_from_ratio(dk, ratio));  // one budget rule (reference/selection_budget.h)
 }
 
 int LayerSelection::new_dim() const {

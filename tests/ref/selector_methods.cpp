@@ -215,6 +215,20 @@ TEST(Unit_SelectionBudget, paperRatiosGiveThePaperDims) {
   EXPECT_EQ(budget_from_ratio(4, 0.99), 1);  // never below one channel
 }
 
+// floor(dk·(1 − ratio)) of the exact product: in doubles 20·(1 − 0.8) is 3.9999999999999996, which kept 3 channels
+// where 4 are meant (and 0.9 of 20 kept 1, 0.8 of 10 kept 1); a product that is not an integer still floors.
+TEST(Unit_SelectionBudget, ratiosWhoseProductIsAnIntegerKeepThatInteger) {
+  EXPECT_EQ(budget_from_ratio(20, 0.8), 4);
+  EXPECT_EQ(budget_from_ratio(20, 0.9), 2);
+  EXPECT_EQ(budget_from_ratio(10, 0.8), 2);
+  EXPECT_EQ(budget_from_ratio(200, 0.8), 40);
+  for (Index dk : {5, 10, 20, 40, 60, 100, 1000})
+    for (int tenths = 1; tenths <= 9; ++tenths)
+      EXPECT_EQ(budget_from_ratio(dk, tenths / 10.0), std::max<Index>(1, dk * (10 - tenths) / 10)) << dk << " " << tenths;
+  EXPECT_EQ(budget_from_ratio(128, 0.3), 89);  // 89.6
+  EXPECT_EQ(budget_from_ratio(256, 0.123456789), 224);  // 224.39...
+}
+
 TEST(BadInput_SelectionBudget, rejectsRatiosAndKeepsOutOfRange) {
   EXPECT_THROW(budget_from_ratio(128, 0.0), ShapeError);
   EXPECT_THROW(budget_from_ratio(128, 1.0), ShapeError);
