@@ -49,12 +49,30 @@ std::vector<std::string> split_commas(const std::vector<std::string>& in) {
   return out;
 }
 
+/// A figure the run could not measure (peak memory on CPU: -1) as null, not as a number.
+nlohmann::json measured(int64_t v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+/// The first case whose measurement failed, as one line naming the checkpoint and the case ("" when none failed):
+/// the run then exits 1 after its table, not 0 beside a cell holding the start of an error.
+std::string first_failure(const std::vector<std::string>& dirs, const std::vector<statecut::ModelBenchResult>& results) {
+  int failed = 0;
+  std::string first;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    for (const auto& f : results[i].prefill)
+      if (!f.error.empty() && failed++ == 0)
+        first = dirs[i] + ": prefill " + std::to_string(f.batch) + "x" + std::to_string(f.tokens) + ": " + f.error;
+    for (const auto& f : results[i].decode)
+      if (!f.error.empty() && failed++ == 0) first = dirs[i] + ": decode batch " + std::to_string(f.batch) + ": " + f.error;
+  }
+  return failed > 1 ? first + " (and " + std::to_string(failed - 1) + " more)" : first;
+}
+
 nlohmann::json to_json(const std::string& checkpoint, const statecut::ModelBenchResult& r) {
   nlohmann::json pre = nlohmann::json::array(), dec = nlohmann::json::array();
   for (const auto& f : r.prefill) {
     nlohmann::json j{{"batch", f.batch}, {"tokens", f.tokens}};
     if (f.error.empty())
-      j.update({{"seconds", f.seconds}, {"tokens_per_s", f.tokens_per_s}, {"peak_bytes", f.peak_bytes}});
+      j.update({{"seconds", f.seconds}, {"tokens_per_s", f.tokens_per_s}, {"peak_bytes", measured(f.peak_bytes)}});
     else
       j["error"] = f.error;
     pre.push_back(j);
@@ -66,7 +84,7 @@ nlohmann::json to_json(const std::string& checkpoint, const statecut::ModelBench
                 {"tokens_per_s", f.tokens_per_s},
                 {"floor_ms", f.floor_ms},
                 {"x_floor", f.ms_per_step / f.floor_ms},
-                {"peak_bytes", f.peak_bytes},
+                {"peak_bytes", measured(f.peak_bytes)},
                 {"cuda_graph", f.graphed},
                 {"check_rel_err", f.check_rel_err}});
     else
@@ -82,7 +100,7 @@ nlohmann::json to_json(const std::string& checkpoint, const statecut::ModelBench
           {"state_bytes_per_seq", r.state_bytes_per_seq},
           {"kv_bytes_per_token", r.kv_bytes_per_token},
           {"bandwidth_bytes_per_s", r.bandwidth_bytes_per_s},
-          {"max_batch_estimate", r.max_batch_estimate},
+          {"max_batch_estimate", measured(r.max_batch_estimate)},
           {"prefill", pre},
           {"decode", dec}};
 }
@@ -150,6 +168,7 @@ int run_bench(const BenchArgs& a) {
                                        {"models", models},
                                        {"speedup", speedups}})
                             .c_str());
+    if (const std::string failed = first_failure(dirs, results); !failed.empty()) throw std::runtime_error(failed);
     return 0;
   }
 
@@ -195,8 +214,10 @@ int run_bench(const BenchArgs& a) {
         std::printf(" | [%zu] %-21s%s", i, f.error.substr(0, 21).c_str(), i ? "         " : "");
         continue;
       }
-      const double mib = f.peak_bytes >= 0 ? static_cast<double>(f.peak_bytes) / (1024.0 * 1024.0) : -1.0;
-      std::printf(" | [%zu] %11.1f %9.1f", i, f.tokens_per_s, mib);
+      if (f.peak_bytes >= 0)
+        std::printf(" | [%zu] %11.1f %9.1f", i, f.tokens_per_s, static_cast<double>(f.peak_bytes) / (1024.0 * 1024.0));
+      else  // not measured (CPU)
+        std::printf(" | [%zu] %11.1f %9s", i, f.tokens_per_s, "-");
       if (i) {
         const auto& b = results[0].prefill[k];
         std::printf("  %6.2fx", ratio(f.tokens_per_s, b.tokens_per_s, b.error.empty()));
@@ -208,6 +229,7 @@ int run_bench(const BenchArgs& a) {
     if (results[i].max_batch_estimate > 0)
       std::printf("[%zu] largest batch that fits (estimate): %lld\n", i,
                   static_cast<long long>(results[i].max_batch_estimate));
+  if (const std::string failed = first_failure(dirs, results); !failed.empty()) throw std::runtime_error(failed);
   return 0;
 }
 

@@ -49,6 +49,30 @@ TEST(Cli_Bench, figuresAndSpeedupOfAModelAndItsPrune) {
   }
 }
 
+// A case that cannot be measured (a prefill of 10^10 tokens under an 8 GB address-space limit) fails the run: the
+// table still shows the others, stderr has one line naming the checkpoint and the case, exit 1 (it exited 0). Peak
+// memory, not measured on CPU, is null in the JSON and "-" in the table (it was -1).
+TEST(Cli_Bench, aFailedMeasurementFailsTheRunAndUnmeasuredPeaksAreNull) {
+  const std::string full = fixture_dir("fla_delta_net");
+  if (full.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  const std::string args = "bench --checkpoint " + full + " --prefill 1x8,100000x100000 --decode 1 --prompt 4 "
+                           "--new-tokens 2 --repeats 1 --quiet";
+  for (const bool json : {false, true}) {
+    const auto r = statecut::test::run_program(std::string("ulimit -v 8000000; ") + STATECUT_CLI,
+                                               args + (json ? " --json" : ""));
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find("statecut bench: error: " + full + ": prefill 100000x100000: "), std::string::npos) << r.err;
+    if (json) {
+      const auto j = nlohmann::json::parse(r.out);
+      EXPECT_TRUE(j.at("models")[0].at("prefill")[0].at("peak_bytes").is_null()) << r.out;
+      EXPECT_TRUE(j.at("models")[0].at("prefill")[1].contains("error")) << r.out;
+    } else {
+      EXPECT_EQ(r.out.find(" -1.0"), std::string::npos) << r.out;
+    }
+  }
+}
+
 TEST(Cli_Bench, humanTableHasASpeedupColumn) {
   const std::string full = fixture_dir("fla_delta_net"), pruned = fixture_dir("fla_delta_net_pruned50");
   if (full.empty() || pruned.empty()) GTEST_SKIP() << "fixtures not found";
