@@ -46,6 +46,7 @@ int run_generate(GenerateArgs& a) {
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const auto tok = statecut::Tokenizer::for_checkpoint(a.checkpoint, a.tokenizer);
+  statecut::require_valid_utf8(tok, text, a.has_prompt ? std::string("--prompt") : a.prompt_file);
   auto model = statecut::load_causal_lm(a.checkpoint, dtype, device);
   const auto ids = tok.encode(text);
   if (ids.empty()) throw statecut::cli::UsageError("the prompt encodes to no tokens");
@@ -123,7 +124,11 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
   app.add_flag("--quiet", a->quiet, "no summary line (tokens, speeds) on stderr");
   app.add_flag_function("--no-graphs", [a](int64_t) { a->gen.cuda_graphs = false; },
                         "decode eagerly on CUDA (no CUDA graph)");
-  return [a]() { return run_generate(*a); };
+  return [a, &app]() {
+    if (a->gen.sampling.temperature == 0)
+      statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
+    return run_generate(*a);
+  };
 });
 
 }  // namespace

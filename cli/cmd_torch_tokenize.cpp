@@ -42,6 +42,7 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
     if (!a->out.empty()) statecut::require_new_output_file(a->out, "--out");
     const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
     const std::string text = statecut::io::read_input_file(a->text);
+    statecut::require_valid_utf8(tok, text, a->text);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> ids = tok.encode(text);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -41,11 +41,6 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
   const bool count_bytes = tok.available();
   if (!count_bytes && !opt.tokens_without_bytes)
     throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");
-  // The tokenizer reads invalid UTF-8 lossily (U+FFFD, 3 bytes for each maximal invalid subpart): bits per byte of
-  // that repair would not be the file's. Refused rather than reported with a denominator the file does not have.
-  if (count_bytes && s.invalid_utf8_at >= 0)
-    throw std::runtime_error(s.source + ": invalid UTF-8 at byte " + std::to_string(s.invalid_utf8_at) +
-                             ": bits per byte would count the bytes of its repair (U+FFFD), not the file's");
   EvalResult r;
   if (!count_bytes) r.no_bytes_reason = tok.unavailable_reason() + ": bits per byte need a tokenizer";
   r.file = s.source;

@@ -9,7 +9,6 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/input_file.h"
 #include "optimized/io/safetensors.h"
-#include "optimized/text/utf8.h"
 
 namespace statecut {
 namespace {
@@ -32,8 +31,7 @@ TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t v
   } else {
     const std::string text = io::read_input_file(path);
     s.text_bytes = static_cast<int64_t>(text.size());
-    if (tok.available() && !tok.byte_level())
-      if (const size_t bad = utf8::first_invalid(text); bad != std::string::npos) s.invalid_utf8_at = static_cast<int64_t>(bad);
+    require_valid_utf8(tok, text, path);
     s.ids = tok.encode(text);
   }
   if (s.ids.empty()) throw std::runtime_error(path + ": empty: no tokens");

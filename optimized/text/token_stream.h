@@ -3,7 +3,8 @@
 /// A path is read as
 ///   *.safetensors, *.bin  a token file, by io::read_tokens (optimized/io/checkpoint.h), rows concatenated (their
 ///                         length kept in row_length: `eval` scores each row as its own sequence);
-///   anything else         UTF-8 text, tokenised by the checkpoint's Tokenizer.
+///   anything else         UTF-8 text, tokenised by the checkpoint's Tokenizer (invalid UTF-8 refused unless it is
+///                         byte-level: require_valid_utf8).
 /// Every id must lie in [0, vocab). Errors are one line naming the file.
 ///
 /// sample_windows draws N start offsets s_i uniformly in [0, n − L] (std::mt19937_64 seeded with `seed`, a
@@ -27,7 +28,6 @@ struct TokenStream {
   int64_t bytes = 0;         // UTF-8 bytes the ids stand for (Tokenizer::bytes_of summed); -1 without a tokenizer
   int64_t row_length = 0;    // a token file of B > 1 rows [B, T]: T; 0 = one sequence
   int64_t text_bytes = -1;   // read from text: the file's own bytes (what `eval` divides by); -1 for a token file
-  int64_t invalid_utf8_at = -1;  // read from text by a non-byte-level tokenizer: the first invalid UTF-8 byte, or -1
 };
 
 TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size);

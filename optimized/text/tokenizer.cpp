@@ -5,6 +5,7 @@
 // the LibTorch build (the dlmopen alternative would load a second libc/libstdc++ into a private namespace, with
 // glibc's small static-TLS reserve and no sanitizer support). The cost is one process per load and per encode.
 #include "optimized/text/tokenizer.h"
+#include "optimized/text/utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -386,6 +387,14 @@ std::vector<std::string> tokenizer_formats(std::string* spm_helper) {
   if (!helper.empty()) f.push_back("tokenizer.model");
   if (spm_helper) *spm_helper = helper;
   return f;
+}
+
+void require_valid_utf8(const Tokenizer& tok, const std::string& text, const std::string& where) {
+  if (!tok.available() || tok.byte_level()) return;
+  if (const size_t bad = utf8::first_invalid(text); bad != std::string::npos)
+    throw std::runtime_error(where + ": invalid UTF-8 at byte " + std::to_string(bad) +
+                             ": the tokenizer would read its repair (U+FFFD), not these bytes (only a byte-level model "
+                             "reads any bytes)");
 }
 
 }  // namespace statecut

@@ -72,4 +72,11 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Text a tokenizer that is not byte-level reads lossily: invalid UTF-8 becomes its repair (U+FFFD, three bytes for
+/// each maximal invalid subpart; transformers' callers cannot even pass such text, Python refuses to decode it), so
+/// the ids would stand for other bytes than the input's. Throws "<where>: invalid UTF-8 at byte N: ..." for such text;
+/// a byte-level tokenizer reads any bytes. Every command that tokenises text calls it (read_tokens, tokenize, the
+/// prompt of generate).
+void require_valid_utf8(const Tokenizer& tok, const std::string& text, const std::string& where);
+
 }  // namespace statecut

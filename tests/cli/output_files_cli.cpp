@@ -107,3 +107,28 @@ TEST(BadInput_OutputFiles, aFailedWriteNamesTheOutputFolderNotItsTemporary) {
   EXPECT_NE(t.err.find(ids.string() + ": write failed: File too large"), std::string::npos) << t.err;
   EXPECT_TRUE(fs::is_empty(d.path)) << "a temporary was left behind";
 }
+
+// Invalid UTF-8 read through a tokenizer that is not byte-level is refused by every command that tokenises text, as
+// eval refused it (tokenize wrote the ids of its U+FFFD repair, prune calibrated on it); a byte-level model reads it.
+TEST(BadInput_OutputFiles, invalidUtf8IsRefusedByEveryTokenisingCommand) {
+  const fs::path root(STATECUT_SOURCE_DIR);
+  TempDir d("invalid-utf8");
+  const fs::path ck = d.path / "bpe", bad = d.path / "bad.txt";
+  fs::copy(kModel, ck, fs::copy_options::recursive);
+  fs::copy_file(root / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json", ck / "tokenizer.json");
+  std::ofstream(bad, std::ios::binary) << "hello \xFF\xFE world \xC3\x28 more text here, and more of it";
+  const std::string needle = bad.string() + ": invalid UTF-8 at byte 6: the tokenizer would read its repair";
+  for (const std::string& args :
+       {"tokenize --checkpoint " + ck.string() + " --text " + bad.string(),
+        "generate --checkpoint " + ck.string() + " --prompt-file " + bad.string() + " --max-new-tokens 1",
+        "prune --checkpoint " + ck.string() + " --method drrqr --ratio 0.5 --calib " + bad.string() +
+            " --calib-seqs 1 --calib-len 4 --out " + (d.path / "p").string()}) {
+    const CliRun r = run_statecut(args);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+    ASSERT_EQ(lines(r.err).size(), 1u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
+  }
+  EXPECT_FALSE(fs::exists(d.path / "p"));
+  const CliRun bytes = run_statecut("tokenize --checkpoint " + kModel.string() + " --text " + bad.string());
+  EXPECT_EQ(bytes.code, 0) << bytes.err;
+}
