@@ -1,6 +1,7 @@
 // Output and state files of the trainer (train_io.h).
 #include "optimized/train/train_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -170,6 +171,37 @@ StepRecord step_from_json(const nlohmann::json& j) {
   r.tokens = j.at("tokens").get<int64_t>();
   r.seconds = num("seconds"), r.eval_bpb = num("eval_bpb");
   return r;
+}
+
+nlohmann::json input_identity(const std::string& path) {
+  std::error_code ec;
+  const fs::path canon = fs::weakly_canonical(fs::absolute(path), ec);
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  const auto eat = [&h](const std::string& bytes) {
+    for (const unsigned char c : bytes) h = (h ^ c) * 1099511628211ULL;
+  };
+  const auto eat_file = [&](const fs::path& f) {
+    std::ifstream in(f, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    eat(f.filename().string() + "\n" + s.str());
+  };
+  if (fs::is_directory(canon, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(canon, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::string name = f.filename().string();
+      if (name == "config.json" || name == "statecut.json") eat_file(f);
+      else if (f.extension() == ".safetensors") eat(name + " " + std::to_string(fs::file_size(f, ec)) + "\n");
+    }
+  } else {
+    eat_file(canon);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return {{"path", canon.string()}, {"fingerprint", hex}};
 }
 
 }  // namespace statecut

@@ -11,6 +11,12 @@
 
 namespace statecut {
 
+/// What identifies an input of a run to be resumed: {"path": the canonical absolute path, "fingerprint": a 64-bit hash
+/// of its config.json and statecut.json (for a file: the file itself) and the names and sizes of its safetensors
+/// files}. A resume from another working directory, or through another spelling of the same folder, matches; another
+/// model under the same name (an l1 prune where a drrqr prune was) does not.
+nlohmann::json input_identity(const std::string& path);
+
 /// Writes the checkpoint of `src_dir` into the existing, empty `dir` with the tensors of `changed` replaced, each cast
 /// to the dtype it is stored in (rounded to nearest even for bf16); every other tensor, config.json, the index of a
 /// sharded checkpoint and the tokenizer files are copied byte for byte. Throws std::runtime_error naming a tensor that

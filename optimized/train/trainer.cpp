@@ -58,7 +58,12 @@ torch::Dtype compute_dtype_of(const FinetuneOptions& o) {
 
 /// What a resumed run must share with the run that saved the state (everything that changes the arithmetic).
 nlohmann::json recipe_json(const FinetuneOptions& o, int world) {
-  return {{"checkpoint", o.config.empty() ? o.checkpoint : o.config}, {"teacher", o.no_kd ? "" : o.teacher}, {"text", o.text},
+  // The inputs by what they are, not by the path as typed (a resume from another working directory or spelling
+  // matched nothing, and another model under the same relative name was resumed onto; train_io.h input_identity).
+  nlohmann::json text = nlohmann::json::array();
+  for (const auto& t : o.text) text.push_back(input_identity(t));
+  return {{"checkpoint", input_identity(o.config.empty() ? o.checkpoint : o.config)},
+          {"teacher", o.no_kd ? nlohmann::json("") : input_identity(o.teacher)}, {"text", text},
           {"steps", o.steps},           {"seq_len", o.seq_len},                {"batch", o.batch},
           {"accum", o.accum},           {"lr", o.lr},                          {"warmup", o.warmup},
           {"min_lr_ratio", o.min_lr_ratio}, {"weight_decay", o.weight_decay},  {"max_grad_norm", o.max_grad_norm},

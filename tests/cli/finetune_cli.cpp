@@ -97,6 +97,32 @@ TEST(Cli_Finetune, stopAfterThenResumeCompletes) {
   EXPECT_EQ(lines(slurp(fs::path(out) / "loss.csv")).size(), 4u);
 }
 
+// A resume identifies the student by what it is: the same folder reached from another working directory resumes
+// (it was refused: the recipe held the path as typed), another model under the same relative name is refused (it
+// was resumed onto: a drrqr run's LoRA state continued on an l1 prune).
+TEST(Cli_Finetune, resumeKnowsTheStudentByWhatItIsNotByThePathAsTyped) {
+  if (!fs::exists(kFixtures / "fla_delta_net_pruned50")) GTEST_SKIP() << "no fixtures";
+  TempDir d("ft-resume-identity");
+  const fs::path a = d.path / "a", b = d.path / "b";
+  fs::create_directories(a);
+  fs::create_directories(b);
+  fs::copy(kFixtures / "fla_delta_net_pruned50", a / "s", fs::copy_options::recursive);
+  fs::copy(kFixtures / "fla_delta_net_pruned50", b / "s", fs::copy_options::recursive);
+  std::ofstream(b / "s" / "statecut.json") << R"({"finetune": {"steps": 9}})";  // another model's record
+  const std::string out = d / "out";
+  const std::string rest = " --teacher " + fixture("fla_delta_net") + " --text " + train_text(d) +
+                           " --steps 3 --seq-len 32 --batch 2 --lora-rank 4 --lora-alpha 8 --quiet --out " + out;
+  const auto in = [](const fs::path& cwd) { return "cd " + cwd.string() + " && " + std::string(STATECUT_CLI); };
+  const CliRun first = run_program(in(a), "finetune --checkpoint s --save-every 1 --stop-after 1" + rest);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const CliRun other = run_program(in(b), "finetune --checkpoint s --resume" + rest);
+  EXPECT_EQ(other.code, 1) << other.err;
+  EXPECT_NE(other.err.find("the saved run used checkpoint = "), std::string::npos) << other.err;
+  const CliRun same = run_program(in(d.path), "finetune --checkpoint ./a/s/ --resume" + rest);
+  EXPECT_EQ(same.code, 0) << same.err;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "model.safetensors"));
+}
+
 TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
   if (!fs::exists(kFixtures / "fla_delta_net_pruned50")) GTEST_SKIP() << "no fixtures";
   TempDir d("ft-bad");
