@@ -107,6 +107,22 @@ void check_options(const RankArgs& a) {
   if (!a.svg.empty()) statecut::require_new_output_file(a.svg, "--svg");
 }
 
+/// --baseline is the unpruned form of the same model: the same family, layers, heads and value width, only dk may
+/// differ. Another model was drawn as "before pruning" behind the panels without a word.
+void require_same_model(const statecut::RankReport& base, const statecut::RankReport& r, const std::string& base_dir,
+                        const std::string& dir) {
+  const auto shape = [](const statecut::RankReport& x) {
+    std::string s = x.model_type + ", " + std::to_string(x.layers.size()) + " linear-attention layers";
+    for (const auto& L : x.layers)
+      s += " [" + std::to_string(L.layer) + ": " + std::to_string(L.num_key_heads) + "/" + std::to_string(L.heads.size()) +
+           " heads, dv " + std::to_string(L.dv) + "]";
+    return s;
+  };
+  if (shape(base) != shape(r))
+    throw std::runtime_error(base_dir + ": --baseline is " + shape(base).substr(0, 120) + ", not the unpruned form of " +
+                             dir + " (" + shape(r).substr(0, 120) + ")");
+}
+
 statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   auto a = std::make_shared<RankArgs>();
   app.description(
@@ -136,7 +152,10 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
     for (const auto& n : r.notes) rank_warn(n);
     if (svg_dir) {
       statecut::RankReport base;
-      if (!a->baseline.empty()) base = run_rank(a->baseline, *a, "baseline");
+      if (!a->baseline.empty()) {
+        base = run_rank(a->baseline, *a, "baseline");
+        require_same_model(base, r, a->baseline, a->checkpoint);
+      }
       statecut::PlotLabels labels;
       labels.name = statecut::plot_name(a->checkpoint);
       labels.baseline = a->baseline.empty() ? std::string() : statecut::plot_name(a->baseline);

@@ -2,6 +2,7 @@
 // pruned dk after pruning, Qwen (packed, grouped values) and Mamba-2 (SSD state, --gated), the table, progress and
 // --quiet, --help, warnings for options that do nothing, three SVG plots, and one-line errors for bad input.
 #include "tests/cli/prune_cli_util.h"
+#include "tests/test_env.h"
 
 using namespace pipeline_cli;
 using nlohmann::json;
@@ -73,6 +74,21 @@ TEST(Cli_Rank, packedQwenNextReportsItsLinearAttentionLayers) {
     }
     EXPECT_GT(j["mean_u"].get<double>(), 0.0) << dir;
   }
+}
+
+// --baseline is the unpruned form of the same model: another family (or other layers / heads) is refused naming the
+// baseline, and no plot folder is left (it was drawn as "before pruning" behind the panels).
+TEST(Cli_Rank, aBaselineOfAnotherModelIsRefused) {
+  const std::string other = statecut::test::fixture_dir("hf_mamba2");
+  if (other.empty()) GTEST_SKIP() << "fixture hf_mamba2 not found";
+  TempDir d("svg-other");
+  const CliRun r = run_statecut("rank --checkpoint " + kModel.string() + " --text " + (kCorpora / "wordnet.txt").string() +
+                                " --len 200 --quiet --svg " + (d / "plots") + " --baseline " + other);
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(other + ": --baseline is mamba2, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not the unpruned form of " + kModel.string()), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "plots"));
 }
 
 TEST(Cli_Rank, svgFolderHoldsThreePlots) {
