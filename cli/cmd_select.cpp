@@ -9,6 +9,7 @@
 // The selector is ref::select_head, the one `statecut prune` runs per head; --layer/--head name the head for the
 // seed rule (reference/select_rng.h), so rand and drrqr --faithful on a head's matrix draw what prune drew.
 #include "cli/command_registry.h"
+#include "cli/usage.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/safetensors.h"
 #include "reference/selection_budget.h"
@@ -177,14 +178,20 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
   app.add_option("--grad-wq", a->grad_wq, "dL/dWq [dk, hidden] (grad)");
   app.add_option("--grad-wk", a->grad_wk, "dL/dWk [dk, hidden] (grad)");
   app.add_flag("--adversarial", a->adversarial, "pca: keep the smallest-variance directions");
-  return [a, keep, ratio]() {
+  return [a, keep, ratio, &app]() {
     a->keep_given = keep->count() > 0;
     a->ratio_given = ratio->count() > 0;
+    int rc = 0;
     try {
-      return run_select(*a);
+      rc = run_select(*a);
     } catch (const statecut::ref::ShapeError& e) {
       throw UsageError(a->file + ": " + e.what());
     }
+    // After the selection: a refusal is the only line of a run that fails.
+    if (a->method != "pca") statecut::cli::warn_ignored(app, {"--adversarial"}, "by --method " + a->method + " (a pca option)");
+    if (a->method != "drrqr")
+      statecut::cli::warn_ignored(app, {"--faithful"}, "by --method " + a->method + " (a drrqr option)");
+    return rc;
   };
 });
 }  // namespace

@@ -17,7 +17,13 @@ statecut::cli::Command finetune_cmd("finetune", [](CLI::App& app) {
   app.add_option("--kd-weight", o.kd_weight, "weight of T^2 KL(teacher || student)")->capture_default_str();
   app.add_flag("--no-kd", o.no_kd, "cross-entropy only (no teacher)");
   app.add_flag("--full", o.full, "train every parameter (no LoRA)");
-  return [a]() {
+  return [a, &app]() {
+    a->warn_ignored = [a, &app]() {
+      using statecut::cli::warn_ignored;
+      if (a->opt.no_kd) warn_ignored(app, {"--teacher", "--kd-temp", "--kd-weight"}, "with --no-kd (cross-entropy only)");
+      if (a->opt.full) warn_ignored(app, {"--lora-rank", "--lora-alpha"}, "with --full (every parameter trained, no LoRA)");
+      if (a->opt.eval_text.empty()) warn_ignored(app, {"--eval-every", "--eval-tokens"}, "without --eval-text");
+    };
     if (a->opt.no_kd) a->opt.teacher.clear();  // --no-kd ignores a teacher
     return statecut::cli::run_training(*a, "finetune", "finetuned");
   };

@@ -14,6 +14,8 @@
 #include "cli/command_registry.h"
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
+
+#include <functional>
 #include "optimized/generate/generate.h"
 #include "optimized/generate/text_stream.h"
 #include "optimized/io/checkpoint.h"
@@ -28,6 +30,7 @@ struct GenerateArgs {
   statecut::GenerateOptions gen;
   bool json = false, has_prompt = false, quiet = false;
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
+  std::function<void()> warn_ignored;  ///< names unused options once the options are known good (usage.h)
 };
 
 
@@ -44,6 +47,7 @@ int run_generate(GenerateArgs& a) {
   if (a.device == "cuda" && !torch::cuda::is_available())
     throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (a.warn_ignored) a.warn_ignored();
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const auto tok = statecut::Tokenizer::for_checkpoint(a.checkpoint, a.tokenizer);
   statecut::require_valid_utf8(tok, text, a.has_prompt ? std::string("--prompt") : a.prompt_file);
@@ -125,8 +129,10 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
   app.add_flag_function("--no-graphs", [a](int64_t) { a->gen.cuda_graphs = false; },
                         "decode eagerly on CUDA (no CUDA graph)");
   return [a, &app]() {
-    if (a->gen.sampling.temperature == 0)
-      statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
+    a->warn_ignored = [a, &app]() {
+      if (a->gen.sampling.temperature == 0)
+        statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
+    };
     return run_generate(*a);
   };
 });

@@ -15,7 +15,13 @@ statecut::cli::Command train_cmd("train", [](CLI::App& app) {
   app.add_option("--config", o.config, "the model's config.json (tokenizer files beside it are used and copied)")
       ->required();
   statecut::cli::add_optimisation_options(app, *a);
-  return [a]() { return statecut::cli::run_training(*a, "train", "trained"); };
+  return [a, &app]() {
+    a->warn_ignored = [a, &app]() {
+      if (a->opt.eval_text.empty())
+        statecut::cli::warn_ignored(app, {"--eval-every", "--eval-tokens"}, "without --eval-text");
+    };
+    return statecut::cli::run_training(*a, "train", "trained");
+  };
 });
 
 }  // namespace

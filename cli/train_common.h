@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <functional>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -82,6 +83,9 @@ struct TrainArgs {
   FinetuneOptions opt;
   std::string precision = "auto";  ///< auto: bf16 on CUDA (the recipe's mixed precision), f32 on the CPU
   bool json = false, quiet = false;
+  /// Names the given options this run will not use (usage.h warn_ignored); called once the options are known good,
+  /// so a refusal is the only line of a run that fails.
+  std::function<void()> warn_ignored;
 };
 
 /// The options of both commands except what picks the model (checkpoint/teacher/config) and the recipe switches.
@@ -135,6 +139,10 @@ inline int run_training(TrainArgs& a, const std::string& label, const std::strin
   }
   const bool cuda = o.device.rfind("cuda", 0) == 0;
   o.precision = a.precision == "bf16" || (a.precision == "auto" && cuda) ? TrainPrecision::Bf16 : TrainPrecision::Full;
+  if (a.warn_ignored) {
+    validate_finetune_options(o);  // a refusal first, then the warnings (finetune() checks them again)
+    a.warn_ignored();
+  }
   TrainProgress bar(label, !a.quiet && (!dp || dp->rank() == 0));
   FinetuneCallbacks cb;
   cb.on_step = [&bar](const StepRecord& r, int64_t total) { bar.step(r, total); };

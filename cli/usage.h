@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -93,6 +95,18 @@ inline CLI::Validator device_name() {
         return "must be cpu, cuda or cuda:N, got " + v;
       },
       "DEVICE");
+}
+
+/// Options given on the command line that this run will not use: one warning line on stderr, "statecut <cmd>: warning:
+/// --a, --b are ignored <why>" (README: an option that would change nothing is named, not accepted silently).
+/// Nothing when none of `names` was given; the run goes on (a sweep passes one command line to every setting).
+inline void warn_ignored(const CLI::App& app, std::initializer_list<const char*> names, const std::string& why) {
+  std::vector<std::string> given;
+  for (const char* n : names)
+    if (const CLI::Option* o = app.get_option_no_throw(n); o && o->count() > 0) given.push_back(n);
+  if (!given.empty())
+    std::fprintf(stderr, "statecut %s: warning: %s %s ignored %s\n", app.get_name().c_str(), join(given, ", ").c_str(),
+                 given.size() == 1 ? "is" : "are", why.c_str());
 }
 
 /// "--name" for every long option and "-x" for every short one of `app`.
