@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -76,20 +77,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", usage_message(app, sub, e, argc, argv).c_str());
     return kExitUsage;
   }
+  // The file a command was reading, for the messages of errors that name none (LibTorch's, an allocation failure).
+  const auto subject_of = [](const CLI::App* sub) {
+    for (const char* name : {"--checkpoint", "--config", "--matrix"}) {
+      const CLI::Option* o = sub->get_option_no_throw(name);
+      if (o && o->count() > 0) return o->as<std::string>() + ": ";
+    }
+    return std::string();
+  };
   for (auto& [sub, action] : actions) {
     if (!sub->parsed()) continue;
     try {
       return action();
+    } catch (const std::bad_alloc&) {  // "std::bad_alloc" alone named neither the input nor the cause
+      std::fprintf(stderr, "statecut %s: error: %sout of memory: the model, batch or sequence length does not fit\n",
+                   sub->get_name().c_str(), subject_of(sub).c_str());
+      return kExitFailure;
 #ifdef STATECUT_WITH_TORCH
     } catch (const c10::Error& e) {
       // The one place LibTorch's errors are worded: the first line (the rest is a C++ backtrace), after the file the
       // command was reading (LibTorch's own messages name no file).
-      std::string subject;
-      for (const char* name : {"--checkpoint", "--config", "--matrix"}) {
-        const CLI::Option* o = sub->get_option_no_throw(name);
-        if (o && o->count() > 0 && subject.empty()) subject = o->as<std::string>() + ": ";
-      }
-      std::fprintf(stderr, "statecut %s: error: %s%s\n", sub->get_name().c_str(), subject.c_str(),
+      std::fprintf(stderr, "statecut %s: error: %s%s\n", sub->get_name().c_str(), subject_of(sub).c_str(),
                    first_line(statecut::name_outputs(e.what_without_backtrace())).c_str());
       return kExitFailure;
 #endif

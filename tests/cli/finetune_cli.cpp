@@ -223,3 +223,21 @@ TEST(Cli_Finetune, twoGlooProcessesEqualOneProcessWithTheDoubledBatch) {
   EXPECT_EQ(rec["finetune"]["recipe"]["world_size"], 2);
   EXPECT_EQ(rec["finetune"]["tokens"], 3 * 4 * 32);
 }
+
+// A config whose model cannot be allocated (hidden_size 10^9 under an 8 GB address-space limit) is one line naming
+// the config and the cause; it said "statecut train: error: std::bad_alloc" (audit D13).
+TEST(BadInput_Train, aModelThatCannotBeAllocatedIsOneLineNamingTheConfig) {
+  if (!fs::exists(kFixtures / "fla_delta_net")) GTEST_SKIP() << "no fixtures";
+  TempDir d("train-huge");
+  json c = json::parse(slurp(kFixtures / "fla_delta_net" / "config.json"));
+  c["hidden_size"] = 1000000000;
+  const std::string cfg = d / "huge.json";
+  std::ofstream(cfg) << c.dump();
+  const CliRun r = run_program("ulimit -v 8000000; " + std::string(STATECUT_CLI),
+                               "train --config " + cfg + " --text " + train_text(d) + " --steps 1 --seq-len 16 --quiet --out " +
+                                   (d / "out"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_EQ(lines(r.err)[0].rfind("statecut train: error: " + cfg + ": ", 0), 0u) << r.err;
+  EXPECT_FALSE(fs::exists(d / "out"));
+}
