@@ -42,6 +42,7 @@ void warn_ignored_options(const CLI::App& app, const statecut::PruneOptions& o) 
          " is the same without it");
   if (given("--f") && o.method != "drrqr") prune_warn("--f is the strong-RRQR parameter of --method drrqr; ignored by --method " + o.method);
   if (given("--seed") && o.method == "l1") prune_warn("--seed is ignored by --method l1 (nothing is drawn)");
+  if (given("--select") && o.method == "rand") prune_warn("--select is ignored by --method rand (nothing is scored)");
 }
 
 /// Calibration windows are drawn at random starts; more window tokens than the text holds means they must overlap
@@ -72,7 +73,9 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--calib", a->opt.calib, "calibration text or token files (swanda, grad, drrqr, pca; rand and l1 ignore it, with a warning)");
   app.add_option("--calib-seqs", a->opt.calib_seqs, "calibration sequences N")->capture_default_str();
   app.add_option("--calib-len", a->opt.calib_len, "tokens per calibration sequence L")->capture_default_str();
-  app.add_option("--calib-batch", a->opt.batch, "sequences per forward (0 = automatic)")->capture_default_str();
+  app.add_option("--calib-batch", a->opt.batch, "sequences per forward (0 = automatic)")
+      ->check(statecut::cli::at_least(0))
+      ->capture_default_str();
   app.add_option("--seed", a->opt.seed, "seed of window sampling, rand and the faithful subsample")
       ->check(statecut::cli::seed_value())
       ->capture_default_str();

@@ -1,7 +1,8 @@
-// Options a run will not use are named in one warning line each, not accepted silently (README; prune's own are in
+// Options a run will not use are named in one warning line each, not accepted silently (README; prune's others are in
 // prune_options_cli.cpp, rank's in rank_cli.cpp): generate's sampling options at --temperature 0, finetune's
 // distillation options with --no-kd and LoRA options with --full, --eval-every without --eval-text, select's
-// --adversarial (pca) and --faithful (drrqr) with another method. The output is the run's without the option.
+// --adversarial (pca) and --faithful (drrqr) with another method, prune's --select with rand. The output is the run's
+// without the option. Also here: option values other commands refuse (a negative --calib-batch, logits --out x.bin).
 #include "tests/cli/prune_cli_util.h"
 
 using namespace pipeline_cli;
@@ -72,4 +73,31 @@ TEST(Cli_IgnoredOptions, selectNamesAnotherMethodsOptions) {
   EXPECT_EQ(warnings_of(p, "select"),
             std::vector<std::string>{"statecut select: warning: --faithful is ignored by --method pca (a drrqr option)"})
       << p.err;
+}
+
+// prune: --select with --method rand (nothing is scored) is named; a negative --calib-batch is a usage error.
+TEST(Cli_IgnoredOptions, pruneRandNamesItsScoreSideAndRefusesANegativeBatch) {
+  TempDir d("prune-ignored");
+  const CliRun r = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method rand --ratio 0.5 --select q --out " +
+                                (d / "a"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(warnings_of(r, "prune"),
+            std::vector<std::string>{"statecut prune: warning: --select is ignored by --method rand (nothing is scored)"})
+      << r.err;
+  const CliRun b = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method drrqr --ratio 0.5 --calib " +
+                                (kCorpora / "fortunes.txt").string() + " --calib-batch -1 --out " + (d / "b"));
+  EXPECT_EQ(b.code, 2) << b.err;
+  EXPECT_FALSE(fs::exists(d.path / "b"));
+}
+
+// logits --out is a .safetensors file, as tokenize's: under another name (x.bin) every other command would read it
+// as raw token ids.
+TEST(Cli_IgnoredOptions, logitsOutMustBeASafetensorsFile) {
+  TempDir d("logits-out-name");
+  const CliRun r = run_statecut("logits --checkpoint " + kModel.string() + " --text " +
+                                (kCorpora / "fortunes.txt").string() + " --max-tokens 8 --out " + (d / "x.bin"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+  EXPECT_NE(r.err.find(d / "x.bin" + ": --out must be a .safetensors file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(d.path / "x.bin"));
 }
