@@ -188,7 +188,8 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
       throw UsageError(a->file + ": " + e.what());
     }
     // After the selection: a refusal is the only line of a run that fails.
-    if (a->method != "pca") statecut::cli::warn_ignored(app, {"--adversarial"}, "by --method " + a->method + " (a pca option)");
+    if (a->method != "pca")
+      statecut::cli::warn_ignored(app, {"--adversarial"}, "by --method " + a->method + " (a pca option)");
     if (a->method != "drrqr")
       statecut::cli::warn_ignored(app, {"--faithful"}, "by --method " + a->method + " (a drrqr option)");
     return rc;

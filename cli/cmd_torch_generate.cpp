@@ -14,8 +14,6 @@
 #include "cli/command_registry.h"
 #include "cli/tokenizer_option.h"
 #include "cli/usage.h"
-
-#include <functional>
 #include "optimized/generate/generate.h"
 #include "optimized/generate/text_stream.h"
 #include "optimized/io/checkpoint.h"
@@ -30,11 +28,10 @@ struct GenerateArgs {
   statecut::GenerateOptions gen;
   bool json = false, has_prompt = false, quiet = false;
   statecut::TokenizerChoice tokenizer = statecut::TokenizerChoice::Auto;
-  std::function<void()> warn_ignored;  ///< names unused options once the options are known good (usage.h)
 };
 
 
-int run_generate(GenerateArgs& a) {
+int run_generate(GenerateArgs& a, const CLI::App& app) {
   if (a.has_prompt == !a.prompt_file.empty()) {  // a missing (or doubled) required option: usage, exit 2
     std::fprintf(stderr, "statecut generate: usage: give exactly one of --prompt TEXT and --prompt-file FILE; see "
                          "'statecut generate --help'\n");
@@ -47,7 +44,8 @@ int run_generate(GenerateArgs& a) {
   if (a.device == "cuda" && !torch::cuda::is_available())
     throw statecut::cli::UsageError("--device cuda: no CUDA device available");
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  if (a.warn_ignored) a.warn_ignored();
+  if (a.gen.sampling.temperature == 0)  // once the options are known good: a refusal is a failed run's only line
+    statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const auto tok = statecut::Tokenizer::for_checkpoint(a.checkpoint, a.tokenizer);
   statecut::require_valid_utf8(tok, text, a.has_prompt ? std::string("--prompt") : a.prompt_file);
@@ -128,13 +126,7 @@ statecut::cli::Command generate_cmd("generate", [](CLI::App& app) {
   app.add_flag("--quiet", a->quiet, "no summary line (tokens, speeds) on stderr");
   app.add_flag_function("--no-graphs", [a](int64_t) { a->gen.cuda_graphs = false; },
                         "decode eagerly on CUDA (no CUDA graph)");
-  return [a, &app]() {
-    a->warn_ignored = [a, &app]() {
-      if (a->gen.sampling.temperature == 0)
-        statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
-    };
-    return run_generate(*a);
-  };
+  return [a, &app]() { return run_generate(*a, app); };
 });
 
 }  // namespace

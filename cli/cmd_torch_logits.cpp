@@ -56,10 +56,7 @@ int run_logits(const LogitsArgs& a) {
                          "'statecut logits --help'\n");
     return statecut::cli::kExitUsage;
   }
-  // A .safetensors name, as tokenize --out requires: under another name (x.bin) every other command would read the
-  // file as raw token ids.
-  if (a.out.size() < 12 || a.out.compare(a.out.size() - 12, 12, ".safetensors") != 0)
-    throw std::runtime_error(a.out + ": --out must be a .safetensors file");
+  statecut::cli::require_safetensors_out(a.out);
   statecut::require_new_output_file(a.out, "--out");  // as prune and rank refuse theirs
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   if (a.device == "cuda" && !torch::cuda::is_available())

@@ -118,9 +118,10 @@ void require_same_model(const statecut::RankReport& base, const statecut::RankRe
            " heads, dv " + std::to_string(L.dv) + "]";
     return s;
   };
-  if (shape(base) != shape(r))
-    throw std::runtime_error(base_dir + ": --baseline is " + shape(base).substr(0, 120) + ", not the unpruned form of " +
-                             dir + " (" + shape(r).substr(0, 120) + ")");
+  const std::string want = shape(r), got = shape(base);
+  if (got != want)
+    throw std::runtime_error(base_dir + ": --baseline is " + got.substr(0, 120) + ", not the unpruned form of " + dir +
+                             " (" + want.substr(0, 120) + ")");
 }
 
 statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {

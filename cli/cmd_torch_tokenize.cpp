@@ -12,6 +12,7 @@
 
 #include "cli/command_registry.h"
 #include "cli/tokenizer_option.h"
+#include "cli/usage.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/input_file.h"
@@ -37,8 +38,7 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print {tokens, bytes, tokenizer, seconds} on stdout");
   return [a]() {
-    if (!a->out.empty() && (a->out.size() < 12 || a->out.compare(a->out.size() - 12, 12, ".safetensors") != 0))
-      throw std::runtime_error(a->out + ": --out must be a .safetensors file");
+    if (!a->out.empty()) statecut::cli::require_safetensors_out(a->out);
     if (!a->out.empty()) statecut::require_new_output_file(a->out, "--out");
     const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
     const std::string text = statecut::io::read_input_file(a->text);

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <csignal>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,14 @@ inline void warn_ignored(const CLI::App& app, std::initializer_list<const char*>
   if (!given.empty())
     std::fprintf(stderr, "statecut %s: warning: %s %s ignored %s\n", app.get_name().c_str(), join(given, ", ").c_str(),
                  given.size() == 1 ? "is" : "are", why.c_str());
+}
+
+/// An --out token or logits file: a .safetensors name (under another one, x.bin, every command that reads token files
+/// would read it as raw ids). Throws "<path>: --out must be a .safetensors file".
+inline void require_safetensors_out(const std::string& path) {
+  const std::string ext = ".safetensors";
+  if (path.size() < ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
+    throw std::runtime_error(path + ": --out must be a .safetensors file");
 }
 
 /// "--name" for every long option and "-x" for every short one of `app`.

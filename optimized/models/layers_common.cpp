@@ -267,15 +267,15 @@ const nlohmann::json* config_field(const nlohmann::json& c, const std::string& k
 
 void config_error(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
-torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings, const std::string& embeddings_name) {
+torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings,
+                               const std::string& embeddings_name) {
   const std::string head = "lm_head.weight";
   const auto names = w.names();  // empty for a generated source
   if (!std::binary_search(names.begin(), names.end(), head)) return embeddings;
   // As stored (raw: a checks_only source hands out uninitialised tensors from get()), compared exactly.
   const torch::Tensor h = w.raw(head), e = w.raw(embeddings_name);
-  const bool same = h.sizes() == e.sizes() && (h.scalar_type() == e.scalar_type()
-                                                   ? torch::equal(h, e)
-                                                   : torch::equal(h.to(torch::kFloat64), e.to(torch::kFloat64)));
+  const auto wide = torch::promote_types(h.scalar_type(), e.scalar_type());  // exact: only the narrower one converts
+  const bool same = h.sizes() == e.sizes() && torch::equal(h.to(wide), e.to(wide));
   if (!same)
     throw io::Error(w.origin(head) + ": lm_head.weight differs from the embeddings (" + embeddings_name +
                     ") while config.json ties them (tie_word_embeddings true): which is the output head is ambiguous "

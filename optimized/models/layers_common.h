@@ -89,7 +89,8 @@ torch::Tensor embed_tokens(const torch::Tensor& input_ids, const torch::Tensor& 
 /// lm_head.weight beside them is accepted when it equals them (a tied model saved with both names) and refused,
 /// naming the file, when it differs — which of the two is the output head is then ambiguous (transformers 5 keeps
 /// such a head untied and warns). Generated sources (statecut train) store nothing and are not compared.
-torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings, const std::string& embeddings_name);
+torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings,
+                               const std::string& embeddings_name);
 
 /// A config.json that no family can load: throws io::Error "<origin>: <what>" (every family's config errors).
 [[noreturn]] void config_error(const std::string& origin, const std::string& what);

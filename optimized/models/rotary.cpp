@@ -48,8 +48,9 @@ RotaryEmbedding RotaryEmbedding::from_config(const nlohmann::json& config, int64
   RotaryEmbedding r;
   r.head_dim = head_dim;
   r.theta = number_or(params, "rope_theta", number_or(config, "rope_theta", 10000.0, origin), origin);
-  const double factor =
-      number_or(params, "partial_rotary_factor", number_or(config, "partial_rotary_factor", default_partial_rotary_factor, origin), origin);
+  const double factor = number_or(
+      params, "partial_rotary_factor",
+      number_or(config, "partial_rotary_factor", default_partial_rotary_factor, origin), origin);
   if (!(factor > 0.0 && factor <= 1.0))
     throw io::Error(origin + ": 'partial_rotary_factor': must lie in (0, 1], got " + std::to_string(factor));
   if (!(r.theta > 0.0)) throw io::Error(origin + ": 'rope_theta': must be positive");

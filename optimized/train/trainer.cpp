@@ -212,7 +212,8 @@ struct SavedState {
   std::vector<StepRecord> history;
 };
 
-void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, const FinetuneOptions& opt, int world,
+/// `recipe`: recipe_json of the run, formed once (it hashes the inputs: train_io.h input_identity).
+void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, const nlohmann::json& recipe,
                 const SavedState& st) {
   fs::create_directories(dir);
   Named tensors;
@@ -222,15 +223,14 @@ void save_state(const std::string& dir, const Trainable& tr, const AdamW& adam, 
   nlohmann::json hist = nlohmann::json::array();
   for (const auto& r : st.history) hist.push_back(step_to_json(r));
   const nlohmann::json j = {{"format", 1},          {"step", st.step},       {"seconds", st.seconds},
-                            {"skipped", st.skipped}, {"recipe", recipe_json(opt, world)}, {"history", hist}};
+                            {"skipped", st.skipped}, {"recipe", recipe}, {"history", hist}};
   write_text_atomically((fs::path(dir) / "state.json").string(), io::json_text(j, 1) + "\n");
 }
 
-SavedState load_state(const std::string& dir, Trainable& tr, AdamW& adam, const FinetuneOptions& opt, int world) {
+SavedState load_state(const std::string& dir, Trainable& tr, AdamW& adam, const nlohmann::json& want) {
   const std::string jpath = (fs::path(dir) / "state.json").string();
   if (!fs::exists(jpath)) trainer_fail(dir + ": no saved state to resume from (a run with --save-every N writes it)");
   const nlohmann::json j = io::read_json_file(jpath);
-  const nlohmann::json want = recipe_json(opt, world);
   for (const auto& [k, v] : want.items())
     if (!j.at("recipe").contains(k) || j["recipe"][k] != v)
       trainer_fail(jpath + ": the saved run used " + k + " = " + (j["recipe"].contains(k) ? j["recipe"][k].dump() : "?") +
@@ -387,8 +387,9 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   Trainable tr = make_trainable(*student, *master, opt);
   AdamW adam(tr.params, AdamWConfig{opt.lr, 0.9, 0.95, 1e-15, opt.weight_decay});
   SavedState st;
+  const nlohmann::json recipe = recipe_json(opt, world);  // once: it reads and hashes the inputs
   if (opt.resume) {
-    st = load_state(state_dir, tr, adam, opt, world);
+    st = load_state(state_dir, tr, adam, recipe);
     tr.push_masters();
     if (cb.on_note) cb.on_note("resumed from " + state_dir + " at step " + std::to_string(st.step));
   }
@@ -452,7 +453,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
     if (cb.on_step) cb.on_step(rec, opt.steps);
     const bool stop = !last && (interrupt || (opt.stop_after > 0 && s + 1 >= opt.stop_after));
     if (!last && (stop || (opt.save_every > 0 && (s + 1) % opt.save_every == 0))) {
-      if (rank == 0) save_state(state_dir, tr, adam, opt, world, st);
+      if (rank == 0) save_state(state_dir, tr, adam, recipe, st);
       if (dp) dp->barrier();
       if (cb.on_note) cb.on_note("saved state at step " + std::to_string(s + 1) + " to " + state_dir);
     }

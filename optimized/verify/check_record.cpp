@@ -199,7 +199,7 @@ void check_record_history(const json& rec, const std::string& path, std::vector<
 
 /// The methods `statecut prune` records (selectors.h); a --keep-from prune records the keep file's own method.
 void check_record_method(const Context& ctx, const json& rec, const std::string& path,
-                             std::vector<std::string>& problems) {
+                         std::vector<std::string>& problems) {
   static constexpr std::array<const char*, 6> kMethods = {"rand", "l1", "swanda", "grad", "drrqr", "pca"};
   if (!rec.contains("method") || !rec["method"].is_string()) {
     problems.push_back(path + ": \"method\" is " + (rec.contains("method") ? rec["method"].dump() : "absent") +

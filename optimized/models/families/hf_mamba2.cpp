@@ -190,7 +190,8 @@ class HfMamba2 final : public CausalLM {
       layers_.push_back(std::move(l));
     }
     norm_f_ = get("backbone.norm_f.weight", {m.hidden}, dtype);
-    lm_head_ = m.tie ? tied_output_head(w, embeddings_, "backbone.embeddings.weight") : get("lm_head.weight", {m.vocab, m.hidden}, dtype);
+    lm_head_ = m.tie ? tied_output_head(w, embeddings_, "backbone.embeddings.weight")
+                     : get("lm_head.weight", {m.vocab, m.hidden}, dtype);
   }
 
   ForwardResult forward(const torch::Tensor& input_ids, const ForwardOptions& opt) override {
