@@ -23,7 +23,6 @@
 #include <string>
 
 namespace {
-using statecut::cli::UsageError;
 using namespace statecut::ref;
 
 struct SelectArgs {
@@ -40,32 +39,43 @@ Mat read_matrix(const statecut::io::SafetensorsFile& st, const std::string& name
   const auto& t = st.tensor(name);
   using statecut::io::DType;
   if (t.dtype != DType::F32 && t.dtype != DType::F64 && t.dtype != DType::BF16 && t.dtype != DType::F16)
-    throw UsageError(st.path() + ": tensor '" + name + "' (" + role + ") has dtype " +
+    throw std::runtime_error(st.path() + ": tensor '" + name + "' (" + role + ") has dtype " +
                      statecut::io::dtype_name(t.dtype) + "; expected a float dtype (F32 or F64)");
   if (t.shape.size() != 2 && t.shape.size() != 1)
-    throw UsageError(st.path() + ": tensor '" + name + "' (" + role + ") must be 2-D, has rank " +
+    throw std::runtime_error(st.path() + ": tensor '" + name + "' (" + role + ") must be 2-D, has rank " +
                      std::to_string(t.shape.size()));
   const Index rows = t.shape[0], cols = t.shape.size() == 2 ? t.shape[1] : 1;
-  if (rows < 1 || cols < 1) throw UsageError(st.path() + ": tensor '" + name + "' (" + role + ") is empty");
+  if (rows < 1 || cols < 1) throw std::runtime_error(st.path() + ": tensor '" + name + "' (" + role + ") is empty");
   const std::vector<double> v = statecut::io::to_double(t);
   Mat m = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(v.data(), rows, cols);
   if (!m.allFinite())
-    throw UsageError(st.path() + ": tensor '" + name + "' (" + role + ") contains NaN or Inf");
+    throw std::runtime_error(st.path() + ": tensor '" + name + "' (" + role + ") contains NaN or Inf");
   return m;
 }
 
 std::string need_name(const std::string& v, const char* opt, const std::string& method) {
-  if (v.empty()) throw UsageError("--method " + method + " needs " + opt);
+  if (v.empty()) throw statecut::OptionError("--method " + method + " needs " + opt);
   return v;
 }
 
+/// The reference's name lookup, its refusal as a usage error naming the option.
+template <class Parse>
+auto option_value(Parse parse, const std::string& value, const char* option) {
+  try {
+    return parse(value);
+  } catch (const std::exception& e) {
+    throw statecut::OptionError(std::string(option) + ": " + e.what());
+  }
+}
+
 int run_select(const SelectArgs& a) {
-  const SelectMethod method = method_from_name(a.method);
-  const ScoreSide side = side_from_name(a.side);
-  if (!a.keep_given && !a.ratio_given) throw UsageError("give --keep K or --ratio R");
-  if (a.keep_given && a.keep < 1) throw UsageError("--keep must be >= 1, got " + std::to_string(a.keep));
+  const SelectMethod method = option_value(method_from_name, a.method, "--method");
+  const ScoreSide side = option_value(side_from_name, a.side, "--select");
+  if (!(a.f > 1.0) || !std::isfinite(a.f)) throw statecut::OptionError("--f must be finite and > 1, got " + std::to_string(a.f));
+  if (!a.keep_given && !a.ratio_given) throw statecut::OptionError("give --keep K or --ratio R");
+  if (a.keep_given && a.keep < 1) throw statecut::OptionError("--keep must be >= 1, got " + std::to_string(a.keep));
   if (a.ratio_given && !(a.ratio > 0.0 && a.ratio < 1.0))
-    throw UsageError("--ratio must lie in (0, 1), got " + std::to_string(a.ratio));
+    throw statecut::OptionError("--ratio must lie in (0, 1), got " + std::to_string(a.ratio));
   const auto st = statecut::io::SafetensorsFile::open(a.file);
   SelectOptions opt;
   opt.method = method;
@@ -76,7 +86,7 @@ int run_select(const SelectArgs& a) {
   opt.f = a.f;
   opt.faithful = a.faithful;
   opt.pca_adversarial = a.adversarial;
-  if (a.layer < 0 || a.head < 0) throw UsageError("--layer and --head must be >= 0");
+  if (a.layer < 0 || a.head < 0) throw statecut::OptionError("--layer and --head must be >= 0");
   opt.layer = a.layer;
   HeadInputs h;
   Vec rms;
@@ -87,7 +97,7 @@ int run_select(const SelectArgs& a) {
     std::string name = a.tensor;
     if (name.empty()) {
       if (st.names().size() != 1)
-        throw UsageError(a.file + ": has " + std::to_string(st.names().size()) +
+        throw std::runtime_error(a.file + ": has " + std::to_string(st.names().size()) +
                          " tensors; name the activation matrix with --tensor");
       name = st.names().front();
     }
@@ -98,11 +108,11 @@ int run_select(const SelectArgs& a) {
     h.wq = read_matrix(st, need_name(a.wq, "--wq", a.method), "Wq");
     h.wk = read_matrix(st, need_name(a.wk, "--wk", a.method), "Wk");
     if (h.wq.rows() != h.wk.rows() || h.wq.cols() != h.wk.cols())
-      throw UsageError(a.file + ": Wq and Wk shapes differ");
+      throw std::runtime_error(a.file + ": Wq and Wk shapes differ");
     if (method == SelectMethod::SWanda) {
       const Mat r = read_matrix(st, need_name(a.rms, "--rms", a.method), "rms");
       if (r.size() != h.wq.cols())
-        throw UsageError(a.file + ": --rms has " + std::to_string(r.size()) + " entries, Wq has " +
+        throw std::runtime_error(a.file + ": --rms has " + std::to_string(r.size()) + " entries, Wq has " +
                          std::to_string(h.wq.cols()) + " input features");
       rms = Eigen::Map<const Vec>(r.data(), r.size());
     }
@@ -111,7 +121,7 @@ int run_select(const SelectArgs& a) {
       h.grad_wk = read_matrix(st, need_name(a.grad_wk, "--grad-wk", a.method), "dL/dWk");
       if (h.grad_wq.rows() != h.wq.rows() || h.grad_wq.cols() != h.wq.cols() ||
           h.grad_wk.rows() != h.wk.rows() || h.grad_wk.cols() != h.wk.cols())
-        throw UsageError(a.file + ": gradient shapes differ from the weights");
+        throw std::runtime_error(a.file + ": gradient shapes differ from the weights");
     }
     dk = h.wq.rows();
   }
@@ -119,7 +129,7 @@ int run_select(const SelectArgs& a) {
   try {
     k = resolve_budget(opt, dk);
   } catch (const ShapeError& e) {
-    throw UsageError(a.file + ": " + e.what());
+    throw std::runtime_error(a.file + ": " + e.what());
   }
   out["method"] = a.method;
   out["dk"] = dk;
@@ -185,7 +195,7 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
     try {
       rc = run_select(*a);
     } catch (const statecut::ref::ShapeError& e) {
-      throw UsageError(a->file + ": " + e.what());
+      throw std::runtime_error(a->file + ": " + e.what());
     }
     // After the selection: a refusal is the only line of a run that fails.
     if (a->method != "pca")

@@ -35,7 +35,7 @@ int64_t parse_positive(const std::string& s, const std::string& what) {
     used = 0;
   }
   if (used != s.size() || s.empty() || v <= 0)
-    throw statecut::cli::UsageError(what + ": '" + s + "' is not a positive integer");
+    throw statecut::OptionError(what + ": '" + s + "' is not a positive integer");
   return v;
 }
 
@@ -110,7 +110,7 @@ double ratio(double cmp, double base, bool ok) { return ok && base > 0 ? cmp / b
 
 int run_bench(const BenchArgs& a) {
   const bool cuda = a.device == "cuda";
-  if (cuda && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+  if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const std::string dt = a.dtype == "auto" ? (cuda ? "bf16" : "f32") : a.dtype;
   const torch::Dtype dtype = dt == "bf16" ? torch::kBFloat16 : torch::kFloat32;
@@ -119,7 +119,7 @@ int run_bench(const BenchArgs& a) {
   const auto prefill = a.prefill.empty() ? std::vector<std::string>{cuda ? "1x2048,8x2048" : "1x256"} : a.prefill;
   for (const auto& s : split_commas(prefill)) {
     const auto x = s.find('x');
-    if (x == std::string::npos) throw statecut::cli::UsageError("--prefill: '" + s + "' is not BxT (e.g. 8x2048)");
+    if (x == std::string::npos) throw statecut::OptionError("--prefill: '" + s + "' is not BxT (e.g. 8x2048)");
     cfg.prefill.emplace_back(parse_positive(s.substr(0, x), "--prefill batch"),
                              parse_positive(s.substr(x + 1), "--prefill length"));
   }
@@ -127,7 +127,7 @@ int run_bench(const BenchArgs& a) {
   for (const auto& s : split_commas(decode)) cfg.decode_batches.push_back(parse_positive(s, "--decode"));
   cfg.prompt = a.prompt > 0 ? a.prompt : (cuda ? 512 : 128);
   cfg.new_tokens = a.new_tokens > 0 ? a.new_tokens : (cuda ? 128 : 32);
-  if (a.prompt == 0 || a.new_tokens == 0) throw statecut::cli::UsageError("--prompt and --new-tokens must be >= 1");
+  if (a.prompt == 0 || a.new_tokens == 0) throw statecut::OptionError("--prompt and --new-tokens must be >= 1");
   cfg.repeats = a.repeats;
   cfg.cuda_graphs = !a.no_graphs;
 

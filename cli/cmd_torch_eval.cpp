@@ -205,7 +205,7 @@ int run_eval(EvalArgs& a) {
   }
   torch::Device dev(a.device);
   if (dev.is_cuda() && !torch::cuda::is_available())
-    throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+    throw std::runtime_error("--device cuda: no CUDA device available");
   if (!a.svg.empty()) statecut::require_new_output_file(a.svg, "--svg");  // before the model loads
   if (!a.task.empty())  // bad task files fail before the model loads
     for (const auto& f : a.task) (void)statecut::read_choice_task(f);

@@ -37,21 +37,23 @@ int run_generate(GenerateArgs& a, const CLI::App& app) {
                          "'statecut generate --help'\n");
     return statecut::cli::kExitUsage;
   }
-  const std::string text = a.has_prompt ? a.prompt : statecut::io::read_input_file(a.prompt_file);
-  if (text.empty()) throw statecut::cli::UsageError((a.has_prompt ? std::string("--prompt") : a.prompt_file) + ": the prompt is empty");
   statecut::check_sampling(a.gen.sampling);
-  if (a.gen.max_new_tokens < 0) throw statecut::cli::UsageError("--max-new-tokens must be >= 0");
+  if (a.gen.max_new_tokens < 0) throw statecut::OptionError("--max-new-tokens must be >= 0");
+  const std::string source = a.has_prompt ? std::string("--prompt") : a.prompt_file;
+  if (a.has_prompt && a.prompt.empty()) throw statecut::OptionError("--prompt: the prompt is empty");
+  const std::string text = a.has_prompt ? a.prompt : statecut::io::read_input_file(a.prompt_file);
+  if (text.empty()) throw std::runtime_error(source + ": the prompt is empty");
   if (a.device == "cuda" && !torch::cuda::is_available())
-    throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+    throw std::runtime_error("--device cuda: no CUDA device available");
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (a.gen.sampling.temperature == 0)  // once the options are known good: a refusal is a failed run's only line
     statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   const auto tok = statecut::Tokenizer::for_checkpoint(a.checkpoint, a.tokenizer);
-  statecut::require_valid_utf8(tok, text, a.has_prompt ? std::string("--prompt") : a.prompt_file);
+  statecut::require_valid_utf8(tok, text, source);
   auto model = statecut::load_causal_lm(a.checkpoint, dtype, device);
   const auto ids = tok.encode(text);
-  if (ids.empty()) throw statecut::cli::UsageError("the prompt encodes to no tokens");
+  if (ids.empty()) throw std::runtime_error(source + ": the prompt encodes to no tokens");
   for (int64_t id : ids)
     if (id < 0 || id >= model->vocab_size())
       throw std::runtime_error(a.checkpoint + ": the tokenizer gave id " + std::to_string(id) +

@@ -60,7 +60,7 @@ int run_logits(const LogitsArgs& a) {
   statecut::require_new_output_file(a.out, "--out");  // as prune and rank refuse theirs
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
   if (a.device == "cuda" && !torch::cuda::is_available())
-    throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+    throw std::runtime_error("--device cuda: no CUDA device available");
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   torch::Tensor ids = a.text.empty() ? read_input_ids(a.tokens) : torch::Tensor();
   auto model = statecut::load_causal_lm(a.checkpoint, dtype, device);

@@ -94,7 +94,7 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   return [a, ratio, &app]() {
     // The library reads ratio 0 as "not given"; a ratio the user gave is checked here, by its own name.
     if (ratio->count() && !(a->opt.ratio > 0 && a->opt.ratio < 1))
-      throw std::runtime_error("--ratio must lie in the open interval (0, 1), got " + ratio->as<std::string>());
+      throw statecut::OptionError("--ratio must lie in the open interval (0, 1), got " + ratio->as<std::string>());
     statecut::validate_prune_options(a->opt);  // a refusal comes before any warning
     warn_ignored_options(app, a->opt);
     statecut::ProgressBar bar("calibrate", !a->quiet);

@@ -45,7 +45,7 @@ constexpr const char* kFooter =
 
 statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const std::string& label) {
   torch::Device dev(a.device);
-  if (dev.is_cuda() && !torch::cuda::is_available()) throw statecut::cli::UsageError("--device cuda: no CUDA device available");
+  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
   const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
   auto model = statecut::load_causal_lm(ckpt, torch::kFloat32, dev);
   // Before the forward: a model of softmax-attention layers only has no state to analyse.
@@ -55,7 +55,7 @@ statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const 
   const auto s = statecut::read_tokens(a.text, tok, model->vocab_size());
   const int64_t n = static_cast<int64_t>(s.ids.size());
   if (a.offset < 0 || a.offset + 2 > n)
-    throw statecut::cli::UsageError(a.text + ": --offset " + std::to_string(a.offset) + " leaves fewer than 2 of its " +
+    throw std::runtime_error(a.text + ": --offset " + std::to_string(a.offset) + " leaves fewer than 2 of its " +
                                     std::to_string(n) + " tokens");
   const int64_t len = std::min(a.len, n - a.offset);
   const torch::Tensor ids =

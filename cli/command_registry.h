@@ -25,9 +25,4 @@ struct Command {
   }
 };
 
-/// A user-facing failure: main prints "statecut <cmd>: error: <what>" and exits 1.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 }  // namespace statecut::cli

@@ -2,7 +2,8 @@
 //
 // One convention for every subcommand (README "The command line"):
 //   exit 0 ok, 1 failure (bad input included: one line "statecut <cmd>: error: <file>: <problem>"), 2 usage
-//   (unknown command or flag, missing required option, a value that does not parse: one line, with a suggestion);
+//   (unknown command or flag, missing required option, a value that does not parse or lies outside its range,
+//   options that exclude each other: one line "statecut <cmd>: usage: ...", with a suggestion where one helps);
 //   every subcommand accepts --json (one object on stdout).
 #include <algorithm>
 #include <cstdio>
@@ -89,6 +90,10 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     try {
       return action();
+    } catch (const statecut::OptionError& e) {  // an option out of its range, or options that exclude each other
+      const std::string who = "statecut " + sub->get_name();
+      std::fprintf(stderr, "%s: usage: %s; see '%s --help'\n", who.c_str(), first_line(e.what()).c_str(), who.c_str());
+      return kExitUsage;
     } catch (const std::bad_alloc&) {  // "std::bad_alloc" alone named neither the input nor the cause
       std::fprintf(stderr, "statecut %s: error: %sout of memory: the model, batch or sequence length does not fit\n",
                    sub->get_name().c_str(), subject_of(sub).c_str());

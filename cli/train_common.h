@@ -135,7 +135,7 @@ inline int run_training(TrainArgs& a, const std::string& label, const std::strin
     if (dp && want.is_cuda()) o.device = local_cuda_device().str();
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
-    throw UsageError("--device: " + msg.substr(0, msg.find('\n')));
+    throw statecut::OptionError("--device: " + msg.substr(0, msg.find('\n')));
   }
   const bool cuda = o.device.rfind("cuda", 0) == 0;
   o.precision = a.precision == "bf16" || (a.precision == "auto" && cuda) ? TrainPrecision::Bf16 : TrainPrecision::Full;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "optimized/io/option_error.h"
+
 namespace statecut::cli {
 
 inline constexpr int kExitOk = 0;

@@ -5,15 +5,17 @@
 #include <limits>
 #include <stdexcept>
 
+#include "optimized/io/option_error.h"
+
 namespace statecut {
 
 EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenizer& tok, const EvalOptions& opt,
                            const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.window < 1) throw std::runtime_error("--window must be >= 1");
+  if (opt.window < 1) throw OptionError("--window must be >= 1");
   const int64_t W = opt.window;
   const int64_t S = opt.stride > 0 ? opt.stride : W;
-  if (S > W) throw std::runtime_error("--stride must be <= --window");
+  if (S > W) throw OptionError("--stride must be <= --window");
   int64_t n = static_cast<int64_t>(s.ids.size());
   if (opt.max_tokens > 0) n = std::min(n, opt.max_tokens);
   if (n < 2) throw std::runtime_error(s.source + ": needs at least 2 tokens to score, has " + std::to_string(n));

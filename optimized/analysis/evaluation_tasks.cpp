@@ -9,6 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "optimized/io/option_error.h"
 #include "optimized/text/utf8.h"
 
 namespace statecut {
@@ -123,7 +124,7 @@ ChoiceTask read_choice_task(const std::string& path) {
 ChoiceTaskResult evaluate_choice_task(CausalLM& model, const ChoiceTask& task, const Tokenizer& tok,
                                       const ChoiceTaskOptions& opt, const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (opt.max_length < 1) throw std::runtime_error("--window (max length) must be >= 1");
+  if (opt.max_length < 1) throw OptionError("--window (max length) must be >= 1");
   if (!tok.available()) throw std::runtime_error(tok.unavailable_reason());
   const int64_t V = model.vocab_size();
 

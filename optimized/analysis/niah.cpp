@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "optimized/analysis/svg.h"
+#include "optimized/io/option_error.h"
 #include "optimized/models/decode_cache.h"
 
 namespace statecut {
@@ -50,14 +51,14 @@ NiahResult evaluate_niah(CausalLM& model, const Tokenizer& tok, const std::strin
                          const std::string& filler_text, const NiahOptions& opt, const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   if (opt.lengths.empty() || opt.depths.empty())
-    throw std::runtime_error("--niah needs at least one length and one depth");
+    throw OptionError("--niah needs at least one length and one depth");
   for (double d : opt.depths)
-    if (!(d >= 0 && d <= 1)) throw std::runtime_error("--depths: " + niah_fmt("%g", d) + " is outside [0, 1]");
-  if (opt.trials < 1) throw std::runtime_error("--trials must be >= 1");
-  if (opt.digits < 1 || opt.digits > 18) throw std::runtime_error("--digits must be in [1, 18]");
-  if (opt.candidates < 2) throw std::runtime_error("--candidates must be >= 2 (the key and a distractor)");
+    if (!(d >= 0 && d <= 1)) throw OptionError("--depths: " + niah_fmt("%g", d) + " is outside [0, 1]");
+  if (opt.trials < 1) throw OptionError("--trials must be >= 1");
+  if (opt.digits < 1 || opt.digits > 18) throw OptionError("--digits must be in [1, 18]");
+  if (opt.candidates < 2) throw OptionError("--candidates must be >= 2 (the key and a distractor)");
   if (static_cast<double>(opt.candidates) > 0.5 * 9 * std::pow(10.0, static_cast<double>(opt.digits - 1)))
-    throw std::runtime_error("--candidates " + std::to_string(opt.candidates) + " is too many for " +
+    throw OptionError("--candidates " + std::to_string(opt.candidates) + " is too many for " +
                              std::to_string(opt.digits) + "-digit keys");
   const std::vector<int64_t> filler = tok.encode(filler_text);
   if (filler.empty()) throw std::runtime_error(filler_path + ": the filler text encodes to no tokens");
@@ -66,15 +67,15 @@ NiahResult evaluate_niah(CausalLM& model, const Tokenizer& tok, const std::strin
     if (id < 0 || id >= V)
       throw std::runtime_error(filler_path + ": the tokenizer gave id " + std::to_string(id) +
                                " outside the model's vocabulary");
-  if (opt.needle.find("{key}") == std::string::npos) throw std::runtime_error("--needle must hold {key}");
-  if (opt.answer.find("{key}") == std::string::npos) throw std::runtime_error("--answer must hold {key}");
+  if (opt.needle.find("{key}") == std::string::npos) throw OptionError("--needle must hold {key}");
+  if (opt.answer.find("{key}") == std::string::npos) throw OptionError("--answer must hold {key}");
   const std::vector<int64_t> question = tok.encode(opt.question);
   {  // every length must hold the needle and the question: check before any compute
     const size_t fixed =
         tok.encode(with_key(opt.needle, std::string(static_cast<size_t>(opt.digits), '7'))).size() + question.size();
     for (int64_t L : opt.lengths)
       if (L < static_cast<int64_t>(fixed) + 1)
-        throw std::runtime_error("--lengths: " + std::to_string(L) +
+        throw OptionError("--lengths: " + std::to_string(L) +
                                  " tokens cannot hold the needle and the question (" + std::to_string(fixed) +
                                  " tokens) and some filler");
   }
@@ -104,7 +105,7 @@ NiahResult evaluate_niah(CausalLM& model, const Tokenizer& tok, const std::strin
         const std::vector<int64_t> needle = tok.encode(with_key(opt.needle, key));
         const int64_t f = L - static_cast<int64_t>(needle.size() + question.size());
         if (f < 0)
-          throw std::runtime_error("--lengths: " + std::to_string(L) +
+          throw OptionError("--lengths: " + std::to_string(L) +
                                    " tokens cannot hold the needle and the question (" +
                                    std::to_string(needle.size() + question.size()) + " tokens)");
         const int64_t a = std::llround(d * static_cast<double>(f));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "optimized/generate/decode_step.h"
+#include "optimized/io/option_error.h"
 #include "optimized/models/decode_cache.h"
 
 namespace statecut {
@@ -24,7 +25,7 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
                         const std::function<void(int64_t, const std::vector<int64_t>&)>& on_token) {
   check_sampling(opt.sampling);
   if (opt.max_new_tokens < 0)
-    throw std::invalid_argument("--max-new-tokens must be >= 0, got " + std::to_string(opt.max_new_tokens));
+    throw OptionError("--max-new-tokens must be >= 0, got " + std::to_string(opt.max_new_tokens));
   if (prompt.dim() != 2 || prompt.size(1) < 1) throw std::invalid_argument("the prompt is empty: nothing to continue");
   torch::NoGradGuard no_grad;
   const int64_t B = prompt.size(0);

@@ -7,14 +7,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "optimized/io/option_error.h"
+
 namespace statecut {
 
 void check_sampling(const SamplingOptions& s) {
   if (!(s.temperature >= 0.0) || !std::isfinite(s.temperature))
-    throw std::invalid_argument("--temperature must be a finite number >= 0, got " + std::to_string(s.temperature));
-  if (s.top_k < 0) throw std::invalid_argument("--top-k must be >= 0, got " + std::to_string(s.top_k));
+    throw OptionError("--temperature must be a finite number >= 0, got " + std::to_string(s.temperature));
+  if (s.top_k < 0) throw OptionError("--top-k must be >= 0, got " + std::to_string(s.top_k));
   if (!(s.top_p > 0.0 && s.top_p <= 1.0))
-    throw std::invalid_argument("--top-p must lie in (0, 1], got " + std::to_string(s.top_p));
+    throw OptionError("--top-p must lie in (0, 1], got " + std::to_string(s.top_p));
 }
 
 int64_t sample_row(const std::vector<double>& logits, const SamplingOptions& s, std::mt19937_64& rng) {

@@ -9,6 +9,7 @@
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/input_file.h"
+#include "optimized/io/option_error.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "optimized/models/layers_common.h"
@@ -34,7 +35,7 @@ ref::SelectMethod method_of(const std::string& name) {
   try {
     return ref::method_from_name(name);
   } catch (const ref::ShapeError&) {
-    throw std::runtime_error("unknown --method '" + name + "' (one of rand, l1, swanda, grad, drrqr, pca)");
+    throw OptionError("unknown --method '" + name + "' (one of rand, l1, swanda, grad, drrqr, pca)");
   }
 }
 
@@ -42,7 +43,7 @@ ref::ScoreSide side_of(const std::string& name) {
   try {
     return ref::side_from_name(name);
   } catch (const ref::ShapeError&) {
-    throw std::runtime_error("unknown --select '" + name + "' (one of qk, q, k)");
+    throw OptionError("unknown --select '" + name + "' (one of qk, q, k)");
   }
 }
 
@@ -53,36 +54,36 @@ bool method_needs_calibration(const std::string& m) { return needs_calibration(m
 void validate_prune_options(const PruneOptions& opt) {
   if (!opt.keep_from.empty()) {
     if (!opt.method.empty() || opt.ratio != 0 || opt.keep != 0)
-      throw std::runtime_error("--keep-from replaces --method/--ratio/--keep: give only one of them");
+      throw OptionError("--keep-from replaces --method/--ratio/--keep: give only one of them");
     if (!fs::is_regular_file(opt.keep_from)) throw std::runtime_error(opt.keep_from + ": keep file not found");
-    if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
+    if (opt.out.empty()) throw OptionError("--out DIR is required");
     return;
   }
-  if (opt.method.empty()) throw std::runtime_error("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
+  if (opt.method.empty()) throw OptionError("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
   (void)method_of(opt.method);
-  if ((opt.ratio != 0) == (opt.keep != 0)) throw std::runtime_error("give exactly one of --ratio R and --keep K");
+  if ((opt.ratio != 0) == (opt.keep != 0)) throw OptionError("give exactly one of --ratio R and --keep K");
   if (opt.keep == 0 && !(opt.ratio > 0 && opt.ratio < 1))
-    throw std::runtime_error("--ratio must lie in the open interval (0, 1), got " + std::to_string(opt.ratio));
-  if (opt.keep < 0) throw std::runtime_error("--keep must be >= 1, got " + std::to_string(opt.keep));
+    throw OptionError("--ratio must lie in the open interval (0, 1), got " + std::to_string(opt.ratio));
+  if (opt.keep < 0) throw OptionError("--keep must be >= 1, got " + std::to_string(opt.keep));
   (void)side_of(opt.select);
   if (opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
-    throw std::runtime_error("unknown --device '" + opt.device + "' (cpu or cuda)");
-  if (!(opt.f > 1)) throw std::runtime_error("--f must be > 1");
+    throw OptionError("unknown --device '" + opt.device + "' (cpu or cuda)");
+  if (!(opt.f > 1)) throw OptionError("--f must be > 1");
   if (opt.stream_weights != "auto" && opt.stream_weights != "on" && opt.stream_weights != "off")
-    throw std::runtime_error("unknown --stream-weights '" + opt.stream_weights + "' (auto, on or off)");
+    throw OptionError("unknown --stream-weights '" + opt.stream_weights + "' (auto, on or off)");
   if (opt.stream_weights == "on" && opt.device != "cpu")
-    throw std::runtime_error("--stream-weights on runs on the CPU (on CUDA the model must fit the device)");
+    throw OptionError("--stream-weights on runs on the CPU (on CUDA the model must fit the device)");
   if (opt.stream_weights == "on" && opt.method == "grad")
-    throw std::runtime_error("--stream-weights on: --method grad needs every block's weights at once (its backward)");
+    throw OptionError("--stream-weights on: --method grad needs every block's weights at once (its backward)");
   if (method_needs_calibration(opt.method)) {
-    if (opt.calib.empty()) throw std::runtime_error("--method " + opt.method + " needs calibration text: --calib FILE");
+    if (opt.calib.empty()) throw OptionError("--method " + opt.method + " needs calibration text: --calib FILE");
     if (opt.calib_seqs < 1 || opt.calib_len < 2)
-      throw std::runtime_error("--calib-seqs must be >= 1 and --calib-len >= 2");
+      throw OptionError("--calib-seqs must be >= 1 and --calib-len >= 2");
     for (const auto& c : opt.calib)
       if (const std::string why = io::input_file_problem(c); !why.empty())
         throw std::runtime_error(c + ": calibration file: " + why);
   }
-  if (opt.out.empty()) throw std::runtime_error("--out DIR is required");
+  if (opt.out.empty()) throw OptionError("--out DIR is required");
 }
 
 namespace {

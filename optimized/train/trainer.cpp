@@ -13,6 +13,7 @@
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/input_file.h"
+#include "optimized/io/option_error.h"
 #include "optimized/io/remove_tree.h"
 #include "optimized/models/model.h"
 #include "optimized/text/token_stream.h"
@@ -33,6 +34,8 @@ using Clock = std::chrono::steady_clock;
 using Named = std::vector<std::pair<std::string, torch::Tensor>>;
 
 [[noreturn]] void trainer_fail(const std::string& msg) { throw std::runtime_error(msg); }
+/// An option out of its range or left out: a usage error (exit 2), not a failure.
+[[noreturn]] void option_fail(const std::string& msg) { throw OptionError(msg); }
 
 double trainer_seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -300,7 +303,7 @@ std::string finetune_state_dir(const std::string& out) {
 
 void validate_finetune_options(const FinetuneOptions& o) {
   auto need_dir = [](const std::string& d, const char* what) {
-    if (d.empty()) trainer_fail(std::string(what) + " is required");
+    if (d.empty()) option_fail(std::string(what) + " is required");
     if (!fs::exists(fs::path(d) / "config.json")) trainer_fail(d + ": not a checkpoint folder (no config.json)");
   };
   if (!o.config.empty()) {
@@ -310,31 +313,31 @@ void validate_finetune_options(const FinetuneOptions& o) {
     need_dir(o.checkpoint, "--checkpoint");
   }
   if (!o.no_kd) {
-    if (o.teacher.empty()) trainer_fail("--teacher is required for distillation (or --no-kd)");
+    if (o.teacher.empty()) option_fail("--teacher is required for distillation (or --no-kd)");
     need_dir(o.teacher, "--teacher");
   }
-  if (o.text.empty()) trainer_fail("--text: at least one training file is required");
+  if (o.text.empty()) option_fail("--text: at least one training file is required");
   for (const auto* files : {&o.text, &o.eval_text})
     for (const auto& f : *files)
       if (const std::string why = io::input_file_problem(f); !why.empty()) trainer_fail(f + ": " + why);
-  if (o.out.empty()) trainer_fail("--out is required");
+  if (o.out.empty()) option_fail("--out is required");
   require_new_output_file(o.out, "--out");
-  if (o.steps < 1) trainer_fail("--steps must be >= 1");
-  if (o.seq_len < 2) trainer_fail("--seq-len must be >= 2");
-  if (o.batch < 1) trainer_fail("--batch must be >= 1");
-  if (o.accum < 1) trainer_fail("--accum must be >= 1");
-  if (!(o.lr > 0) || !std::isfinite(o.lr)) trainer_fail("--lr must be positive");
-  if (o.warmup < 0) trainer_fail("--warmup must be >= 0");
-  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) trainer_fail("--min-lr-ratio must lie in [0, 1]");
-  if (!(o.weight_decay >= 0)) trainer_fail("--weight-decay must be >= 0");
-  if (!(o.max_grad_norm > 0)) trainer_fail("--max-grad-norm must be positive");
-  if (!o.full && o.lora_rank < 1) trainer_fail("--lora-rank must be >= 1");
-  if (!o.full && !(o.lora_alpha > 0)) trainer_fail("--lora-alpha must be positive");
-  if (!(o.kd_temp > 0)) trainer_fail("--kd-temp must be positive");
-  if (!(o.kd_weight >= 0)) trainer_fail("--kd-weight must be >= 0");
+  if (o.steps < 1) option_fail("--steps must be >= 1");
+  if (o.seq_len < 2) option_fail("--seq-len must be >= 2");
+  if (o.batch < 1) option_fail("--batch must be >= 1");
+  if (o.accum < 1) option_fail("--accum must be >= 1");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) option_fail("--lr must be positive");
+  if (o.warmup < 0) option_fail("--warmup must be >= 0");
+  if (!(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1)) option_fail("--min-lr-ratio must lie in [0, 1]");
+  if (!(o.weight_decay >= 0)) option_fail("--weight-decay must be >= 0");
+  if (!(o.max_grad_norm > 0)) option_fail("--max-grad-norm must be positive");
+  if (!o.full && o.lora_rank < 1) option_fail("--lora-rank must be >= 1");
+  if (!o.full && !(o.lora_alpha > 0)) option_fail("--lora-alpha must be positive");
+  if (!(o.kd_temp > 0)) option_fail("--kd-temp must be positive");
+  if (!(o.kd_weight >= 0)) option_fail("--kd-weight must be >= 0");
   if (o.eval_every < 0 || o.save_every < 0 || o.eval_tokens < 0 || o.stop_after < 0)
-    trainer_fail("--eval-every, --save-every and --eval-tokens must be >= 0");
-  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) trainer_fail("--device must be cpu or cuda, got '" + o.device + "'");
+    option_fail("--eval-every, --save-every and --eval-tokens must be >= 0");
+  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) option_fail("--device must be cpu or cuda, got '" + o.device + "'");
   if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) trainer_fail("finetune: training dtype must be f32 or f64");
   if (o.precision == TrainPrecision::Bf16 && o.dtype != torch::kFloat32)
     trainer_fail("finetune: bf16 mixed precision keeps f32 masters (the training dtype must be f32)");

@@ -8,6 +8,7 @@
 
 #include "optimized/io/checkpoint.h"
 #include "optimized/io/input_file.h"
+#include "optimized/io/option_error.h"
 #include "optimized/models/layers_common.h"
 #include "optimized/prune/surgery.h"
 #include "optimized/text/token_stream.h"
@@ -150,7 +151,7 @@ Report run_verify(const VerifyOptions& opt) {
                                          : "unknown check '" + g + "'") +
                                     " (checks: " + names + ")");
       }
-  if (opt.windows < 1 || opt.len < 2) throw std::invalid_argument("--windows must be >= 1 and --len >= 2");
+  if (opt.windows < 1 || opt.len < 2) throw OptionError("--windows must be >= 1 and --len >= 2");
 
   Context ctx;
   ctx.opt = opt;

@@ -83,12 +83,14 @@ TEST(Cli_Bench, humanTableHasASpeedupColumn) {
   EXPECT_NE(r.out.find("ms/step"), std::string::npos) << r.out;
 }
 
-TEST(BadInput_Bench, badSizesAreOneLineAndExitOne) {
+// A size that does not parse or is not positive is a usage error, as a value CLI11 refuses would be (exit 2).
+TEST(BadInput_Bench, badSizesAreOneUsageLineAndExitTwo) {
   const std::string full = fixture_dir("fla_delta_net");
   if (full.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
   for (const std::string bad : {"--prefill 8y16", "--prefill 0x16", "--decode 1,x", "--decode 0"}) {
     const auto r = run_statecut("bench --checkpoint " + full + " " + bad);
-    EXPECT_EQ(r.code, 1) << bad << ": " << r.err;
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("statecut bench: usage: ", 0), 0u) << r.err;
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not one line: " << r.err;
     EXPECT_TRUE(r.out.empty());
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -14,6 +15,7 @@
 namespace {
 using statecut::test::CliRun;
 using statecut::test::run_statecut;
+using statecut::test::TempDir;
 
 std::vector<std::string> convention_lines_of(const std::string& s) {
   std::vector<std::string> out;
@@ -61,6 +63,40 @@ TEST(Cli_Convention, unknownOptionGetsTheClosestKnownOne) {
 
 TEST(Cli_Convention, missingRequiredOptionIsAUsageError) {
   expect_usage(run_statecut("eval --text a.txt"), "--checkpoint is required");
+}
+
+TEST(Cli_Convention, anOptionOutOfItsRangeIsAUsageErrorWhereverItIsChecked) {
+  // CLI11's validators (--keep 0) and the library's own checks (--ratio 0, --window 0) alike: exit 2, one "usage:"
+  // line naming the option. --ratio 0 used to exit 1 while --keep 0 exited 2; a value only a file makes impossible
+  // (--keep 65 for dk = 64) stays a failure, exit 1.
+  const std::string model = (std::filesystem::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+  const std::string text = (std::filesystem::path(STATECUT_SOURCE_DIR) / "assets" / "corpora" / "pydocs_valid.txt").string();
+  TempDir d("usage");
+  const std::string prune = "prune --quiet --checkpoint " + model + " --out " + (d / "out") + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {prune + "--method l1 --ratio 0", "--ratio must lie in the open interval (0, 1)"},
+      {prune + "--method l1 --keep 0", "--keep"},
+      {prune + "--method l1 --ratio 0.5 --keep 3", "give exactly one of --ratio R and --keep K"},
+      {prune + "--method magic --ratio 0.5", "unknown --method 'magic'"},
+      {prune + "--method drrqr --ratio 0.5", "needs calibration text"},
+      {"eval --checkpoint " + model + " --text " + text + " --window 0", "--window must be >= 1"},
+      {"generate --checkpoint " + model + " --prompt hi --top-p 2", "--top-p must lie in (0, 1]"},
+      {"generate --checkpoint " + model + " --prompt ''", "--prompt: the prompt is empty"},
+      {"finetune --checkpoint " + model + " --no-kd --text " + text + " --steps 0 --out " + (d / "ft"),
+       "--steps must be >= 1"},
+      {"bench --checkpoint " + model + " --decode 0", "--decode: '0' is not a positive integer"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_statecut(args);
+    expect_usage(r, needle);
+    EXPECT_NE(r.err.find(": usage: "), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(d / "out"));
+  EXPECT_FALSE(std::filesystem::exists(d / "ft"));
+  const CliRun beyond = run_statecut(prune + "--method l1 --keep 65");
+  EXPECT_EQ(beyond.code, 1) << beyond.err;
+  EXPECT_NE(beyond.err.find("exceeds the key head dim dk = 64"), std::string::npos) << beyond.err;
 }
 
 TEST(Cli_Convention, noCommandPrintsHelpAndExitsTwo) {

@@ -127,9 +127,11 @@ TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
 TEST(BadInput_Eval, failureAfterTheFilesAreReadPrintsNoTableHeader) {
   TempDir d("evalbad2");
   std::ofstream(d / "one.txt") << "x";  // one byte: one token, nothing to predict
-  for (const std::string& args : {" --text " + (d / "one.txt"), " --window 0 --text " + (kCorpora / "fortunes.txt").string()}) {
+  // one token is a failure (exit 1), --window 0 a usage error (exit 2) found once the model is loaded
+  for (const auto& [args, code] : {std::pair<std::string, int>{" --text " + (d / "one.txt"), 1},
+                                   {" --window 0 --text " + (kCorpora / "fortunes.txt").string(), 2}}) {
     const CliRun r = run_statecut("eval --quiet --checkpoint " + kModel.string() + args);
-    EXPECT_EQ(r.code, 1) << args << ": " << r.err;
+    EXPECT_EQ(r.code, code) << args << ": " << r.err;
     EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
     EXPECT_TRUE(r.out.empty()) << args << ": a table header before the failure: " << r.out;
   }

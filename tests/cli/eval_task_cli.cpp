@@ -13,13 +13,16 @@ namespace {
 
 const fs::path kTasks = kRoot / "tests" / "data" / "tasks";
 
-void expect_one_line_error(const CliRun& r, const std::string& prefix) {
-  EXPECT_EQ(r.code, 1) << r.err;
+/// One line "statecut eval: <kind>: <prefix>...", nothing on stdout, exit 1 for an error and 2 for a usage error.
+void expect_one_line(const CliRun& r, const std::string& kind, const std::string& prefix) {
+  EXPECT_EQ(r.code, kind == "usage" ? 2 : 1) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << r.err;
-  EXPECT_EQ(l[0].rfind("statecut eval: error: " + prefix, 0), 0u) << l[0];
+  EXPECT_EQ(l[0].rfind("statecut eval: " + kind + ": " + prefix, 0), 0u) << l[0];
 }
+
+void expect_one_line_error(const CliRun& r, const std::string& prefix) { expect_one_line(r, "error", prefix); }
 
 }  // namespace
 
@@ -138,9 +141,9 @@ TEST(BadInput_EvalNiah, badOptionsAreOneLineAndWriteNoSvg) {
   TempDir d("niahbad");
   const std::string base = "eval --niah --checkpoint " + kModel.string() + " --svg " + (d / "x.svg") + " --text ";
   const std::string filler = (kCorpora / "fortunes.txt").string();
-  expect_one_line_error(run_statecut(base + filler + " --depths 0,1.5"), "--depths: 1.5 is outside [0, 1]");
-  expect_one_line_error(run_statecut(base + filler + " --lengths 20"), "--lengths: 20 tokens cannot hold");
-  expect_one_line_error(run_statecut(base + filler + " --candidates 1"), "--candidates must be >= 2");
+  expect_one_line(run_statecut(base + filler + " --depths 0,1.5"), "usage", "--depths: 1.5 is outside [0, 1]");
+  expect_one_line(run_statecut(base + filler + " --lengths 20"), "usage", "--lengths: 20 tokens cannot hold");
+  expect_one_line(run_statecut(base + filler + " --candidates 1"), "usage", "--candidates must be >= 2");
   expect_one_line_error(run_statecut(base + (d / "none.txt")), d / "none.txt");
   EXPECT_FALSE(fs::exists(d / "x.svg"));
 }

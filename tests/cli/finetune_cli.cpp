@@ -25,11 +25,12 @@ std::string quick_args(const TempDir& d, int steps) {
          train_text(d) + " --steps " + std::to_string(steps) + " --seq-len 32 --batch 2 --lora-rank 4 --lora-alpha 8 --quiet";
 }
 
-void expect_finetune_failure(const CliRun& r, const std::string& needle, const fs::path& out) {
-  EXPECT_EQ(r.code, 1) << r.err;
+/// One line naming `needle`, nothing written: exit 1 "error:" for a failure, exit 2 "usage:" for an option out of range.
+void expect_finetune_failure(const CliRun& r, const std::string& needle, const fs::path& out, int code = 1) {
+  EXPECT_EQ(r.code, code) << r.err;
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << "want one line, got:\n" << r.err;
-  EXPECT_EQ(l[0].rfind("statecut finetune: error: ", 0), 0u) << l[0];
+  EXPECT_EQ(l[0].rfind(code == 2 ? "statecut finetune: usage: " : "statecut finetune: error: ", 0), 0u) << l[0];
   EXPECT_NE(l[0].find(needle), std::string::npos) << "'" << needle << "' not in: " << l[0];
   EXPECT_FALSE(fs::exists(out)) << "failed run left " << out;
   if (fs::exists(out.parent_path()))
@@ -152,18 +153,19 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
   }
   struct Case {
     std::string args, needle;
+    int code = 1;  // 2: a usage error (an option left out or out of its range)
   };
   const std::vector<Case> cases = {
       {student + teacher + " --text " + d / "missing.txt", "missing.txt"},
       {" --checkpoint " + d / "nowhere" + teacher + " --text " + text, "nowhere"},
-      {student + " --text " + text, "--teacher"},
-      {student + teacher + " --text " + text + " --steps 0", "--steps"},
-      {student + teacher + " --text " + text + " --lr -1", "--lr"},
-      {student + teacher + " --text " + text + " --min-lr-ratio 2", "--min-lr-ratio"},
+      {student + " --text " + text, "--teacher", 2},
+      {student + teacher + " --text " + text + " --steps 0", "--steps", 2},
+      {student + teacher + " --text " + text + " --lr -1", "--lr", 2},
+      {student + teacher + " --text " + text + " --min-lr-ratio 2", "--min-lr-ratio", 2},
       {student + teacher + " --text " + tiny + " --seq-len 64", "fewer than --seq-len"},
       {student + " --teacher " + other_vocab + " --text " + text, "vocab"},
       {student + teacher + " --text " + text + " --resume", "no saved state"},
-      {student + teacher + " --text " + text + " --device tpu", "--device"},
+      {student + teacher + " --text " + text + " --device tpu", "--device", 2},
       // diverged (NaN weights that every command would refuse): an error with nothing written, not a checkpoint
       {student + teacher + " --text " + text + " --steps 3 --lr 1e30", "training diverged"},
   };
@@ -172,7 +174,7 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
     std::string args = "finetune --quiet" + c.args;
     if (c.args.find("--steps") == std::string::npos) args += " --steps 1";
     if (c.args.find("--seq-len") == std::string::npos) args += " --seq-len 16";
-    expect_finetune_failure(run_statecut(args + " --out " + out), c.needle, out);
+    expect_finetune_failure(run_statecut(args + " --out " + out), c.needle, out, c.code);
   }
   fs::create_directories(out);  // an existing output folder is refused, and left as it was
   const CliRun r = run_statecut("finetune --quiet" + student + teacher + " --text " + text + " --out " + out);

@@ -145,9 +145,11 @@ TEST(Cli_Generate, sentencePieceCheckpointPrintsDecodedText) {
   EXPECT_EQ(rh.err.find("token ids"), std::string::npos) << rh.err;
 }
 
-void expect_one_line_failure(const std::string& args, const std::string& needle) {
+/// One line naming `needle`, nothing on stdout: exit 1 (a failure), or 2 (`code`: an option out of its range).
+void expect_one_line_failure(const std::string& args, const std::string& needle, int code = 1) {
   const auto r = run_statecut("generate " + args);
-  EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+  EXPECT_EQ(r.code, code) << args << "\n" << r.err;
+  EXPECT_NE(r.err.find(code == 2 ? ": usage: " : ": error: "), std::string::npos) << r.err;
   EXPECT_FALSE(r.signaled);
   EXPECT_TRUE(r.out.empty()) << r.out;
   ASSERT_FALSE(r.err.empty());
@@ -167,13 +169,22 @@ TEST(BadInput_Generate, noPromptOrTwoPromptsIsAUsageError) {
 
 TEST(BadInput_Generate, badInputIsOneLineAndExitOne) {
   const std::string m = "--checkpoint " + kGenerateModel + " ";
+  TempDir d("genbad");
+  std::ofstream(d / "empty.txt").close();
   expect_one_line_failure(m + "--prompt-file /nonexistent/p.txt", "/nonexistent/p.txt");
-  expect_one_line_failure(m + "--prompt ''", "the prompt is empty");
-  expect_one_line_failure(m + "--prompt x --temperature -1", "--temperature");
-  expect_one_line_failure(m + "--prompt x --temperature 1 --top-p 0", "--top-p");
-  expect_one_line_failure(m + "--prompt x --top-k -3", "--top-k");
-  expect_one_line_failure(m + "--prompt x --max-new-tokens -1", "--max-new-tokens");
+  expect_one_line_failure(m + "--prompt-file " + (d / "empty.txt"), d / "empty.txt" + ": the prompt is empty");
   expect_one_line_failure("--checkpoint /nonexistent/model --prompt x", "/nonexistent/model");
+}
+
+// Options out of their range are usage errors (exit 2), checked before the prompt file is read.
+TEST(BadInput_Generate, optionsOutOfRangeAreUsageErrors) {
+  const std::string m = "--checkpoint " + kGenerateModel + " ";
+  expect_one_line_failure(m + "--prompt ''", "--prompt: the prompt is empty", 2);
+  expect_one_line_failure(m + "--prompt x --temperature -1", "--temperature", 2);
+  expect_one_line_failure(m + "--prompt x --temperature 1 --top-p 0", "--top-p", 2);
+  expect_one_line_failure(m + "--prompt x --top-k -3", "--top-k", 2);
+  expect_one_line_failure(m + "--prompt x --max-new-tokens -1", "--max-new-tokens", 2);
+  expect_one_line_failure(m + "--prompt-file /nonexistent/p.txt --top-k -3", "--top-k", 2);
 }
 
 // Greedy or sampled, a continuation drawn from non-finite logits is noise that looks like text: refused after the

@@ -37,11 +37,12 @@ std::string text_tokens(const TempDir& d, int64_t T) {  // held-out bytes as a [
   return p;
 }
 
-void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::path& out) {
-  EXPECT_EQ(r.code, 1) << r.err;
+/// One line naming `needle`, no output folder or temporary: exit 1 "error:", or 2 "usage:" (an option's own range).
+void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::path& out, int code = 1) {
+  EXPECT_EQ(r.code, code) << r.err;
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << "want one line, got:\n" << r.err;
-  EXPECT_EQ(l[0].rfind("statecut prune: error: ", 0), 0u) << l[0];
+  EXPECT_EQ(l[0].rfind(code == 2 ? "statecut prune: usage: " : "statecut prune: error: ", 0), 0u) << l[0];
   EXPECT_NE(l[0].find(needle), std::string::npos) << "'" << needle << "' not in: " << l[0];
   EXPECT_FALSE(fs::exists(out)) << "failed run left " << out;
   if (fs::exists(out.parent_path()))
@@ -49,10 +50,10 @@ void expect_clean_failure(const CliRun& r, const std::string& needle, const fs::
 }
 
 /// `statecut prune --checkpoint <shipped model> <args> --out <fresh folder>/out` fails cleanly with `needle`.
-void expect_prune_fails(const std::string& args, const std::string& needle) {
+void expect_prune_fails(const std::string& args, const std::string& needle, int code = 1) {
   TempDir d("bad");
   expect_clean_failure(run_statecut("prune --checkpoint " + kModel.string() + " " + args + " --out " + (d / "out")), needle,
-                       d.path / "out");
+                       d.path / "out", code);
 }
 
 }  // namespace
@@ -177,7 +178,7 @@ TEST(Cli_Prune, everyMethodLoadsBackWithThePrunedShapes) {
 
 TEST(BadInput_Prune, ratioOutsideTheOpenUnitInterval) {
   for (const std::string r : {"0", "1", "1.5", "-0.25"})
-    expect_prune_fails("--method l1 --ratio " + r, "(0, 1)");
+    expect_prune_fails("--method l1 --ratio " + r, "(0, 1)", 2);
 }
 
 TEST(BadInput_Prune, keepLargerThanTheHeadDim) { expect_prune_fails("--method l1 --keep 65", "dk = 64"); }
@@ -188,10 +189,10 @@ TEST(BadInput_Prune, emptyOrTooShortCalibrationText) {
   head_bytes(kCorpora / "pydocs_train.txt", d / "short.txt", 100);
   expect_prune_fails("--method drrqr --ratio 0.5 --calib " + (d / "empty.txt"), "empty.txt: empty");
   expect_prune_fails("--method grad --ratio 0.5 --calib " + (d / "short.txt") + " --calib-len 256", "short.txt: too short");
-  expect_prune_fails("--method pca --ratio 0.5", "needs calibration text");
+  expect_prune_fails("--method pca --ratio 0.5", "needs calibration text", 2);
 }
 
-TEST(BadInput_Prune, unknownMethod) { expect_prune_fails("--method magic --ratio 0.5", "unknown --method 'magic'"); }
+TEST(BadInput_Prune, unknownMethod) { expect_prune_fails("--method magic --ratio 0.5", "unknown --method 'magic'", 2); }
 
 TEST(BadInput_Prune, unwritableOrExistingOutput) {
   TempDir d("out");

@@ -81,7 +81,7 @@ TEST(Cli_PruneOptions, overlappingCalibrationWindowsAreWarned) {
 TEST(Cli_PruneOptions, aRefusalComesBeforeAnyWarning) {
   TempDir d("popt");
   const CliRun r = run_statecut(prune("--method l1 --calib " + (kCorpora / "fortunes.txt").string(), d / "a"));
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);  // a usage error
   const auto l = lines(r.err);
   ASSERT_EQ(l.size(), 1u) << r.err;
   EXPECT_NE(l[0].find("give exactly one of --ratio R and --keep K"), std::string::npos) << l[0];

@@ -137,9 +137,10 @@ TEST_F(Cli_Select, randIsSeededAndPcaPrintsARotation) {
 // ---- bad input: one line naming the file, exit 1, empty stdout ---------------------------------
 class BadInput_Select : public Cli_Select {
  protected:
-  void expect_error(const std::string& args, const std::string& needle) {
+  /// exit 1 for a failure, 2 (`code`) for a usage error: an option out of its range or missing
+  void expect_error(const std::string& args, const std::string& needle, int code = 1) {
     const CliRun r = run(args);
-    EXPECT_EQ(r.code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.code, code) << args << "\n" << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
     EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "not one line: " << r.err;
@@ -149,19 +150,19 @@ class BadInput_Select : public Cli_Select {
 TEST_F(BadInput_Select, budgetOutOfRange) {
   const std::string f = write("m.safetensors", {{"M", {2, 3}, kM}});
   expect_error("--matrix " + f + " --method drrqr --keep 4", "m.safetensors");
-  expect_error("--matrix " + f + " --method drrqr --ratio 1.5", "ratio");
-  expect_error("--matrix " + f + " --method drrqr --keep 0", "statecut select: error: --keep must be >= 1");
-  // The file is named where the file is the problem (its dk bounds --keep), not in front of an option's own range.
-  expect_error("--matrix " + f + " --method drrqr --ratio 1.5", "statecut select: error: --ratio must lie in (0, 1)");
-  expect_error("--matrix " + f + " --method drrqr --keep 2 --f 0.9", "f must be");
+  // The file is named where the file is the problem (its dk bounds --keep, exit 1); an option's own range is a usage
+  // error (exit 2), whatever the file.
+  expect_error("--matrix " + f + " --method drrqr --keep 0", "statecut select: usage: --keep must be >= 1", 2);
+  expect_error("--matrix " + f + " --method drrqr --ratio 1.5", "statecut select: usage: --ratio must lie in (0, 1)", 2);
+  expect_error("--matrix " + f + " --method drrqr --keep 2 --f 0.9", "statecut select: usage: --f must be", 2);
 }
 
 TEST_F(BadInput_Select, wrongTensorsAndMethods) {
   const std::string two = write("two.safetensors", {{"A", {2, 3}, kM}, {"B", {2, 3}, kM}});
   expect_error("--matrix " + two + " --method drrqr --keep 2", "--tensor");
   expect_error("--matrix " + two + " --tensor C --method drrqr --keep 2", "C");
-  expect_error("--matrix " + two + " --tensor A --method wanda --keep 2", "unknown selection method");
-  expect_error("--matrix " + two + " --method swanda --wq A --wk B --keep 2", "--rms");
+  expect_error("--matrix " + two + " --tensor A --method wanda --keep 2", "usage: --method: unknown selection method", 2);
+  expect_error("--matrix " + two + " --method swanda --wq A --wk B --keep 2", "usage: --method swanda needs --rms", 2);
   const std::string cube = write("cube.safetensors", {{"M", {1, 2, 3}, kM}});
   expect_error("--matrix " + cube + " --method drrqr --keep 2", "2-D");
   std::vector<int32_t> ints(6, 1);

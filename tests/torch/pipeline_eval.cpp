@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "optimized/analysis/evaluation.h"
+#include "optimized/io/option_error.h"
 
 using namespace statecut;
 
@@ -117,5 +118,5 @@ TEST(BadInput_Evaluation, oneTokenCannotBeScored) {
   EvalOptions o;
   o.window = 10;
   o.stride = 11;
-  EXPECT_THROW(evaluate_stream(m, stream_of(100), Tokenizer::bytes(), o), std::runtime_error);
+  EXPECT_THROW(evaluate_stream(m, stream_of(100), Tokenizer::bytes(), o), OptionError);  // a usage error (exit 2)
 }

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "optimized/io/option_error.h"
 #include "optimized/io/safetensors.h"
 #include "optimized/models/model.h"
 #include "optimized/prune/prune.h"
@@ -130,10 +131,11 @@ PruneOptions options_in(const fs::path& dir) {
 }
 
 /// validate_prune_options' message for o, or "" when it accepts them.
+/// The usage error validate_prune_options throws (OptionError: the CLI's exit 2), or "" when it accepts `o`.
 std::string validation_refusal(const PruneOptions& o) {
   try {
     validate_prune_options(o);
-  } catch (const std::runtime_error& e) {
+  } catch (const OptionError& e) {
     return e.what();
   }
   return "";
@@ -263,7 +265,7 @@ TEST(BadInput_PruneCalibration, smallestCalibrationIsAcceptedAndBelowItRefused) 
     try {
       prune_checkpoint(options(bad.path, seqs, len));
       ADD_FAILURE() << "calib_seqs " << seqs << ", calib_len " << len << " accepted";
-    } catch (const std::runtime_error& e) {
+    } catch (const OptionError& e) {
       EXPECT_NE(std::string(e.what()).find("--calib-seqs must be >= 1 and --calib-len >= 2"), std::string::npos)
           << e.what();
     }
