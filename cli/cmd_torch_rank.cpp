@@ -132,7 +132,9 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   app.footer(kFooter);
   app.add_option("--checkpoint", a->checkpoint, "model folder")->required();
   app.add_option("--text", a->text, "UTF-8 text or token file; the first --len tokens from --offset are used")->required();
-  app.add_option("--len", a->len, "tokens in the sequence")->check(statecut::cli::at_least(1))->capture_default_str();
+  app.add_option("--len", a->len, "tokens in the sequence (>= 2)")
+      ->check(statecut::cli::at_least(2))
+      ->capture_default_str();
   app.add_option("--offset", a->offset, "first token")->capture_default_str();
   app.add_flag("--gated", a->gated,
                "apply the decay gate: the state the model carries (GDN exp(g), Mamba-2 exp(dt*A)) instead of the "

@@ -40,12 +40,18 @@ statecut::cli::Command tokenize_cmd("tokenize", [](CLI::App& app) {
   return [a]() {
     if (!a->out.empty()) statecut::cli::require_safetensors_out(a->out);
     if (!a->out.empty()) statecut::require_new_output_file(a->out, "--out");
+    // Every other command reads x.safetensors / x.bin as token ids: tokenising its bytes as text would be noise.
+    if (statecut::io::is_token_file_name(a->text))
+      throw std::runtime_error(a->text + ": a token file (.safetensors, .bin) holds ids already, tokenize reads text "
+                               "(eval, prune, rank, logits and verify read token files as they are)");
     const auto tok = statecut::Tokenizer::for_checkpoint(a->checkpoint, a->tokenizer);
     const std::string text = statecut::io::read_input_file(a->text);
     statecut::require_valid_utf8(tok, text, a->text);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<int64_t> ids = tok.encode(text);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // A token file of no tokens is one every reader refuses ("empty: no tokens"): refused here, as they say it.
+    if (ids.empty()) throw std::runtime_error(a->text + ": empty: no tokens");
     // A token file the checkpoint's own model cannot read is refused here, not by eval / generate later.
     if (std::filesystem::exists(std::filesystem::path(a->checkpoint) / "config.json")) {
       const int64_t vocab = statecut::io::config_vocab_size(statecut::io::read_config(a->checkpoint));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "optimized/io/checkpoint.h"
 #include "optimized/io/option_error.h"
 
 namespace statecut::cli {
@@ -113,11 +114,9 @@ inline void warn_ignored(const CLI::App& app, std::initializer_list<const char*>
 }
 
 /// An --out token or logits file: a .safetensors name (under another one, x.bin, every command that reads token files
-/// would read it as raw ids). Throws "<path>: --out must be a .safetensors file".
+/// would read it as raw ids). Throws the usage error "--out <path>: must be a .safetensors file".
 inline void require_safetensors_out(const std::string& path) {
-  const std::string ext = ".safetensors";
-  if (path.size() < ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
-    throw std::runtime_error(path + ": --out must be a .safetensors file");
+  if (!io::has_suffix(path, ".safetensors")) throw OptionError("--out " + path + ": must be a .safetensors file");
 }
 
 /// "--name" for every long option and "-x" for every short one of `app`.

@@ -182,17 +182,15 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+bool has_suffix(const std::string& path, const std::string& suffix) {
+  return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-}  // namespace
+bool is_token_file_name(const std::string& path) { return has_suffix(path, ".safetensors") || has_suffix(path, ".bin"); }
 
 Tokens read_tokens(const std::string& path, int64_t vocab_size, int bin_bytes) {
   Tokens t;
-  if (ends_with(path, ".safetensors")) {
+  if (has_suffix(path, ".safetensors")) {
     const auto f = SafetensorsFile::open(path);
     std::string name = "input_ids";
     if (!f.has(name)) {
@@ -218,10 +216,10 @@ Tokens read_tokens(const std::string& path, int64_t vocab_size, int bin_bytes) {
         throw Error(path + ": " + name + ": token " + std::to_string(i) + " is out of range");
       t.ids[i] = static_cast<int64_t>(d[i]);
     }
-  } else if (ends_with(path, ".bin")) {
+  } else if (has_suffix(path, ".bin")) {
     const int w = bin_bytes                       ? bin_bytes
-                  : ends_with(path, ".u32.bin")   ? 4
-                  : ends_with(path, ".u16.bin")   ? 2
+                  : has_suffix(path, ".u32.bin")   ? 4
+                  : has_suffix(path, ".u16.bin")   ? 2
                   : vocab_size > 65536            ? 4
                                                   : 2;
     if (w != 2 && w != 4) throw Error(path + ": token width must be 2 or 4 bytes");

@@ -71,4 +71,9 @@ struct Tokens {
 /// out of range.
 Tokens read_tokens(const std::string& path, int64_t vocab_size = 0, int bin_bytes = 0);
 
+/// Whether `path` ends in `suffix` (a name's extension; the file is not looked at).
+bool has_suffix(const std::string& path, const std::string& suffix);
+/// Whether every command reads `path` as a token file (.safetensors or .bin, as read_tokens) rather than as text.
+bool is_token_file_name(const std::string& path);
+
 }  // namespace statecut::io

@@ -136,6 +136,13 @@ PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, c
     if (!seen.count(L.layer))
       throw std::runtime_error(opt.keep_from + ": no keep set for layer " + std::to_string(L.layer) + " of " +
                                opt.checkpoint);
+  // The kept width the file states must be the one its lists give: a contradiction means the lists or the number were
+  // edited, and which one the user meant cannot be told.
+  const int new_dk = res.selection.front().new_dim();
+  for (const char* key : {"new_dk", "new_head_k_dim"})
+    if (kf.contains(key) && !(kf[key].is_number_integer() && kf[key].get<int64_t>() == new_dk))
+      throw std::runtime_error(opt.keep_from + ": \"" + key + "\" is " + kf[key].dump() + ", but its keep sets keep " +
+                               std::to_string(new_dk) + " channels per head");
   json layers_rec = json::array();
   for (const auto& s : res.selection) layers_rec.push_back({{"layer", s.layer}, {"keep", s.keep}});
   // The method that chose the channels when the file says (a statecut.json), else "keep-from".
@@ -146,7 +153,7 @@ PruneResult selection_from_keep_file(const PruneOptions& opt, const json& cfg, c
                 {"keep_from", absolute_path(opt.keep_from)},
                 {"source", source_record(opt, cfg)},
                 {"head_k_dim", dk},
-                {"new_head_k_dim", res.selection.front().new_dim()},
+                {"new_head_k_dim", new_dk},
                 {"calibration", nullptr},
                 {"selection", {{"layers", layers_rec}}}};
   return res;

@@ -11,20 +11,11 @@
 #include "optimized/io/safetensors.h"
 
 namespace statecut {
-namespace {
-
-bool path_ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-
-}  // namespace
-
 TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t vocab_size) {
   if (const std::string why = io::input_file_problem(path); !why.empty()) throw std::runtime_error(path + ": " + why);
   TokenStream s;
   s.source = path;
-  if (path_ends_with(path, ".safetensors") || path_ends_with(path, ".bin")) {
+  if (io::is_token_file_name(path)) {
     io::Tokens t = io::read_tokens(path, vocab_size);
     s.ids = std::move(t.ids);  // rows concatenated
     if (t.batch > 1) s.row_length = t.length;

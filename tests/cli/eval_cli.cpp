@@ -118,7 +118,11 @@ TEST(BadInput_Eval, negativeCountsAreUsageErrorsNamingTheBound) {
   // rank --len -3 said "cannot create std::vector larger than max_size()"; prune --keep 0 "give exactly one of ..."
   const CliRun rk = run_statecut("rank --checkpoint " + kModel.string() + " --text " + text + " --len -3");
   EXPECT_EQ(rk.code, 2);
-  EXPECT_EQ(rk.err, "statecut rank: usage: --len: must be an integer >= 1, got -3; see 'statecut rank --help'\n");
+  EXPECT_EQ(rk.err, "statecut rank: usage: --len: must be an integer >= 2, got -3; see 'statecut rank --help'\n");
+  // --len 1 is as much a usage error (the analysis needs two tokens); it said "error: rank: needs one sequence ..."
+  const CliRun r1 = run_statecut("rank --checkpoint " + kModel.string() + " --text x.txt --len 1");
+  EXPECT_EQ(r1.code, 2);
+  EXPECT_EQ(r1.err, "statecut rank: usage: --len: must be an integer >= 2, got 1; see 'statecut rank --help'\n");
   const CliRun pk = run_statecut("prune --checkpoint " + kModel.string() + " --method l1 --keep 0 --out x");
   EXPECT_EQ(pk.code, 2);
   EXPECT_EQ(pk.err, "statecut prune: usage: --keep: must be an integer >= 1, got 0; see 'statecut prune --help'\n");

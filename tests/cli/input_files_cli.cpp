@@ -94,4 +94,27 @@ TEST(BadInput_InputFiles, tokenizeRefusesIdsOutsideTheModelsVocabulary) {
   EXPECT_TRUE(fs::exists(out));
 }
 
+// tokenize reads text: a token file given as --text (which every other command reads as ids) is refused rather than
+// its bytes tokenised as if they were text, and an empty text writes no 0-token file that every reader would refuse.
+TEST(BadInput_InputFiles, tokenizeRefusesATokenFileAndAnEmptyText) {
+  TempDir tmp("tokenize_kinds");
+  const std::string ids = tmp / "ids.safetensors", empty = tmp / "empty.txt", text = tmp / "t.txt";
+  std::ofstream(text) << "ab";
+  std::ofstream(empty).close();
+  const std::string tokenize = "tokenize --checkpoint " + kInputTextModel + " --text ";
+  ASSERT_EQ(run_statecut(tokenize + text + " --out " + ids).code, 0);
+  std::ofstream(tmp / "raw.bin") << "abcd";
+  for (const std::string& f : {ids, tmp / "raw.bin"}) {
+    const auto r = run_statecut(tokenize + f + " --out " + (tmp / "again.safetensors"));
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+    EXPECT_NE(r.err.find(f + ": a token file (.safetensors, .bin) holds ids already"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const auto e = run_statecut(tokenize + empty + " --out " + (tmp / "again.safetensors"));
+  EXPECT_EQ(e.code, 1) << e.err;
+  EXPECT_NE(e.err.find(empty + ": empty: no tokens"), std::string::npos) << e.err;
+  EXPECT_FALSE(fs::exists(tmp / "again.safetensors"));
+}
+
 }  // namespace

@@ -246,17 +246,20 @@ TEST(BadInput_Prune, interruptedRunLeavesNoOutputFolder) {
 
 // A keep file must fit the model, and its errors name it (the shipped model: 4 layers of 4 heads, dk 64): a layer
 // the model does not have (it was copied into statecut.json, which verify then failed), a "dk" other than the model's,
-// a layer left out, a channel repeated.
+// a layer left out, a channel repeated, a "new_dk" its lists contradict.
 TEST(BadInput_Prune, keepFileThatDoesNotFitTheModelNamesTheFile) {
   TempDir d("keepfit");
-  const auto keep_file = [&](const std::string& name, int dk, const std::vector<int>& layers, bool repeat) {
+  const auto keep_file = [&](const std::string& name, int dk, const std::vector<int>& layers, bool repeat,
+                             int new_dk = 2) {
     nlohmann::json keep = nlohmann::json::object();
     for (int l : layers)
       for (int h = 0; h < 4; ++h) keep[std::to_string(l) + "." + std::to_string(h)] = std::vector<int>{repeat ? 1 : 0, 1};
     const std::string p = d / name;
-    std::ofstream(p) << nlohmann::json{{"dk", dk}, {"new_dk", 2}, {"keep", keep}}.dump();
+    std::ofstream(p) << nlohmann::json{{"dk", dk}, {"new_dk", new_dk}, {"keep", keep}}.dump();
     return p;
   };
+  const std::string wide = keep_file("wide.json", 64, {0, 1, 2, 3}, false, 32);
+  expect_prune_fails("--keep-from " + wide, wide + ": \"new_dk\" is 32, but its keep sets keep 2 channels per head");
   const std::string extra = keep_file("extra.json", 64, {0, 1, 2, 3, 7}, false);
   expect_prune_fails("--keep-from " + extra, extra + ": layer 7 is not a linear-attention layer of " + kModel.string());
   const std::string dk = keep_file("dk.json", 128, {0, 1, 2, 3}, false);
