@@ -154,7 +154,7 @@ void check_config(Context& ctx, std::vector<CheckResult>& out) {
     return;
   }
   if (ctx.layers.empty()) {
-    out.push_back(skipped("config", "no linear-attention layer: " + ctx.layers_error));
+    out.push_back(skipped("config", ctx.no_layers_reason()));
     return;
   }
   CheckResult r;

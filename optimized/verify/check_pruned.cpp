@@ -305,7 +305,7 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
   const std::string source = ctx.opt.source;
   const std::string why = "no statecut.json: the keep sets are inferred from the q rows against --source " + source;
   if (ctx.layers.empty()) {
-    out.push_back(skipped("pruned", "no linear-attention layer: " + ctx.layers_error));
+    out.push_back(skipped("pruned", ctx.no_layers_reason()));
     return;
   }
   if (!ctx.weights) {
@@ -366,7 +366,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     return;
   }
   if (ctx.layers.empty()) {
-    out.push_back(skipped("pruned", "no linear-attention layer: " + ctx.layers_error));
+    out.push_back(skipped("pruned", ctx.no_layers_reason()));
     return;
   }
   // statecut train and a fine-tune of an unpruned model write a statecut.json too, with no pruning in it: there is

@@ -64,7 +64,7 @@ constexpr double kUnrelated = 1.0;  ///< the normwise distance of logits unrelat
 
 void check_reference(Context& ctx, std::vector<CheckResult>& out) {
   if (ctx.layers.empty()) {
-    out.push_back(skipped("reference", "no linear-attention layer: " + ctx.layers_error));
+    out.push_back(skipped("reference", ctx.no_layers_reason()));
     return;
   }
   if (!ctx.ensure_forward()) {

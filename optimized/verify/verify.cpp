@@ -172,7 +172,7 @@ Report run_verify(const VerifyOptions& opt) {
   const auto mt = ctx.config.find("model_type");  // not a string: as missing (the load row says so)
   ctx.model_type = mt != ctx.config.end() && mt->is_string() ? mt->get<std::string>() : std::string();
   try {
-    ctx.layers = prunable_layers_from_config(ctx.config, ctx.config_path);
+    ctx.layers = prunable_layers_from_config(ctx.config, ctx.config_path, /*allow_none=*/true);
   } catch (const std::exception& e) {
     ctx.layers_error = e.what();
   }
@@ -243,7 +243,7 @@ CheckResult unavailable(const Context& ctx, const std::string& name, const std::
 }
 
 CheckResult forward_unavailable(const Context& ctx, const std::string& name) {
-  return ctx.layers.empty() ? skipped(name, "no linear-attention layer") : unavailable(ctx, name, ctx.forward_error);
+  return ctx.layers.empty() ? skipped(name, ctx.no_layers_reason()) : unavailable(ctx, name, ctx.forward_error);
 }
 
 std::string first_problem(const std::vector<std::string>& problems) {

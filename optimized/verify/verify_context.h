@@ -36,6 +36,12 @@ struct Context {
   std::string model_type;
   std::vector<PrunableLayer> layers;  ///< prunable_layers_from_config (empty + layers_error when it throws)
   std::string layers_error;
+  /// Why `layers` is empty, for the rows that skip: the config's error, or that every layer is full attention (a
+  /// Qwen3.5 of full-attention layers only loads and runs; there is just nothing to prune or check against the reference).
+  std::string no_layers_reason() const {
+    return "no linear-attention layer: " +
+           (layers_error.empty() ? "every layer of " + config_path + " is full attention" : layers_error);
+  }
   torch::Dtype stored_dtype = torch::kFloat32;  ///< the float dtype most weight bytes are stored in
   torch::Dtype run_dtype = torch::kFloat32;     ///< what the model runs in: stored (f16 → f32: no CPU f16 matmul)
   torch::Device device{torch::kCPU};

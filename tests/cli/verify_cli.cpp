@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 
 #include "optimized/io/safetensors.h"
 #include "tests/cli/cli_run.h"
@@ -308,7 +310,6 @@ statecut::test::CliRun verify_with_record(const std::string& src, const nlohmann
   std::ofstream(fs::path(dir) / "statecut.json") << record.dump();
   return run_statecut("verify --quiet --json --only load,pruned --checkpoint " + dir + " --source " + src);
 }
-}  // namespace
 
 // statecut train and a fine-tune of an unpruned model write a statecut.json with no pruning in it: verify skips the
 // pruned check saying so (it failed every such checkpoint: "new_head_k_dim -1 but config.json gives dk 32"); a record
@@ -360,3 +361,49 @@ TEST(Cli_Verify, drrqrCertificateRecomputesWithTheRecordsTokenizer) {
     }
   EXPECT_TRUE(seen) << r.out;
 }
+
+// A Qwen3.5 whose every layer is full attention (the fixture's one full-attention layer, alone) loads and runs as
+// transformers runs it: load and determinism pass, the rows about linear-attention layers are skipped saying so, exit 0.
+// The load row failed it with prune's "no linear-attention layer to prune"; prune itself still refuses it.
+TEST(Cli_Verify, aQwenOfFullAttentionLayersOnlyLoadsAndSkipsTheLinearAttentionRows) {
+  const std::string src = fixture_or_skip("hf_qwen3_5");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  TempDir d("verify-full-attention");
+  const std::string dir = d / "q";
+  fs::create_directories(dir);
+  nlohmann::json cfg = nlohmann::json::parse(statecut::test::slurp(src + "/config.json"));
+  const auto types = cfg["layer_types"].get<std::vector<std::string>>();
+  const auto full = std::find(types.begin(), types.end(), "full_attention");
+  ASSERT_NE(full, types.end()) << "the fixture has a full-attention layer";
+  const std::string from = "model.layers." + std::to_string(full - types.begin()) + ".";
+  cfg["num_hidden_layers"] = 1;
+  cfg["layer_types"] = {"full_attention"};
+  std::ofstream(dir + "/config.json") << cfg.dump();
+  const auto f = statecut::io::SafetensorsFile::open(src + "/model.safetensors");
+  statecut::io::SafetensorsWriter w;
+  for (const auto& n : f.names()) {
+    if (n.rfind("model.layers.", 0) != 0) {
+      w.add(f.tensor(n));
+    } else if (n.rfind(from, 0) == 0) {
+      const auto& t = f.tensor(n);
+      w.add("model.layers.0." + n.substr(from.size()), t.dtype, t.shape, t.data, t.nbytes);
+    }
+  }
+  w.write(dir + "/model.safetensors");
+  const auto r = run_statecut("verify --quiet --json --checkpoint " + dir + kFast);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::map<std::string, nlohmann::json> rows;
+  for (const auto& c : j["checks"]) rows[c["name"].get<std::string>()] = c;
+  EXPECT_EQ(rows["load"]["status"], "pass") << rows["load"].dump();
+  EXPECT_EQ(rows["determinism"]["status"], "pass") << rows["determinism"].dump();
+  for (const char* name : {"config", "reference", "chunk-recurrent", "theorems"}) {
+    EXPECT_EQ(rows[name]["status"], "skip") << name;
+    EXPECT_TRUE(contains(rows[name].dump(), "every layer of " + dir + "/config.json is full attention")) << rows[name].dump();
+  }
+  const auto p = run_statecut("prune --quiet --checkpoint " + dir + " --method l1 --ratio 0.5 --out " + (d / "out"));
+  EXPECT_EQ(p.code, 1) << p.err;
+  EXPECT_TRUE(contains(p.err, "no linear-attention layer to prune")) << p.err;
+}
+
+}  // namespace
