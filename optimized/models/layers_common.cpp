@@ -267,6 +267,14 @@ const nlohmann::json* config_field(const nlohmann::json& c, const std::string& k
 
 void config_error(const std::string& origin, const std::string& what) { throw io::Error(origin + ": " + what); }
 
+double factor_truncating_to(int64_t target, int64_t base, const std::string& name, const std::string& origin) {
+  const auto truncated = [&](double e) { return static_cast<int64_t>(static_cast<double>(base) * e); };
+  double e = static_cast<double>(target) / static_cast<double>(base);
+  for (int step = 0; step < 8 && truncated(e) < target; ++step) e = std::nextafter(e, 1e300);
+  if (truncated(e) != target) config_error(origin, name + " cannot express " + std::to_string(target));
+  return e;
+}
+
 torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embeddings,
                                const std::string& embeddings_name) {
   const std::string head = "lm_head.weight";

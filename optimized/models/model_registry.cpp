@@ -87,47 +87,20 @@ nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std
   return prunable_family(config, origin).pruned_config(config, new_dk, origin);
 }
 
-namespace {
-/// "<...>layers.<i>." of a tensor name (its first such segment), or "" when it has none.
-std::string layer_prefix(const std::string& name) {
-  for (std::size_t at = name.find("layers."); at != std::string::npos; at = name.find("layers.", at + 1)) {
-    if (at > 0 && name[at - 1] != '.') continue;
-    std::size_t e = at + 7;
-    while (e < name.size() && name[e] >= '0' && name[e] <= '9') ++e;
-    if (e > at + 7 && e < name.size() && name[e] == '.') return name.substr(0, e + 1);
-  }
-  return "";
-}
-}  // namespace
-
-/// "model.layers." of "model.layers.12.": the stack a layer prefix belongs to.
-std::string layer_stack(const std::string& prefix) {
-  std::size_t e = prefix.size() - 1;  // the final '.'
-  while (e > 0 && prefix[e - 1] >= '0' && prefix[e - 1] <= '9') --e;
-  return prefix.substr(0, e);
-}
-
 bool derived_buffer(const std::string& name) {
   const std::string inv_freq = "rotary_emb.inv_freq";
   return name.size() >= inv_freq.size() && name.compare(name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
 }
 
-std::vector<std::string> unused_layer_tensors(const WeightSource& w) {
-  std::set<std::string> bound, stacks;  // layer prefixes of the tensors the model read, and their stacks
-  const auto names = w.names();
-  for (const auto& n : names)
-    if (w.used(n)) {
-      auto p = layer_prefix(n);
-      if (!p.empty()) stacks.insert(layer_stack(p)), bound.insert(std::move(p));
-    }
+bool outside_the_language_model(const std::string& name) {
+  return name.rfind("mtp.", 0) == 0 || name.rfind("model.mtp.", 0) == 0 || name.rfind("visual.", 0) == 0 ||
+         name.rfind("model.visual.", 0) == 0;
+}
+
+std::vector<std::string> unused_tensors(const WeightSource& w) {
   std::vector<std::string> out;
-  for (const auto& n : names) {
-    // a bound layer's tensor, or one of a further layer of a bound stack (model.layers.7 of a 2-layer config); other
-    // stacks (mtp.layers.*) are not the model's
-    const std::string p = layer_prefix(n);
-    if (w.used(n) || p.empty() || (!bound.count(p) && !stacks.count(layer_stack(p))) || derived_buffer(n)) continue;
-    out.push_back(n);
-  }
+  for (const auto& n : w.names())
+    if (!w.used(n) && !derived_buffer(n) && !outside_the_language_model(n)) out.push_back(n);
   return out;
 }
 
@@ -172,8 +145,8 @@ std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, 
                                cfg_path);
   // A checkpoint as stored must not hold weights its config ignores (built in memory, a transformed config may bind
   // a subset on purpose: verify's theorems drop the convs).
-  if (const auto extra = unused_layer_tensors(w); !extra.empty())
-    throw io::Error(w.origin(extra[0]) + ": " + extra[0] + ": a weight of the model's layers that " + cfg_path +
+  if (const auto extra = unused_tensors(w); !extra.empty())
+    throw io::Error(w.origin(extra[0]) + ": " + extra[0] + ": a weight that " + cfg_path +
                     " gives no use (an option statecut does not implement, a layer past num_hidden_layers, or a config" +
                     " that does not match the weights)" +
                     (extra.size() > 1 ? "; " + std::to_string(extra.size() - 1) + " more like it" : ""));

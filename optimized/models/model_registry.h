@@ -74,14 +74,19 @@ std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& con
 /// The config with the family's edit for the new key dim k' (so fla / transformers load the pruned weights).
 nlohmann::json pruned_config(const nlohmann::json& config, int new_dk, const std::string& origin = "config.json");
 
-/// The stored tensors of `w` a model built from it did not read although they lie in a layer it bound (a name with
-/// the prefix "<...>layers.<i>." of a tensor it read; rotary inv_freq buffers excepted): the weights of an option the
-/// family does not implement (fla's attnres_*, an MoE block, a norm the config does not name) or of a config that
-/// does not match them. Computing without them would be a silently wrong model, so loading a checkpoint folder
-/// (load_causal_lm, load_causal_lm_placeholders, check_causal_lm_loads) refuses them;
-/// so are the tensors of a further layer of a bound stack (model.layers.N past num_hidden_layers); tensors of other
-/// stacks and outside the layers (Qwen's mtp.*, a vision tower, a tied lm_head) are not the model's and pass.
-std::vector<std::string> unused_layer_tensors(const WeightSource& w);
+/// The stored tensors of `w` a model built from it did not read: the weights of an option the family does not
+/// implement (fla's attnres_*, an MoE block, a norm or bias the config does not name: lm_head.bias, model.norm.bias),
+/// of a layer past num_hidden_layers, or of a config that does not match them. Computing without them would be a
+/// silently wrong model, so loading a checkpoint folder (load_causal_lm, load_causal_lm_placeholders,
+/// check_causal_lm_loads) refuses them. Set aside: derived buffers (derived_buffer) and the parts of a published
+/// checkpoint that are not the language model (outside_the_language_model); a tied lm_head equal to the embeddings is
+/// read (compared) by the loader, so it counts as used.
+std::vector<std::string> unused_tensors(const WeightSource& w);
+
+/// Parts of a published checkpoint that are not the language model statecut runs: a multi-token-prediction head
+/// (Qwen3.5 / Qwen3-Next `mtp.*`) and a vision tower (Qwen3.5's `model.visual.*`). transformers' causal LM ignores
+/// them too; verify counts them, the loaders leave them.
+bool outside_the_language_model(const std::string& name);
 
 /// A stored buffer derived from the config, not a weight (a layer's rotary_emb.inv_freq, which older transformers
 /// saved): the loaders and verify set it aside.

@@ -54,7 +54,7 @@ class WeightSource {
   /// The tensor as stored (dtype of the file), on CPU, without shape or value checks.
   torch::Tensor raw(const std::string& name) const;
   /// Whether get() or raw() was asked for `name` (by this source or a copy of it, checks_only's included): after a
-  /// model is built from the source, the stored tensors it did not bind (unused_layer_tensors, model_registry.h).
+  /// model is built from the source, the stored tensors it did not bind (unused_tensors, model_registry.h).
   bool used(const std::string& name) const;
 
  private:

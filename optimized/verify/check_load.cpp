@@ -48,14 +48,6 @@ void scan_tensor(const io::TensorView& t, const std::string& file, std::vector<s
   if (where.empty()) where = t.name;
 }
 
-/// Parts of a published checkpoint that are not the language model statecut runs: a multi-token-prediction head
-/// (Qwen3.5 / Qwen3-Next `mtp.*`) and a vision tower (Qwen3.5's `model.visual.*`). transformers' causal LM ignores
-/// them too; they are counted, not failed.
-bool outside_the_language_model(const std::string& name) {
-  return name.rfind("mtp.", 0) == 0 || name.rfind("model.mtp.", 0) == 0 || name.rfind("visual.", 0) == 0 ||
-         name.rfind("model.visual.", 0) == 0;
-}
-
 /// Stored tensors the loaders accept and set aside, as transformers does: a derived buffer (derived_buffer), and
 /// lm_head.weight beside tied embeddings equal to it (the loaders refuse one that differs). The tie is the top-level
 /// key, else a nested text_config's (Qwen3.5's multimodal release), as the loader reads it. Verify once failed these

@@ -228,6 +228,22 @@ TEST_F(BadInput_CliCheckpoint, weightOfAnUnimplementedOptionInABoundLayer) {
   expect_checkpoint_failure(ck, {ck + "/config.json", "'attnres_block_size'", "not supported"});
 }
 
+// A weight outside the layers that the config gives no use (an output-head bias, a final-norm bias, a stray tensor)
+// is refused as one inside a layer is: logits, eval, generate and rank ran without it, silently, and prune copied it.
+TEST_F(BadInput_CliCheckpoint, weightOutsideTheLayersThatTheConfigDoesNotUseIsRefused) {
+  for (const char* extra : {"lm_head.bias", "model.norm.bias", "foo.bar"}) {
+    SCOPED_TRACE(extra);
+    const std::string ck = copy_good(dir);
+    rewrite_weights(ck, [&](auto& views, auto& bytes) {
+      views[extra] = views.at("model.norm.weight");
+      bytes[extra] = bytes.at("model.norm.weight");
+    });
+    expect_checkpoint_failure(ck, {ck + "/model.safetensors", std::string(extra) + ": a weight that", "no use"});
+    expect_checkpoint_failure(ck, {extra}, "l1");  // the data-free path too
+    fs::remove_all(ck);
+  }
+}
+
 // Weights of more layers than config.json's num_hidden_layers (a 2-layer checkpoint told it has 1, or a stray
 // model.layers.7): every command once scored the truncation silently, and prune copied the extra layer unpruned into
 // an output that contradicted its own config; now one line naming the first such tensor.

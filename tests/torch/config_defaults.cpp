@@ -170,3 +170,24 @@ TEST(BadInput_ConfigDefaults, qwenNextSparseStepMustBePositive) {
         << build_error(c, dir);
   }
 }
+
+// layer_types that is not a list ("full_attention", 4, an object) or holds a non-string is refused, as transformers'
+// validation refuses it; it was read as absent, and the default every-4th-full layout ran without a word. null is
+// absent, as in transformers.
+TEST(BadInput_ConfigDefaults, qwenLayerTypesThatIsNotAListOfTypesIsRefused) {
+  for (const char* name : {"hf_qwen3_5", "hf_qwen3_next"}) {
+    const std::string dir = golden_hf::fixture_dir(name);
+    if (dir.empty()) GTEST_SKIP() << "fixture " << name << " not found";
+    for (const json& bad : {json("full_attention"), json(4), json{{"a", 1}}}) {
+      json c = fixture_config(dir);
+      c["layer_types"] = bad;
+      EXPECT_NE(build_error(c, dir).find("'layer_types': expected a list of"), std::string::npos)
+          << name << " " << bad.dump() << ": " << build_error(c, dir);
+    }
+    json c = fixture_config(dir);
+    c["layer_types"][0] = 7;
+    EXPECT_NE(build_error(c, dir).find("'layer_types': unknown layer type '7'"), std::string::npos) << build_error(c, dir);
+    c["layer_types"] = nullptr;  // the default layout: every 4th layer full attention, the fixtures' own
+    EXPECT_EQ(build_error(c, dir), "") << name;
+  }
+}

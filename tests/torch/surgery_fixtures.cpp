@@ -172,6 +172,27 @@ TEST(Unit_SurgeryConfig, defaultsAreTheModelFamiliesDefaults) {
   EXPECT_EQ(prunable_layers_from_config(gdn).front().num_key_heads, 6);
 }
 
+// fla reads key_dim = int(hidden_size·expand_k): the pruned expand_k must give back H·k' for every shape and budget.
+// 30/44 rounds an ulp low (44·(30/44) = 29.999999999999996, int 29): about 1,000 shapes with hidden <= 200 were
+// refused as "expand_k cannot express key_dim" (audit 22) although the next double up expresses it.
+TEST(Unit_SurgeryConfig, deltaNetExpandKGivesBackTheKeyDimForEveryShapeAndBudget) {
+  int checked = 0;
+  for (int64_t hidden = 2; hidden <= 200; ++hidden)
+    for (int64_t H = 1; H <= 16; ++H) {
+      if (hidden % H) continue;
+      const nlohmann::json cfg = {{"model_type", "delta_net"}, {"hidden_size", hidden}, {"num_heads", H},
+                                  {"num_hidden_layers", 1}, {"expand_k", 1.0}};
+      for (int64_t k = 1; k <= hidden / H; ++k) {
+        // through the JSON text, as fla reads it
+        const auto c = nlohmann::json::parse(pruned_config(cfg, static_cast<int>(k)).dump());
+        ASSERT_EQ(static_cast<int64_t>(static_cast<double>(hidden) * c["expand_k"].get<double>()), H * k)
+            << "hidden " << hidden << ", H " << H << ", k' " << k << ": expand_k " << c["expand_k"].dump();
+        ++checked;
+      }
+    }
+  EXPECT_GT(checked, 10000);
+}
+
 TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
   // fla computes head_v_dim = int(head_dim * expand_v): it must stay 64 for every k' in 1..32.
   const nlohmann::json cfg = {{"model_type", "gated_deltanet"}, {"head_dim", 32}, {"expand_v", 2.0},

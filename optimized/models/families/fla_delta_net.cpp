@@ -5,8 +5,6 @@
 #include <tuple>
 #include <utility>
 
-#include <cmath>
-
 #include "optimized/models/decode_cache.h"
 #include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
@@ -449,14 +447,12 @@ void register_fla_delta_net() {
     const auto [H, dk] = delta_net_heads_and_dk(c, origin);
     return fla_prunable_layers(c, H, dk, origin);
   };
-  // expand_k = H·k'/hidden_size, checked to give back key_dim H·k' through fla's int(hidden·expand_k).
+  // expand_k = H·k'/hidden_size, such that fla's int(hidden·expand_k) gives back key_dim H·k'.
   spec.pruned_config = [](const nlohmann::json& config, int new_dk, const std::string& origin) {
     nlohmann::json c = config;
     const int64_t hidden = cfg_int(c, "hidden_size", origin);
     const int64_t H = cfg_int(c, "num_heads", kFlaDeltaNetDefaultHeads, origin);
-    const double e = static_cast<double>(H * new_dk) / static_cast<double>(hidden);
-    if (static_cast<int64_t>(hidden * e) != H * new_dk)
-      config_error(origin, "expand_k cannot express key_dim " + std::to_string(H * new_dk));
+    const double e = factor_truncating_to(H * new_dk, hidden, "expand_k (key_dim)", origin);
     c["expand_k"] = e;
     return c;
   };

@@ -51,11 +51,7 @@ void register_fla_gated_deltanet() {
     nlohmann::json c = config;
     const int64_t hd = cfg_int(c, "head_dim", kFlaGatedDeltaNetDefaultHeadDim, origin);
     const auto dv = static_cast<int64_t>(static_cast<double>(hd) * cfg_double(c, "expand_v", 2.0, origin));
-    double e = static_cast<double>(dv) / new_dk;
-    // Step up by ulps until the product truncates to dv again.
-    for (int i = 0; i < 8 && static_cast<int64_t>(new_dk * e) != dv; ++i) e = std::nextafter(e, 1e300);
-    if (static_cast<int64_t>(new_dk * e) != dv)
-      throw io::Error(origin + ": expand_v cannot keep head_v_dim " + std::to_string(dv));
+    const double e = factor_truncating_to(dv, new_dk, "expand_v (head_v_dim)", origin);
     c["head_dim"] = new_dk;
     c["expand_v"] = e;
     return c;

@@ -294,13 +294,17 @@ std::string origin_of(const nlohmann::json& c) { return c.value(kConfigPathKey, 
 
 std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t num_layers, const std::string& origin) {
   std::vector<bool> full;
+  // null is absent (transformers' default layout); any other non-list is refused, as transformers' validation does
+  if (c.contains("layer_types") && !c.at("layer_types").is_null() && !c.at("layer_types").is_array())
+    config_error(origin, "'layer_types': expected a list of \"linear_attention\" / \"full_attention\", got " +
+                             c.at("layer_types").dump());
   if (c.contains("layer_types") && c.at("layer_types").is_array()) {
     const auto& lt = c.at("layer_types");
     if (static_cast<int64_t>(lt.size()) != num_layers)
       config_error(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
                              std::to_string(num_layers) + " layers");
     for (const auto& t : lt) {
-      const std::string s = t.is_string() ? t.get<std::string>() : "";
+      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
       if (s != "linear_attention" && s != "full_attention")
         config_error(origin, "'layer_types': unknown layer type '" + s + "'");
       full.push_back(s == "full_attention");
