@@ -69,9 +69,13 @@ json read_json_file(const std::string& path) {
   if (const std::string link = broken_link_problem(path); !link.empty()) throw Error(path + ": " + link);
   if (!fs::exists(path, ec)) throw Error(path + ": missing");
   if (fs::is_directory(path, ec)) throw Error(path + ": is a directory, expected a JSON file");
+  // a FIFO or a device would block or never end: every reader of these files (Python's json) wants a file
+  if (!fs::is_regular_file(path, ec)) throw Error(path + ": not a regular file, expected a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0)  // json.loads refuses it ("Unexpected UTF-8 BOM"), and so transformers
+    throw Error(path + ": starts with a UTF-8 byte order mark, which Python's json (transformers, fla) refuses");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -180,6 +184,20 @@ std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   for (const auto& kv : where_) out.push_back(kv.first);
   return out;
+}
+
+bool is_companion_file(const std::string& name) {
+  const auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  return starts("tokenizer") || name == "special_tokens_map.json" || name == "added_tokens.json" || starts("vocab.") ||
+         name == "merges.txt" || starts("chat_template.") || name == "generation_config.json" ||
+         has_suffix(name, "processor_config.json") || starts("LICENSE");
+}
+
+void copy_companion_files(const std::string& src_dir, const std::string& dst_dir) {
+  for (const auto& e : fs::directory_iterator(src_dir)) {
+    const std::string name = e.path().filename().string();
+    if (is_companion_file(name) && e.is_regular_file()) fs::copy_file(e.path(), fs::path(dst_dir) / name);
+  }
 }
 
 bool has_suffix(const std::string& path, const std::string& suffix) {

@@ -26,6 +26,14 @@ std::string json_text(const nlohmann::json& j, int indent = -1, bool ensure_asci
 void require_checkpoint_folder(const std::string& dir);
 /// dir/config.json, which must be a JSON object; throws the folder errors above, "<dir>/config.json: missing" etc.
 nlohmann::json read_config(const std::string& dir);
+/// Whether a file of a checkpoint folder (a bare name) is one that prune, finetune and train carry into the folder they
+/// write, unchanged: what the tokenizer, a chat template, generation or a processor reads, and the licence —
+/// tokenizer*, special_tokens_map.json, added_tokens.json, vocab.*, merges.txt, chat_template.*,
+/// generation_config.json, *processor_config.json, LICENSE*. Not the weights, config.json or statecut.json (rewritten),
+/// nor a model card (README: it describes the source model).
+bool is_companion_file(const std::string& name);
+/// Copies every regular top-level file of src_dir that is_companion_file into dst_dir (dst_dir must not hold them).
+void copy_companion_files(const std::string& src_dir, const std::string& dst_dir);
 /// config.json's vocab_size (text_config.vocab_size for a nested multimodal config), or -1 when it has none.
 int64_t config_vocab_size(const nlohmann::json& config);
 

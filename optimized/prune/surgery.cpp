@@ -236,11 +236,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   std::ofstream cfg_out(fs::path(dir) / "config.json", std::ios::binary);
   cfg_out << python_json_dump(pruned_config(cfg, k, cfg_path));
   if (!cfg_out) surgery_fail((fs::path(dir) / "config.json").string() + ": write failed");
-  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                            "generation_config.json"}) {
-    const fs::path p = fs::path(src_dir) / extra;
-    if (fs::exists(p)) fs::copy_file(p, fs::path(dir) / extra);
-  }
+  io::copy_companion_files(src_dir, dir);  // tokenizer, chat template, generation config, licence
 }
 
 namespace {

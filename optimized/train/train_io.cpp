@@ -61,11 +61,8 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
   }
   for (const auto& [name, t] : changed)
     if (!written.count(name)) train_io_fail(src_dir + ": the checkpoint holds no tensor '" + name + "'");
-  for (const char* extra : {"config.json", "tokenizer.model", "tokenizer.json", "tokenizer_config.json",
-                            "special_tokens_map.json", "generation_config.json"}) {
-    const fs::path p = fs::path(src_dir) / extra;
-    if (fs::exists(p)) fs::copy_file(p, fs::path(dir) / extra);
-  }
+  fs::copy_file(fs::path(src_dir) / "config.json", fs::path(dir) / "config.json");
+  io::copy_companion_files(src_dir, dir);  // tokenizer, chat template, generation config, licence
 }
 
 void save_tensor_file(const std::string& path, const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {

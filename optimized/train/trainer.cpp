@@ -289,8 +289,7 @@ void write_fresh_checkpoint(CausalLM& model, const nlohmann::json& config, const
   save_tensor_file((fs::path(dir) / "model.safetensors").string(), params);
   write_text_atomically((fs::path(dir) / "config.json").string(), python_json_dump(config));
   const fs::path src = fs::absolute(fs::path(config_path)).parent_path();
-  for (const char* extra : {"tokenizer.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"})
-    if (fs::exists(src / extra)) fs::copy_file(src / extra, fs::path(dir) / extra);
+  io::copy_companion_files(src.string(), dir);  // the tokenizer beside the --config file, and its kin
 }
 
 }  // namespace

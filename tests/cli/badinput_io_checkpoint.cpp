@@ -4,6 +4,7 @@
 // DeltaNet one (truncated or corrupted safetensors, lying offsets, malformed or disagreeing config, unknown
 // model_type, missing tensor or shard, NaN weights, finite weights whose forward overflows).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -333,6 +334,23 @@ TEST_F(BadInput_CliCheckpoint, brokenLinksInTheCheckpointAreNamedAsLinks) {
   fs::remove(ck2 + "/config.json");
   fs::create_symlink(ck2 + "/config.json", ck2 + "/config.json");
   expect_checkpoint_failure(ck2, {ck2 + "/config.json: a symbolic link loop"});
+}
+
+// A FIFO in place of the weights or of config.json blocked every command forever in open(); a config.json with a
+// UTF-8 byte order mark, which Python's json (and so transformers and fla) refuses, was read as if it had none.
+TEST_F(BadInput_CliCheckpoint, aFifoOrAByteOrderMarkIsRefusedAtOnce) {
+  const std::string ck = copy_good(dir);
+  fs::remove(ck + "/model.safetensors");
+  ASSERT_EQ(::mkfifo((ck + "/model.safetensors").c_str(), 0600), 0);
+  expect_checkpoint_failure(ck, {ck + "/model.safetensors: not a regular file"});
+  const std::string ck2 = copy_good(dir, "cfg");
+  fs::remove(ck2 + "/config.json");
+  ASSERT_EQ(::mkfifo((ck2 + "/config.json").c_str(), 0600), 0);
+  expect_checkpoint_failure(ck2, {ck2 + "/config.json: not a regular file"});
+  const std::string ck3 = copy_good(dir, "bom");
+  const std::string cfg = statecut::test::slurp(ck3 + "/config.json");
+  std::ofstream(ck3 + "/config.json", std::ios::binary) << "\xEF\xBB\xBF" << cfg;
+  expect_checkpoint_failure(ck3, {ck3 + "/config.json: starts with a UTF-8 byte order mark"});
 }
 
 // An F64 weight finite in the file but beyond the compute dtype's range (1e300) turned Inf in the cast, and eval

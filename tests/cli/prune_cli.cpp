@@ -273,3 +273,25 @@ TEST(BadInput_Prune, keepFileThatDoesNotFitTheModelNamesTheFile) {
                                 (d / "out"));
   EXPECT_EQ(r.code, 0) << r.err;
 }
+
+// The files a tokenizer, a chat template, generation or a processor read travel with the pruned weights unchanged,
+// and so does the licence (a pruned Qwen3.5 lost its chat_template.jinja, vocab.json and merges.txt); the model card
+// describes the source model and stays behind.
+TEST(Cli_Prune, companionFilesTravelWithThePrunedWeights) {
+  TempDir d("companions");
+  const fs::path src = d.path / "src";
+  fs::create_directories(src);
+  for (const auto& e : fs::directory_iterator(kModel)) fs::copy(e.path(), src / e.path().filename());
+  const std::vector<std::string> carried = {"chat_template.jinja", "vocab.json", "merges.txt", "added_tokens.json",
+                                            "preprocessor_config.json", "generation_config.json", "LICENSE"};
+  for (const auto& f : carried) std::ofstream(src / f) << "{\"file\": \"" << f << "\"}\n";
+  std::ofstream(src / "README.md") << "# the source model's card\n";
+  const CliRun r = run_statecut("prune --quiet --checkpoint " + src.string() + " --method l1 --ratio 0.5 --out " +
+                                (d / "out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& f : carried) {
+    ASSERT_TRUE(fs::exists(d.path / "out" / f)) << f << " left behind";
+    EXPECT_EQ(slurp(d.path / "out" / f), slurp(src / f)) << f;
+  }
+  EXPECT_FALSE(fs::exists(d.path / "out" / "README.md"));
+}
