@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -75,6 +76,19 @@ const FamilySpec& prunable_family(const nlohmann::json& c, const std::string& or
   return *f;
 }
 }  // namespace
+
+PrunableLayer prunable_layer_shape(int64_t i, int64_t heads, int64_t dk, const std::string& origin) {
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (heads < 1 || heads > kIntMax || dk < 1 || dk > kIntMax)
+    throw io::Error(origin + ": layer " + std::to_string(i) + " would have " + std::to_string(heads) +
+                    " key heads of dimension " + std::to_string(dk) +
+                    " (the config's sizes must give a positive head count and key head dim)");
+  PrunableLayer L;
+  L.layer = static_cast<int>(i);
+  L.num_key_heads = static_cast<int>(heads);
+  L.head_k_dim = static_cast<int>(dk);
+  return L;
+}
 
 std::vector<PrunableLayer> prunable_layers_from_config(const nlohmann::json& c, const std::string& origin,
                                                        bool allow_none) {

@@ -45,14 +45,10 @@ struct FamilySpec {
   FamilyCapabilities caps;
 };
 
-/// Layer i with `heads` key heads of dimension dk (tensor names to be filled in by the family).
-inline PrunableLayer prunable_layer_shape(int64_t i, int64_t heads, int64_t dk) {
-  PrunableLayer L;
-  L.layer = static_cast<int>(i);
-  L.num_key_heads = static_cast<int>(heads);
-  L.head_k_dim = static_cast<int>(dk);
-  return L;
-}
+/// Layer i with `heads` key heads of dimension dk (tensor names to be filled in by the family). Throws io::Error
+/// "<origin>: ..." unless both are positive and fit an int (a hidden_size of 2^32 + 64 wrapped to a dk of
+/// -2147483616 that prune then called a bad budget).
+PrunableLayer prunable_layer_shape(int64_t i, int64_t heads, int64_t dk, const std::string& origin);
 
 /// Adds (or replaces) the spec for spec.model_type.
 void register_family(FamilySpec spec);

@@ -295,3 +295,33 @@ TEST(Cli_Prune, companionFilesTravelWithThePrunedWeights) {
   }
   EXPECT_FALSE(fs::exists(d.path / "out" / "README.md"));
 }
+
+// Sizes that give no valid key head dim are named by the file at fault, never as a budget: prune wrapped dk to 32 bits
+// and said "budget: dk must be >= 1, got -2147483616" for hidden_size 2^32 + 64 (the weights' shapes then disagree
+// with the config, named as logits names it), and expand_k 1e-9 leaves no key dim at all (config.json).
+TEST(BadInput_Prune, sizesWithoutAValidKeyHeadDimNameTheFileNotTheBudget) {
+  TempDir d("bigdk");
+  struct Case {
+    std::string key;
+    nlohmann::json value;
+    std::string file, needle;
+  };
+  for (const Case& k : {Case{"hidden_size", 4294967360LL, "model.safetensors", "but the config implies"},
+                        Case{"expand_k", 1e-9, "config.json", "key_dim 0"}}) {
+    SCOPED_TRACE(k.key);
+    const fs::path src = d.path / ("src_" + k.key);
+    fs::create_directories(src);
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy(kModel / f, src / f);
+    nlohmann::json c = nlohmann::json::parse(slurp(src / "config.json"));
+    c[k.key] = k.value;
+    std::ofstream(src / "config.json") << c.dump();
+    const CliRun r = run_statecut("prune --quiet --checkpoint " + src.string() + " --method l1 --ratio 0.5 --out " +
+                                  (d / "out"));
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find((src / k.file).string() + ": "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(k.needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("budget"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d.path / "out"));
+  }
+}

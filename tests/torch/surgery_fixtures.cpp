@@ -193,6 +193,26 @@ TEST(Unit_SurgeryConfig, deltaNetExpandKGivesBackTheKeyDimForEveryShapeAndBudget
   EXPECT_GT(checked, 10000);
 }
 
+// A key head count or dim that is not a positive int is the config's error, named with it, before any budget: a
+// head_dim of -32 or 0 reached prune as "budget: dk must be >= 1, got -32", and a dk past 2^31 wrapped.
+TEST(BadInput_SurgeryConfig, keyGeometryOutsideAPositiveIntIsAConfigError) {
+  const nlohmann::json gdn = {{"model_type", "gated_deltanet"}, {"head_dim", 32}, {"expand_v", 2.0},
+                              {"hidden_size", 64}, {"num_heads", 2}, {"num_hidden_layers", 2}};
+  const nlohmann::json dn = {{"model_type", "delta_net"}, {"hidden_size", 4294967360LL}, {"num_heads", 1},
+                             {"num_hidden_layers", 1}};
+  std::vector<nlohmann::json> bad = {gdn, gdn, dn};
+  bad[0]["head_dim"] = -32;
+  bad[1]["head_dim"] = 0;
+  for (const auto& c : bad) {
+    try {
+      prunable_layers_from_config(c, "x/config.json");
+      ADD_FAILURE() << c.dump() << " accepted";
+    } catch (const std::exception& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("x/config.json: layer 0 would have ", 0), 0u) << e.what();
+    }
+  }
+}
+
 TEST(Unit_SurgeryConfig, gatedDeltaNetKeepsValueDimForEveryBudget) {
   // fla computes head_v_dim = int(head_dim * expand_v): it must stay 64 for every k' in 1..32.
   const nlohmann::json cfg = {{"model_type", "gated_deltanet"}, {"head_dim", 32}, {"expand_v", 2.0},

@@ -387,7 +387,7 @@ std::vector<PrunableLayer> fla_prunable_layers(const nlohmann::json& c, int64_t 
   std::vector<PrunableLayer> out;
   for (int64_t i = 0; i < n_layers; ++i) {
     if (attn_layers.count(i)) continue;
-    PrunableLayer L = prunable_layer_shape(i, heads, dk);
+    PrunableLayer L = prunable_layer_shape(i, heads, dk, origin);
     const std::string p = "model.layers." + std::to_string(i) + ".attn.";
     L.q_weight = p + "q_proj.weight";
     L.k_weight = p + "k_proj.weight";

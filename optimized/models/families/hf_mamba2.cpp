@@ -319,7 +319,7 @@ void register_hf_mamba2() {
     const int64_t N = cfg_int(c, "state_size", origin);
     std::vector<PrunableLayer> out;
     for (int64_t i = 0; i < n_layers; ++i) {
-      PrunableLayer L = prunable_layer_shape(i, G, N);
+      PrunableLayer L = prunable_layer_shape(i, G, N, origin);
       const std::string p = "backbone.layers." + std::to_string(i) + ".mixer.";
       L.q_weight = L.k_weight = p + "in_proj.weight";
       L.k_row_offset = 2 * I;

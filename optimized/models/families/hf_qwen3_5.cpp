@@ -341,7 +341,7 @@ std::vector<PrunableLayer> qwen_prunable_layers(const nlohmann::json& c, QwenLin
   std::vector<PrunableLayer> out;
   for (int64_t i = 0; i < n_layers; ++i) {
     if (full[i]) continue;
-    PrunableLayer L = prunable_layer_shape(i, Hk, dk);
+    PrunableLayer L = prunable_layer_shape(i, Hk, dk, origin);
     const std::string p = prefix + "layers." + std::to_string(i) + ".linear_attn.";
     // The conv channels are [q | k | v] in both layouts (transformers concatenates before the conv).
     if (packed) {
