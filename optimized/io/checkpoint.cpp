@@ -88,6 +88,7 @@ json read_json_file(const std::string& path) {
 }
 
 void require_checkpoint_folder(const std::string& dir) {
+  if (dir.empty()) throw Error("an empty path where a checkpoint folder was expected");
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return;
   if (fs::exists(dir, ec)) throw Error(dir + ": not a folder (a checkpoint is a folder holding config.json)");

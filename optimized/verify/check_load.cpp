@@ -136,7 +136,9 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     problems.push_back(e.what());
     if (r.where.empty()) r.where = "tokenizer";
   }
-  if (!ctx.layers_error.empty()) problems.push_back(ctx.layers_error);
+  // the loader reads the same config: its error is said once
+  if (!ctx.layers_error.empty() && ctx.load_error.find(ctx.layers_error) == std::string::npos)
+    problems.push_back(ctx.layers_error);
 
   r.figure = static_cast<double>(problems.size());
   r.status = problems.empty() ? Status::Pass : Status::Fail;

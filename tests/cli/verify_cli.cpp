@@ -406,4 +406,28 @@ TEST(Cli_Verify, aQwenOfFullAttentionLayersOnlyLoadsAndSkipsTheLinearAttentionRo
   EXPECT_TRUE(contains(p.err, "no linear-attention layer to prune")) << p.err;
 }
 
+// A config.json that is JSON but not a model the loader can read fails the load row, which names the key once (the
+// geometry reader and the loader said it twice); an empty --checkpoint is named as empty, not as the folder "".
+TEST(Cli_Verify, aConfigTheLoaderCannotReadIsNamedOnceAndAnEmptyPathAsEmpty) {
+  const std::string src = fixture_or_skip("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture not found";
+  TempDir tmp("verify-badkey");
+  const std::string dir = tmp / "ck";
+  fs::create_directories(dir);
+  for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(src + "/" + f, dir + "/" + f);
+  nlohmann::json c = nlohmann::json::parse(statecut::test::slurp(dir + "/config.json"));
+  c["hidden_size"] = "64";
+  std::ofstream(dir + "/config.json") << c.dump();
+  const auto r = run_statecut("verify --quiet --json --only load --checkpoint " + dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string msg = j["checks"][0]["message"].get<std::string>();
+  const std::string key = "'hidden_size': expected an integer, got \"64\"";
+  ASSERT_NE(msg.find(key), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(key, msg.find(key) + 1), std::string::npos) << "said twice: " << msg;
+  const auto e = run_statecut("verify --checkpoint ''");
+  EXPECT_EQ(e.code, 2) << e.err;
+  EXPECT_TRUE(contains(e.err, "verify: error: an empty path where a checkpoint folder was expected")) << e.err;
+}
+
 }  // namespace
