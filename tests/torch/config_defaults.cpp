@@ -191,3 +191,18 @@ TEST(BadInput_ConfigDefaults, qwenLayerTypesThatIsNotAListOfTypesIsRefused) {
     EXPECT_EQ(build_error(c, dir), "") << name;
   }
 }
+
+// transformers' Mamba-2 divides the sequence into chunk_size pieces: 0 or a negative size cannot run there and is
+// refused, naming the key (statecut ignored it: verify passed and prune copied it); absent is its 256.
+TEST(BadInput_ConfigDefaults, mamba2ChunkSizeMustBePositive) {
+  const std::string dir = golden_hf::fixture_dir("hf_mamba2");
+  if (dir.empty()) GTEST_SKIP() << "fixture hf_mamba2 not found";
+  for (const int bad : {0, -64}) {
+    json c = fixture_config(dir);
+    c["chunk_size"] = bad;
+    EXPECT_NE(build_error(c, dir).find("'chunk_size' must be positive"), std::string::npos) << bad;
+  }
+  json c = fixture_config(dir);
+  c.erase("chunk_size");
+  EXPECT_EQ(build_error(c, dir), "");
+}

@@ -106,6 +106,9 @@ Mamba2Config mamba2_parse_config(const nlohmann::json& c, const std::string& ori
     config_error(origin, "num_heads × head_dim = " + std::to_string(m.heads * m.head_dim) +
                            " differs from expand × hidden_size = " + std::to_string(m.inner));
   if (m.heads % m.groups != 0) config_error(origin, "num_heads must be a multiple of n_groups");
+  // statecut chunks its own way, but transformers divides the sequence by chunk_size (default 256): a checkpoint that
+  // cannot run there is refused here, not passed on
+  if (cfg_int(c, "chunk_size", 256, origin) <= 0) config_error(origin, "'chunk_size' must be positive");
   return m;
 }
 
