@@ -206,3 +206,22 @@ TEST(BadInput_ConfigDefaults, mamba2ChunkSizeMustBePositive) {
   c.erase("chunk_size");
   EXPECT_EQ(build_error(c, dir), "");
 }
+
+// fla's DeltaNet and Gated DeltaNet layers assert attn_mode in {chunk, fused_recurrent}: another mode cannot load in
+// fla, and was passed by verify and carried into pruned checkpoints.
+TEST(BadInput_ConfigDefaults, flaAttnModeOtherThanChunkOrFusedRecurrentIsRefused) {
+  for (const char* name : {"fla_delta_net", "fla_gated_deltanet"}) {
+    const std::string dir = golden_hf::fixture_dir(name);
+    if (dir.empty()) GTEST_SKIP() << "fixture " << name << " not found";
+    json c = fixture_config(dir);
+    for (const char* bad : {"bogus", "fused_chunk"}) {
+      c["attn_mode"] = bad;
+      EXPECT_NE(build_error(c, dir).find("'attn_mode': fla runs chunk or fused_recurrent, got '" + std::string(bad)),
+                std::string::npos) << name << ": " << build_error(c, dir);
+    }
+    for (const json& good : {json("chunk"), json("fused_recurrent"), json(nullptr)}) {
+      c["attn_mode"] = good;
+      EXPECT_EQ(build_error(c, dir), "") << name << " " << good.dump();
+    }
+  }
+}
