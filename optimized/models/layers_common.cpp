@@ -295,15 +295,21 @@ int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::stri
   const auto* f = config_field(c, key);
   if (!f) bad(origin, key, "missing required field");
   if (f->is_number_integer()) return f->get<int64_t>();
-  if (f->is_number_float()) {
-    const double d = f->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
-  }
   bad(origin, key, "expected an integer, got " + f->dump());
 }
 
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin) {
   return config_field(c, key) ? cfg_int(c, key, origin) : dflt;
+}
+
+int64_t cfg_integral(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin) {
+  const auto* f = config_field(c, key);
+  if (!f) return dflt;
+  if (f->is_number_float()) {
+    const double d = f->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+  }
+  return cfg_int(c, key, origin);
 }
 
 int64_t cfg_layer_count(const nlohmann::json& c, const std::string& origin) {

@@ -95,8 +95,13 @@ torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embed
 /// A config.json that no family can load: throws io::Error "<origin>: <what>" (every family's config errors).
 [[noreturn]] void config_error(const std::string& origin, const std::string& what);
 /// config.json field readers; a wrong type or missing required key throws io::Error "<origin>: '<key>': <problem>".
+/// cfg_int: a JSON integer. 64.0 is refused: the libraries size tensors and ranges with these keys, and torch and
+/// Python refuse a float there (nn.Linear(64.0, ...), range(24.0)), so such a config loads nowhere else.
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin);
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
+/// A key the libraries only do arithmetic with ((i + 1) % full_attention_interval works with 4.0): an integer, or a
+/// float with an integral value.
+int64_t cfg_integral(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
 /// A factor e that Python's int(base·e) turns back into `target` (fla's int(hidden·expand_k), int(head_dim·expand_v)):
 /// target/base, or the first of the next few doubles up when the rounded quotient lands an ulp low (44·(30/44) =

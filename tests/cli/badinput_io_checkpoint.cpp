@@ -184,7 +184,8 @@ TEST_F(BadInput_CliCheckpoint, unknownModelType) {
 // truncation to 16) or the string "2" (no default) — is the same one-line error naming the file and the key in
 // every command, prune's data-free path (which reads config.json before any weights) included.
 TEST_F(BadInput_CliCheckpoint, nonIntegerHeadCountNamesTheFileAndKey) {
-  for (const nlohmann::json& bad : {nlohmann::json(16.5), nlohmann::json("2")}) {
+  // 16.0 too: torch and Python refuse a float as a size (nn.Linear(64.0, ...)), so fla / transformers cannot load it
+  for (const nlohmann::json& bad : {nlohmann::json(16.5), nlohmann::json("2"), nlohmann::json(16.0)}) {
     SCOPED_TRACE(bad.dump());
     TempDir d("cli_badheads");
     const std::string ck = copy_good(d);

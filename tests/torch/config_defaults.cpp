@@ -189,6 +189,10 @@ TEST(BadInput_ConfigDefaults, qwenLayerTypesThatIsNotAListOfTypesIsRefused) {
     EXPECT_NE(build_error(c, dir).find("'layer_types': unknown layer type '7'"), std::string::npos) << build_error(c, dir);
     c["layer_types"] = nullptr;  // the default layout: every 4th layer full attention, the fixtures' own
     EXPECT_EQ(build_error(c, dir), "") << name;
+    c["full_attention_interval"] = 4.0;  // only arithmetic is done with it, so an integral float reads as in Python
+    EXPECT_EQ(build_error(c, dir), "") << name;
+    c["full_attention_interval"] = 4.5;
+    EXPECT_NE(build_error(c, dir).find("'full_attention_interval': expected an integer"), std::string::npos) << name;
   }
 }
 

@@ -58,7 +58,7 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
   m.full = qwen_full_attention_layers(c, m.layers, origin);
   if (layout == QwenLinearLayout::Packed) {  // Qwen3-Next: dense MLP only
     const int64_t experts = cfg_int(c, "num_experts", 512, origin);
-    const int64_t step = cfg_int(c, "decoder_sparse_step", 1, origin);
+    const int64_t step = cfg_integral(c, "decoder_sparse_step", 1, origin);
     if (experts > 0 && step <= 0)  // transformers divides by it (ZeroDivisionError); it was read as all dense
       config_error(origin, "'decoder_sparse_step' must be positive, got " + std::to_string(step));
     std::vector<int64_t> mlp_only;
@@ -310,7 +310,7 @@ std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t nu
       full.push_back(s == "full_attention");
     }
   } else {  // older configs: every full_attention_interval-th layer is softmax attention
-    const int64_t every = cfg_int(c, "full_attention_interval", 4, origin);
+    const int64_t every = cfg_integral(c, "full_attention_interval", 4, origin);
     if (every <= 0) config_error(origin, "'full_attention_interval' must be positive");
     for (int64_t i = 0; i < num_layers; ++i) full.push_back((i + 1) % every == 0);
   }
