@@ -229,3 +229,21 @@ TEST(BadInput_ConfigDefaults, flaAttnModeOtherThanChunkOrFusedRecurrentIsRefused
     }
   }
 }
+
+// Qwen3-Next's mlp_only_layers is a list of layer indices: "all" or a list holding a non-integer cannot be read by
+// transformers (`i in "all"` is a TypeError) and is refused naming the key; it was read as no layer.
+TEST(BadInput_ConfigDefaults, qwenNextMlpOnlyLayersMustBeAListOfIndices) {
+  const std::string dir = golden_hf::fixture_dir("hf_qwen3_next");
+  if (dir.empty()) GTEST_SKIP() << "fixture hf_qwen3_next not found";
+  for (const json& bad : {json("all"), json{0, "1"}, json(3)}) {
+    json c = fixture_config(dir);
+    c["mlp_only_layers"] = bad;
+    EXPECT_NE(build_error(c, dir).find("'mlp_only_layers': expected a list of layer indices"), std::string::npos)
+        << bad.dump() << ": " << build_error(c, dir);
+  }
+  for (const json& good : {json::array(), json{0, 2}, json(nullptr)}) {
+    json c = fixture_config(dir);
+    c["mlp_only_layers"] = good;
+    EXPECT_EQ(build_error(c, dir), "") << good.dump();
+  }
+}

@@ -62,8 +62,16 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
     if (experts > 0 && step <= 0)  // transformers divides by it (ZeroDivisionError); it was read as all dense
       config_error(origin, "'decoder_sparse_step' must be positive, got " + std::to_string(step));
     std::vector<int64_t> mlp_only;
-    if (c.contains("mlp_only_layers") && c.at("mlp_only_layers").is_array())
-      for (const auto& v : c.at("mlp_only_layers")) mlp_only.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
+    // a list of layer indices (null: none); anything else transformers cannot read (`i in "all"` is a TypeError)
+    if (c.contains("mlp_only_layers") && !c.at("mlp_only_layers").is_null()) {
+      const auto& ml = c.at("mlp_only_layers");
+      if (!ml.is_array()) config_error(origin, "'mlp_only_layers': expected a list of layer indices, got " + ml.dump());
+      for (const auto& v : ml) {
+        if (!v.is_number_integer())
+          config_error(origin, "'mlp_only_layers': expected a list of layer indices, got " + ml.dump());
+        mlp_only.push_back(v.get<int64_t>());
+      }
+    }
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
       if (!dense && experts > 0 && (i + 1) % step == 0)
