@@ -91,7 +91,9 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
     } catch (const statecut::verify::Unreadable& e) {
       std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
       return 2;
-    } catch (const std::invalid_argument& e) {  // --only/--skip/--windows: a usage error
+    } catch (const statecut::OptionError&) {  // --only/--skip/--windows: main's usage line, exit 2
+      throw;
+    } catch (const std::invalid_argument& e) {  // --device cuda without a device: exit 2, as the help says
       std::fprintf(stderr, "statecut verify: error: %s\n", e.what());
       return 2;
     } catch (const c10::Error& e) {

@@ -146,10 +146,10 @@ Report run_verify(const VerifyOptions& opt) {
                          std::find(check_groups().begin(), check_groups().end(), group) != check_groups().end();
         std::string names;
         for (const auto& c : check_groups()) names += (names.empty() ? "" : ", ") + c;
-        throw std::invalid_argument((row ? "'" + g + "' is a row of the check '" + group +
-                                               "': --only and --skip take whole checks"
-                                         : "unknown check '" + g + "'") +
-                                    " (checks: " + names + ")");
+        throw OptionError((row ? "'" + g + "' is a row of the check '" + group +
+                                       "': --only and --skip take whole checks"
+                                 : "unknown check '" + g + "'") +
+                          " (checks: " + names + ")");
       }
   if (opt.windows < 1 || opt.len < 2) throw OptionError("--windows must be >= 1 and --len >= 2");
 
