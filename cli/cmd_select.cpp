@@ -71,7 +71,8 @@ auto option_value(Parse parse, const std::string& value, const char* option) {
 int run_select(const SelectArgs& a) {
   const SelectMethod method = option_value(method_from_name, a.method, "--method");
   const ScoreSide side = option_value(side_from_name, a.side, "--select");
-  if (!(a.f > 1.0) || !std::isfinite(a.f)) throw statecut::OptionError("--f must be finite and > 1, got " + std::to_string(a.f));
+  if (!(a.f > 1.0) || !std::isfinite(a.f))
+    throw statecut::OptionError("--f must be finite and > 1, got " + std::to_string(a.f));
   if (!a.keep_given && !a.ratio_given) throw statecut::OptionError("give --keep K or --ratio R");
   if (a.keep_given && a.keep < 1) throw statecut::OptionError("--keep must be >= 1, got " + std::to_string(a.keep));
   if (a.ratio_given && !(a.ratio > 0.0 && a.ratio < 1.0))

@@ -127,7 +127,6 @@ int run_bench(const BenchArgs& a) {
   for (const auto& s : split_commas(decode)) cfg.decode_batches.push_back(parse_positive(s, "--decode"));
   cfg.prompt = a.prompt > 0 ? a.prompt : (cuda ? 512 : 128);
   cfg.new_tokens = a.new_tokens > 0 ? a.new_tokens : (cuda ? 128 : 32);
-  if (a.prompt == 0 || a.new_tokens == 0) throw statecut::OptionError("--prompt and --new-tokens must be >= 1");
   cfg.repeats = a.repeats;
   cfg.cuda_graphs = !a.no_graphs;
 
@@ -240,8 +239,10 @@ statecut::cli::Command bench_cmd("bench", [](CLI::App& app) {
   app.add_option("--compare", a->compare, "further model folders measured the same way");
   app.add_option("--prefill", a->prefill, "BxT list, e.g. 1x2048,8x2048");
   app.add_option("--decode", a->decode, "batch list, e.g. 1,16,64,256");
-  app.add_option("--prompt", a->prompt, "prompt tokens before the decode steps (CUDA 512, CPU 128)");
-  app.add_option("--new-tokens", a->new_tokens, "timed decode steps (CUDA 128, CPU 32)");
+  app.add_option("--prompt", a->prompt, "prompt tokens before the decode steps (CUDA 512, CPU 128)")
+      ->check(statecut::cli::at_least(1));
+  app.add_option("--new-tokens", a->new_tokens, "timed decode steps (CUDA 128, CPU 32)")
+      ->check(statecut::cli::at_least(1));
   app.add_option("--repeats", a->repeats, "prefill repetitions (best taken)")
       ->check(statecut::cli::at_least(1))
       ->capture_default_str();

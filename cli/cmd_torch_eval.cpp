@@ -260,7 +260,7 @@ statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
   niah(app.add_option("--answer", a->niah.answer, "--niah the scored continuation, {key} for the key")
            ->capture_default_str());
   niah(app.add_option("--svg", a->svg, "--niah: write the length x depth heat map here"));
-  app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
+  app.add_option("--device", a->device, "cpu | cuda")->check(statecut::cli::device_name())->capture_default_str();
   statecut::cli::add_tokenizer_option(app, a->tokenizer);
   app.add_flag("--json", a->json, "print JSON on stdout ({\"results\": [...]}; --task: lm-eval's results JSON)");
   app.add_flag("--quiet", a->quiet, "no progress bar");

@@ -82,7 +82,7 @@ statecut::cli::Command prune_cmd("prune", [](CLI::App& app) {
   app.add_option("--select", a->opt.select, "score side: qk | q | k")->capture_default_str();
   app.add_flag("--faithful", a->opt.faithful, "drrqr as published: 5,000 sampled rows, <= 20 swaps (other methods: a warning)");
   app.add_option("--f", a->opt.f, "strong-RRQR parameter f > 1")->capture_default_str();
-  app.add_option("--device", a->opt.device, "cpu | cuda")->capture_default_str();
+  app.add_option("--device", a->opt.device, "cpu | cuda")->check(statecut::cli::device_name())->capture_default_str();
   app.add_option("--stream-weights", a->opt.stream_weights,
                  "auto | on | off: calibrate with one block's weights in memory at a time (auto: on the CPU when the "
                  "fp32 model would take over half the available memory; never for grad)")

@@ -135,7 +135,7 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   app.add_option("--len", a->len, "tokens in the sequence (>= 2)")
       ->check(statecut::cli::at_least(2))
       ->capture_default_str();
-  app.add_option("--offset", a->offset, "first token")->capture_default_str();
+  app.add_option("--offset", a->offset, "first token")->check(statecut::cli::at_least(0))->capture_default_str();
   app.add_flag("--gated", a->gated,
                "apply the decay gate: the state the model carries (GDN exp(g), Mamba-2 exp(dt*A)) instead of the "
                "paper's gate-free state");
@@ -144,7 +144,7 @@ statecut::cli::Command rank_cmd("rank", [](CLI::App& app) {
   app.add_flag("--curves", a->curves, "include every head's u(t) in the JSON");
   app.add_option("--svg", a->svg, "write u_curves.svg, heatmap.svg, spectra.svg into this new folder");
   app.add_option("--baseline", a->baseline, "unpruned checkpoint whose spectra are drawn behind in spectra.svg");
-  app.add_option("--device", a->device, "cpu | cuda")->capture_default_str();
+  app.add_option("--device", a->device, "cpu | cuda")->check(statecut::cli::device_name())->capture_default_str();
   app.add_flag("--quiet", a->quiet, "no progress bar");
   return [a]() {
     check_options(*a);

@@ -205,7 +205,9 @@ bool has_suffix(const std::string& path, const std::string& suffix) {
   return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool is_token_file_name(const std::string& path) { return has_suffix(path, ".safetensors") || has_suffix(path, ".bin"); }
+bool is_token_file_name(const std::string& path) {
+  return has_suffix(path, ".safetensors") || has_suffix(path, ".bin");
+}
 
 Tokens read_tokens(const std::string& path, int64_t vocab_size, int bin_bytes) {
   Tokens t;

@@ -1,6 +1,7 @@
 #include "optimized/prune/prune.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -68,7 +69,7 @@ void validate_prune_options(const PruneOptions& opt) {
   (void)side_of(opt.select);
   if (opt.device != "cpu" && opt.device.rfind("cuda", 0) != 0)
     throw OptionError("unknown --device '" + opt.device + "' (cpu or cuda)");
-  if (!(opt.f > 1)) throw OptionError("--f must be > 1");
+  if (!(opt.f > 1) || !std::isfinite(opt.f)) throw OptionError("--f must be finite and > 1");
   if (opt.stream_weights != "auto" && opt.stream_weights != "on" && opt.stream_weights != "off")
     throw OptionError("unknown --stream-weights '" + opt.stream_weights + "' (auto, on or off)");
   if (opt.stream_weights == "on" && opt.device != "cpu")

@@ -336,7 +336,8 @@ void validate_finetune_options(const FinetuneOptions& o) {
   if (!(o.kd_weight >= 0)) option_fail("--kd-weight must be >= 0");
   if (o.eval_every < 0 || o.save_every < 0 || o.eval_tokens < 0 || o.stop_after < 0)
     option_fail("--eval-every, --save-every and --eval-tokens must be >= 0");
-  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0) option_fail("--device must be cpu or cuda, got '" + o.device + "'");
+  if (o.device != "cpu" && o.device.rfind("cuda", 0) != 0)
+    option_fail("--device must be cpu or cuda, got '" + o.device + "'");
   if (o.dtype != torch::kFloat32 && o.dtype != torch::kFloat64) trainer_fail("finetune: training dtype must be f32 or f64");
   if (o.precision == TrainPrecision::Bf16 && o.dtype != torch::kFloat32)
     trainer_fail("finetune: bf16 mixed precision keeps f32 masters (the training dtype must be f32)");

@@ -37,7 +37,7 @@ struct Context {
   std::vector<PrunableLayer> layers;  ///< prunable_layers_from_config (empty + layers_error when it throws)
   std::string layers_error;
   /// Why `layers` is empty, for the rows that skip: the config's error, or that every layer is full attention (a
-  /// Qwen3.5 of full-attention layers only loads and runs; there is just nothing to prune or check against the reference).
+  /// Qwen3.5 of full-attention layers only loads and runs; there is nothing to prune or hold to the reference).
   std::string no_layers_reason() const {
     return "no linear-attention layer: " +
            (layers_error.empty() ? "every layer of " + config_path + " is full attention" : layers_error);

@@ -85,6 +85,13 @@ TEST(Cli_Convention, anOptionOutOfItsRangeIsAUsageErrorWhereverItIsChecked) {
       {"finetune --checkpoint " + model + " --no-kd --text " + text + " --steps 0 --out " + (d / "ft"),
        "--steps must be >= 1"},
       {"bench --checkpoint " + model + " --decode 0", "--decode: '0' is not a positive integer"},
+      // audit 22b: a negative --prompt ran the default, --device tpu in eval/rank was LibTorch's error naming the
+      // checkpoint, --f inf passed until after calibration, --offset -1 exited 1
+      {"bench --checkpoint " + model + " --prompt -5", "--prompt: must be an integer >= 1"},
+      {"eval --checkpoint " + model + " --text " + text + " --device tpu", "--device: must be cpu, cuda or cuda:N"},
+      {"rank --checkpoint " + model + " --text " + text + " --device tpu", "--device: must be cpu, cuda or cuda:N"},
+      {"rank --checkpoint " + model + " --text " + text + " --offset -1", "--offset: must be an integer >= 0"},
+      {prune + "--method l1 --ratio 0.5 --f inf", "--f must be finite and > 1"},
   };
   for (const auto& [args, needle] : cases) {
     SCOPED_TRACE(args);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -320,7 +321,8 @@ TEST(BadInput_PruneOptions, rrqrBoundOfOneOrLessIsRefused) {
     o.f = f;
     return validation_refusal(o);
   };
-  for (const double f : {1.0, 0.5, -2.0}) EXPECT_EQ(refusal(f), "--f must be > 1") << "f " << f;
+  for (const double f : {1.0, 0.5, -2.0, std::numeric_limits<double>::infinity()})  // inf: no bound at all
+    EXPECT_EQ(refusal(f), "--f must be finite and > 1") << "f " << f;
   EXPECT_EQ(refusal(1.0 + 1e-9), "") << "a bound just above 1 is accepted";
 }
 
