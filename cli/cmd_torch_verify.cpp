@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/command_registry.h"
+#include "cli/tokenizer_option.h"
 #include "cli/usage.h"
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
@@ -43,6 +44,7 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_option("--source", a->opt.source, "the unpruned checkpoint a pruned one was cut from");
   app.add_option("--text", a->opt.text, "text or token files the windows are drawn from (default: random tokens)");
   app.add_option("--tokens", a->tokens, "pre-tokenised .safetensors/.bin token files (same as --text)");
+  statecut::cli::add_tokenizer_option(app, a->opt.tokenizer);
   app.add_option("--windows", a->opt.windows, "windows N")->capture_default_str();
   app.add_option("--len", a->opt.len, "tokens per window L")->capture_default_str();
   app.add_option("--seed", a->opt.seed, "seed of the windows, random tokens and permutations")

@@ -93,8 +93,10 @@ void make_windows(Context& ctx) {
     return;
   }
   TokenStream all;
+  std::string tokenizer;
   try {
-    const Tokenizer tok = Tokenizer::for_checkpoint(ctx.dir);
+    const Tokenizer tok = Tokenizer::for_checkpoint(ctx.dir, o.tokenizer);
+    tokenizer = tok.available() ? tok.describe() : "none (token files only)";
     for (const auto& f : o.text) {
       if (const std::string why = io::input_file_problem(f); !why.empty()) throw Unreadable(f + ": " + why);
       TokenStream s = read_tokens(f, tok, vocab);
@@ -114,7 +116,7 @@ void make_windows(Context& ctx) {
   std::string files;
   for (const auto& f : o.text) files += (files.empty() ? "" : ", ") + f;
   ctx.input = {{"kind", "text"}, {"files", o.text}, {"windows", o.windows}, {"len", len}, {"seed", o.seed},
-               {"starts", w.starts},
+               {"starts", w.starts}, {"tokenizer", tokenizer},
                {"description", std::to_string(o.windows) + " x " + std::to_string(len) + " tokens of " + files +
                                    " (seed " + std::to_string(o.seed) + ")"}};
 }

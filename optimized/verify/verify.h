@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "optimized/text/tokenizer.h"
 #include "optimized/verify/verify_report.h"
 
 namespace statecut::verify {
@@ -30,6 +31,7 @@ struct VerifyOptions {
   std::string checkpoint;
   std::string source;              ///< the unpruned checkpoint a pruned one was cut from ("" = none)
   std::vector<std::string> text;   ///< text/token files for the windows; none = seeded random tokens
+  TokenizerChoice tokenizer = TokenizerChoice::Auto;  ///< how `text` is tokenised (--tokenizer auto|bytes)
   int64_t windows = 4;             ///< N windows ...
   int64_t len = 512;               ///< ... of L tokens
   uint64_t seed = 42;              ///< windows and random tokens, permutations

@@ -430,4 +430,25 @@ TEST(Cli_Verify, aConfigTheLoaderCannotReadIsNamedOnceAndAnEmptyPathAsEmpty) {
   EXPECT_TRUE(contains(e.err, "verify: error: an empty path where a checkpoint folder was expected")) << e.err;
 }
 
+// verify takes --tokenizer as every command that reads text does (README): a checkpoint with neither a tokenizer file
+// nor a 256-id vocabulary cannot read --text (exit 2, naming the folder), and with --tokenizer bytes it is verified on
+// the text's bytes, which its input record names.
+TEST(Cli_Verify, tokenizerBytesReadsTheTextAsBytes) {
+  TempDir tmp("verify-tokenizer");
+  const std::string dir = tmp / "ck", text = tmp / "t.txt";
+  const auto w = statecut::test::run_program(
+      (fs::path(STATECUT_CLI).parent_path() / "statecut-random-checkpoint").string(),
+      "--out " + dir + " --family delta_net --hidden 32 --heads 2 --layers 1 --intermediate 32 --vocab 300");
+  ASSERT_EQ(w.code, 0) << w.err;
+  std::ofstream(text) << "Hello, world! The state of a linear-attention layer is a matrix.";
+  const std::string base = "verify --quiet --json --only load --windows 1 --len 16 --checkpoint " + dir + " --text " + text;
+  const auto r = run_statecut(base);
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, dir)) << r.err;
+  const auto b = run_statecut(base + " --tokenizer bytes");
+  ASSERT_EQ(b.code, 0) << b.out << b.err;
+  const auto j = nlohmann::json::parse(b.out);
+  EXPECT_EQ(j["input"]["tokenizer"], "bytes") << j["input"].dump();
+}
+
 }  // namespace
