@@ -474,10 +474,14 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   }
   const StepRecord& final_rec = st.history.back();
   nlohmann::json eval = nlohmann::json::object();
+  // Paths absolute, as prune's record holds them: verify and a later run find them from any working directory.
+  const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+  std::vector<std::string> texts;
+  for (const auto& t : opt.text) texts.push_back(absolute(t));
   nlohmann::json rec = {
-      {"source", scratch ? opt.config : opt.checkpoint},
-      {"teacher", opt.no_kd ? nlohmann::json() : nlohmann::json(opt.teacher)},
-      {"text", opt.text},
+      {"source", absolute(scratch ? opt.config : opt.checkpoint)},
+      {"teacher", opt.no_kd ? nlohmann::json() : nlohmann::json(absolute(opt.teacher))},
+      {"text", texts},
       {"recipe",
        {{"mode", scratch ? "scratch" : opt.full ? "full" : "lora"},
         {"lora_rank", opt.full ? 0 : opt.lora_rank},

@@ -79,7 +79,10 @@ TEST(Cli_Finetune, shortRunWritesACheckpointThatEvalReads) {
     EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
   EXPECT_EQ(lines(slurp(fs::path(out) / "loss.csv")).size(), 3u);  // header + 2 steps
   const json rec = json::parse(slurp(fs::path(out) / "statecut.json"));
-  EXPECT_EQ(rec["finetune"]["teacher"], fixture("fla_delta_net"));
+  // paths absolute, as prune's record holds them (the teacher and texts were kept as typed)
+  EXPECT_EQ(rec["finetune"]["teacher"], fs::absolute(fixture("fla_delta_net")).lexically_normal().string());
+  for (const auto& t : rec["finetune"]["text"]) EXPECT_TRUE(fs::path(t.get<std::string>()).is_absolute()) << t;
+  EXPECT_TRUE(fs::path(rec["finetune"]["source"].get<std::string>()).is_absolute()) << rec["finetune"].dump();
   const CliRun e = run_statecut("eval --checkpoint " + out + " --text " + train_text(d) + " --max-tokens 256 --json --quiet");
   EXPECT_EQ(e.code, 0) << e.err;
 }
