@@ -54,9 +54,9 @@ statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const 
                              model->model_type() + ")");
   const auto s = statecut::read_tokens(a.text, tok, model->vocab_size());
   const int64_t n = static_cast<int64_t>(s.ids.size());
-  if (a.offset < 0 || a.offset + 2 > n)
+  if (a.offset + 2 > n)  // --offset >= 0 is checked as the option parses
     throw std::runtime_error(a.text + ": --offset " + std::to_string(a.offset) + " leaves fewer than 2 of its " +
-                                    std::to_string(n) + " tokens");
+                             std::to_string(n) + " tokens");
   const int64_t len = std::min(a.len, n - a.offset);
   const torch::Tensor ids =
       torch::tensor(std::vector<int64_t>(s.ids.begin() + a.offset, s.ids.begin() + a.offset + len), torch::kInt64)

@@ -104,8 +104,8 @@ int64_t cfg_int(const nlohmann::json& c, const std::string& key, int64_t dflt, c
 int64_t cfg_integral(const nlohmann::json& c, const std::string& key, int64_t dflt, const std::string& origin);
 double cfg_double(const nlohmann::json& c, const std::string& key, double dflt, const std::string& origin);
 /// A factor e that Python's int(base·e) turns back into `target` (fla's int(hidden·expand_k),
-/// int(head_dim·expand_v)): target/base, or the first of the next few doubles up when the rounded quotient lands an ulp low (44·(30/44) =
-/// 29.999999999999996); a JSON number written from it reads back as the same double. Throws config_error(origin,
+/// int(head_dim·expand_v)): target/base, or the first of the next few doubles up when the rounded quotient lands an
+/// ulp low (44·(30/44) = 29.999999999999996); a JSON number written from it reads back as the same double. Throws config_error(origin,
 /// "<name> cannot express <target>") when none does.
 double factor_truncating_to(int64_t target, int64_t base, const std::string& name, const std::string& origin);
 /// num_hidden_layers, at most kMaxLayers: the families list one entry per configured layer before any tensor is read,

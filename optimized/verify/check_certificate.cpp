@@ -69,8 +69,9 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   ctx.say("pruned.certificate: recomputing calibration features with " + source);
   const json src_cfg = io::read_config(source);
   // The tokenizer prune calibrated with: the record names it ("bytes" for byte ids, forced with --tokenizer bytes or
-  // the only choice of a byte-level model); verify has no --tokenizer, and auto would refuse a model that is not
-  // byte-level and ships no tokenizer file.
+  // the only choice of a byte-level model), not verify's own --tokenizer (which reads --text): the certificate holds
+  // only on the features prune selected from, and auto would refuse a model that is not byte-level and ships no
+  // tokenizer file.
   const bool bytes = cal.contains("tokenizer") && cal["tokenizer"] == "bytes";
   const Tokenizer tok = Tokenizer::for_checkpoint(source, bytes ? TokenizerChoice::Bytes : TokenizerChoice::Auto);
   const int64_t vocab = cfg_int(src_cfg, "vocab_size", tok.vocab_size(), (fs::path(source) / "config.json").string());

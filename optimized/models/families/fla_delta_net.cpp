@@ -357,11 +357,9 @@ FlaModelConfig parse_fla_decoder_config(const nlohmann::json& c, const std::stri
   if (act != "swish" && act != "silu") config_error(origin, "'hidden_act': only swish is supported, got '" + act + "'");
   // fla's layers assert mode in {chunk, fused_recurrent} (statecut's own kernels do not depend on it): another value
   // cannot load in fla, so it is refused rather than carried into a pruned checkpoint
-  if (c.contains("attn_mode") && !c.at("attn_mode").is_null()) {
-    const auto mode = cfg_string(c, "attn_mode", "chunk", origin);
-    if (mode != "chunk" && mode != "fused_recurrent")
-      config_error(origin, "'attn_mode': fla runs chunk or fused_recurrent, got '" + mode + "'");
-  }
+  const auto mode = cfg_string(c, "attn_mode", "chunk", origin);  // null reads as absent
+  if (mode != "chunk" && mode != "fused_recurrent")
+    config_error(origin, "'attn_mode': fla runs chunk or fused_recurrent, got '" + mode + "'");
   if (c.contains("intermediate_size") && !c["intermediate_size"].is_null()) {
     m.intermediate_size = cfg_int(c, "intermediate_size", origin);
   } else {  // fla GatedMLP: int(hidden · ratio · 2/3) rounded up to a multiple of 256

@@ -65,12 +65,9 @@ QwenConfig qwen_parse_config(const nlohmann::json& c, const std::string& origin,
     // a list of layer indices (null: none); anything else transformers cannot read (`i in "all"` is a TypeError)
     if (c.contains("mlp_only_layers") && !c.at("mlp_only_layers").is_null()) {
       const auto& ml = c.at("mlp_only_layers");
-      if (!ml.is_array()) config_error(origin, "'mlp_only_layers': expected a list of layer indices, got " + ml.dump());
-      for (const auto& v : ml) {
-        if (!v.is_number_integer())
-          config_error(origin, "'mlp_only_layers': expected a list of layer indices, got " + ml.dump());
-        mlp_only.push_back(v.get<int64_t>());
-      }
+      if (!ml.is_array() || !std::all_of(ml.begin(), ml.end(), [](const auto& v) { return v.is_number_integer(); }))
+        config_error(origin, "'mlp_only_layers': expected a list of layer indices, got " + ml.dump());
+      for (const auto& v : ml) mlp_only.push_back(v.get<int64_t>());
     }
     for (int64_t i = 0; i < m.layers; ++i) {
       const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
