@@ -8,6 +8,7 @@
 
 #include "optimized/io/checkpoint.h"
 #include "optimized/prune/surgery.h"
+#include "optimized/verify/check_rotation.h"
 #include "optimized/verify/verify_checks.h"
 
 namespace statecut::verify {
@@ -21,6 +22,8 @@ struct RowOrigin {
   int64_t src_row = 0;
   int layer = -1, head = -1, kept = -1;  ///< -1: a row outside the q/k blocks
   std::string block;                     ///< "q" / "k" / "q conv" / "k conv"
+  int64_t src_row0 = -1;                 ///< a rotated row (src_row −1): the source row of its head's channel 0
+  int64_t dk = 0;                        ///< a rotated row: its source head's dk
 };
 
 struct PrunedBlock {
@@ -79,7 +82,8 @@ std::map<std::string, std::vector<RowOrigin>> row_maps(const WeightSource& src, 
         const PrunedBlock& b = *owner[r];
         const int h = head[r];
         if (!b.keep) {  // rotation: k' rows that are no source row
-          for (int i = 0; i < new_dk; ++i) m.push_back({-1, b.L->layer, h, i, b.kind});
+          for (int i = 0; i < new_dk; ++i)
+            m.push_back({-1, b.L->layer, h, i, b.kind, b.offset + h * b.stride, b.L->head_k_dim});
           continue;
         }
         const auto& kh = (*b.keep)[h];
@@ -197,6 +201,15 @@ std::map<int, std::vector<std::vector<int64_t>>> infer_keep(const Context& ctx, 
   return keep;
 }
 
+/// What the rotated heads' check found, for a passing row's message.
+std::string rotation_note(const RotationSummary& rot) {
+  char worst[32];
+  std::snprintf(worst, sizeof worst, "%.2g", rot.worst);
+  return "; " + std::to_string(rot.heads) + " rotated heads are one orthonormal T per head times the source's q/k " +
+         "rows and T∘T times its conv filters, within the stored dtype's rounding (worst at " + worst + " of the bound)" +
+         (rot.unchecked ? "; " + std::to_string(rot.unchecked) + " heads fine-tuned in every q/k tensor: shape only" : "");
+}
+
 /// With the source: kept rows bit-identical in the recorded order, everything else identical.
 /// `tuned`: tensors a fine-tune changed after the surgery (statecut.json "changed_tensors"): their rows are counted
 /// against the geometry but their values are not compared.
@@ -211,6 +224,10 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   r.threshold = 0;
   r.reason = "subset surgery copies bytes: every kept row/channel must be the source's, in the recorded order, "
              "and nothing else may change (DESIGN.md §4)";
+  if (rotation)
+    r.reason += "; a rotation (pca) writes each head's q/k rows as fl(T W) and its conv filters as fl((T∘T) C) with "
+                "one orthonormal T: T is recovered by least squares and held within the rounding bounds of "
+                "check_rotation.h";
   std::vector<std::string> problems = source_geometry_problems(ctx, sm, keep);
   if (!problems.empty()) {  // the keep sets cannot index this source's rows
     r.figure = static_cast<double>(problems.size());
@@ -228,6 +245,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   for (const auto& n : pn)
     if (!sset.count(n)) problems.push_back(n + ": not in the source");
   int64_t rows_checked = 0, tensors_same = 0;
+  std::map<std::pair<int, int>, RotatedHead> rotated;  // (layer, head) → its rotated blocks (a pca step)
   for (const auto& n : pn) {
     if (!sset.count(n)) continue;
     const torch::Tensor a = ctx.weights->raw(n), b = src.raw(n);
@@ -251,7 +269,14 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
     }
     for (size_t p = 0; p < m.size() && !is_tuned; ++p) {
       const RowOrigin& o = m[p];
-      if (o.src_row < 0) continue;  // a rotated row: no source row to compare with
+      if (o.src_row < 0) {  // a rotated row: no source row of its own; the head's rows are checked together below
+        RotatedHead& rh = rotated[{o.layer, o.head}];
+        rh.layer = o.layer, rh.head = o.head, rh.dk = o.dk;
+        if (rh.blocks.empty() || rh.blocks.back().tensor != n || rh.blocks.back().kind != o.block)
+          rh.blocks.push_back({n, o.block, {}, o.src_row0});
+        rh.blocks.back().rows.push_back(static_cast<int64_t>(p));
+        continue;
+      }
       ++rows_checked;
       if (rows_equal(a, static_cast<int64_t>(p), b, o.src_row)) continue;
       std::string msg = n + " row " + std::to_string(p);
@@ -274,6 +299,12 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
       problems.push_back(msg);
     }
   }
+  RotationSummary rot;
+  if (!rotated.empty()) {
+    std::vector<RotatedHead> heads;
+    for (auto& [key, h] : rotated) heads.push_back(std::move(h));
+    rot = check_rotated_heads(*ctx.weights, src, heads, problems, r.where);
+  }
   // config.json: the source's with the family's dk edit, nothing else.
   if (!ctx.layers.empty()) {
     const json expect = pruned_config(sm.cfg, ctx.layers.front().head_k_dim, source);
@@ -288,7 +319,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   r.status = problems.empty() ? Status::Pass : Status::Fail;
   r.message = problems.empty()
                   ? std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit" +
-                        (rotation ? " (rotated rows not comparable)" : "") + "; " + std::to_string(tensors_same) +
+                        (rotation ? rotation_note(rot) : std::string()) + "; " + std::to_string(tensors_same) +
                         " other tensors identical" +
                         (tuned.empty() ? std::string()
                                        : "; " + std::to_string(tuned.size()) + " fine-tuned tensors held to shape only") +
@@ -300,7 +331,8 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
 
 /// --source without a statecut.json (a checkpoint pruned elsewhere, or whose record was dropped on the way): the
 /// keep sets are inferred from the q rows, then every k row, conv channel and other tensor is held to them as with a
-/// record. Nothing inferred is trusted that the weights do not show.
+/// record. When not one q row is a source row, the checkpoint is checked as a rotation (pca) instead. Nothing
+/// inferred is trusted that the weights do not show.
 void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
   const std::string source = ctx.opt.source;
   const std::string why = "no statecut.json: the keep sets are inferred from the q rows against --source " + source;
@@ -318,6 +350,20 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
   std::vector<std::string> unmatched;
   const auto keep = infer_keep(ctx, src, sm.layers, unmatched);
   out.push_back(skipped("pruned.record", why));
+  int64_t q_rows = 0;
+  for (const auto& [layer, heads] : keep)
+    for (const auto& kh : heads) q_rows += static_cast<int64_t>(kh.size());
+  if (q_rows > 0 && static_cast<int64_t>(unmatched.size()) == q_rows) {
+    // Not one q row is a source row: no subset, but perhaps a rotation (pca), which the weights alone can show.
+    std::map<int, std::vector<std::vector<int64_t>>> rot;
+    for (const auto& [layer, heads] : keep) rot[layer] = {};
+    CheckResult w = weights_row(ctx, sm, src, rot, true);
+    w.message += " (no statecut.json and no q row equals a source row: checked as a rotation, pca's surgery, "
+                 "against --source " + source + ")";
+    out.push_back(std::move(w));
+    out.push_back(skipped("pruned.certificate", "no statecut.json: no method or calibration to re-derive"));
+    return;
+  }
   if (!unmatched.empty()) {
     CheckResult r;
     r.name = "pruned.weights";

@@ -1,0 +1,56 @@
+/// pruned.weights for a rotation (pca): the pruned q/k rows of a key head are no source rows, so they cannot be held
+/// bit for bit as a subset's are. What the surgery promises instead (surgery.h) is, per key head h,
+///
+///   W'_h = fl(T_h W_h)          for the q and k rows (and a bias beside them, Mamba-2's in_proj),
+///   C'_h = fl((T_h ∘ T_h) C_h)  for the depthwise conv filters and their bias,
+///
+/// with one T_h [k', dk] of orthonormal rows shared by every block of the head, fl() the rounding to the stored dtype
+/// (|fl(x) − x| ≤ u|x|, u its unit roundoff). The record does not hold T_h, so it is recovered from the weights:
+/// T̂ = W' W⁺ by least squares over the stacked linear blocks W = [W_q | W_k] (dk × n, Householder QR of Wᵀ). Least
+/// squares fits each row alone, so every bound is a row's: with e_i = W'_i − T_i W (‖e_i‖ ≤ u/(1−u)·‖W'_i‖, ur below),
+///
+///   residual  ‖W'_i − T̂_i W‖ = ‖e_i (I − W⁺W)‖ ≤ ur·‖W'_i‖
+///   δ_i := ‖T̂_i − T_i‖ = ‖e_i W⁺‖ ≤ ur·‖W'_i‖ / σ_min(W)
+///   |(T̂T̂ᵀ − I)_ij| ≤ δ_i + δ_j + δ_i δ_j                         (T's rows orthonormal)
+///   ‖C'_i − (T̂_i∘T̂_i) C‖ ≤ ur·‖C'_i‖ + δ_i·‖diag(2|T̂_i| + δ_i) C‖_F   (T_i² − T̂_i² = (T_i − T̂_i)(T_i + T̂_i))
+///
+/// each plus the f64 slack of the fit (4·n·dk·ε₆₄·κ(W), Householder QR's backward error through the triangular solve).
+/// A changed row outside the source's row space fails the residual; one inside it (zeroed, scaled, copied from another
+/// channel, consistently in q and k) fails the orthonormality; a changed conv filter fails the last line. The bounds
+/// are worst cases over the rounding: in f32 they resolve a change of ~1e-7 of a row's norm, in bf16 one of a few per
+/// cent (measured on the shipped bf16 model: a untouched prune sits at ≤ 0.4 of every bound).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "optimized/models/weight_source.h"
+
+namespace statecut::verify {
+
+/// One rotated block of one key head: channel i of k' is row rows[i] of the pruned `tensor`; the source's dk channels
+/// are its rows src_row0 .. src_row0 + dk − 1.
+struct RotatedBlock {
+  std::string tensor, kind;  ///< kind: "q", "k", "q conv", "k conv", each optionally + " bias"
+  std::vector<int64_t> rows;
+  int64_t src_row0 = 0;
+};
+
+struct RotatedHead {
+  int layer = -1, head = -1;
+  int64_t dk = 0;
+  std::vector<RotatedBlock> blocks;  ///< the blocks compared (a fine-tuned tensor's are left out)
+};
+
+struct RotationSummary {
+  int64_t heads = 0;       ///< heads whose T̂ was recovered and checked
+  int64_t unchecked = 0;   ///< heads with no linear block left to recover T̂ from (all fine-tuned) or too few columns
+  double worst = 0;        ///< the largest figure/bound over every check of every head
+};
+
+/// Checks every head as above; appends one line per failing head to `problems` (naming the layer, head, tensor and
+/// the row that fits worst) and sets `where` to the first failing head when it is empty.
+RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSource& src,
+                                    const std::vector<RotatedHead>& heads, std::vector<std::string>& problems,
+                                    std::string& where);
+
+}  // namespace statecut::verify

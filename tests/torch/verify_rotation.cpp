@@ -1,0 +1,167 @@
+// pruned.weights on a pca prune (check_rotation.h): the rotated q/k rows are held to W' = fl(T W), the conv filters
+// to fl((T∘T) C), with one orthonormal T per head recovered from the weights. A tampered row fails, naming the head;
+// an equivalent rotation (the channels permuted in every block alike) passes, as it is one.
+#include "optimized/io/checkpoint.h"
+#include "tests/torch/verify_test_util.h"
+
+namespace {
+using namespace verify_test;
+using statecut::verify::run_verify;
+
+bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+/// `statecut prune --method pca` of dir at 50% on a little calibration text.
+void prune_pca(const std::string& dir, const std::string& out) {
+  statecut::PruneOptions o;
+  o.checkpoint = dir;
+  o.out = out;
+  o.method = "pca";
+  o.ratio = 0.5;
+  o.calib = {(kRoot / "assets" / "corpora" / "pydocs_train.txt").string()};
+  o.calib_seqs = 2;
+  o.calib_len = 128;
+  statecut::prune_checkpoint(o);
+}
+
+/// The pruned.weights row of verify --only pruned against the source.
+CheckResult weights_row(const std::string& out, const std::string& src) {
+  auto v = quick(out, src);
+  v.only = {"pruned"};
+  return row(run_verify(v), "pruned.weights");
+}
+
+/// A pca prune of `src` (in tmp), verified once untouched.
+std::string pruned_pca(const TempDir& tmp, const std::string& src) {
+  const std::string out = tmp / "pruned";
+  prune_pca(src, out);
+  const CheckResult w = weights_row(out, src);
+  EXPECT_EQ(w.status, Status::Pass) << w.message;
+  EXPECT_TRUE(contains(w.message, "rotated heads are one orthonormal T")) << w.message;
+  return out;
+}
+
+const std::string kLayer1 = "model.layers.1.attn.";
+
+struct Tamper {
+  const char* what;
+  std::vector<const char*> tensors;  ///< under model.layers.1.attn., each given the same edit
+  std::function<void(torch::Tensor&)> edit;
+  const char* expect;  ///< in the failing row's message
+};
+
+/// Each edit of layer 1's rows (head 0: rows 0..k'−1) is caught, on the shipped bf16 model and the f32 fixture.
+/// A zeroed k row, two k rows swapped, a q row scaled alone leave the source's row space (the residual); the same
+/// row scaled in q and k stays in it and is caught by T̂'s orthonormality; a conv filter moved by a twentieth of its
+/// head's norm fails the conv line.
+std::vector<Tamper> tampers() {
+  const auto swap14 = [](torch::Tensor& t) {
+    const torch::Tensor a = t[1].clone();
+    t[1].copy_(t[4]);
+    t[4].copy_(a);
+  };
+  return {
+      {"a zeroed k row", {"k_proj.weight"}, [](torch::Tensor& t) { t[3].zero_(); },
+       "channel 3 of the rotation (model.layers.1.attn.q_proj.weight row 3, model.layers.1.attn.k_proj.weight row 3): "
+       "no rotation of the source's"},
+      {"two k rows swapped, q left", {"k_proj.weight"}, swap14, "no rotation of the source's"},
+      {"a q row scaled by 1.1", {"q_proj.weight"}, [](torch::Tensor& t) { t[2].mul_(1.1); }, "channel 2 of the rotation"},
+      {"the same row scaled by 1.1 in q and k", {"q_proj.weight", "k_proj.weight"},
+       [](torch::Tensor& t) { t[2].mul_(1.1); }, "channel 2 of the rotation (model.layers.1.attn.q_proj.weight row 2, "
+       "model.layers.1.attn.k_proj.weight row 2): the q/k rows fit the source's only through a T̂ whose rows are not orthonormal"},
+      {"a q conv filter moved by a twentieth of the head's norm", {"q_conv1d.weight"},
+       [](torch::Tensor& t) {
+         const int64_t kp = t.size(0) / 4;  // 4 key heads in both models; head 0's rows 0..k'-1
+         const double n = t.narrow(0, 0, kp).to(torch::kFloat64).norm().item<double>();
+         t[5][0][1].add_(0.05 * n);
+       },
+       "channel 5 of the rotation (model.layers.1.attn.q_conv1d.weight row 5, model.layers.1.attn.k_conv1d.weight row 5): "
+       "the conv filters are not"},
+  };
+}
+
+void expect_tampers_fail(const std::string& src, const std::string& label) {
+  for (const Tamper& tm : tampers()) {
+    SCOPED_TRACE(label + ": " + tm.what);
+    TempDir tmp("verify-rot");
+    const std::string out = pruned_pca(tmp, src);
+    for (const char* t : tm.tensors) edit_tensor(out, kLayer1 + t, tm.edit);
+    const CheckResult w = weights_row(out, src);
+    EXPECT_EQ(w.status, Status::Fail) << w.message;
+    EXPECT_EQ(w.where, "layer 1 head 0 rotation");
+    EXPECT_TRUE(contains(w.message, "layer 1 head 0: ")) << w.message;
+    EXPECT_TRUE(contains(w.message, tm.expect)) << w.message;
+  }
+}
+
+TEST(Verify_Rotation, tamperedRowsOfAPcaPruneFailNamingTheHeadInBf16) {
+  expect_tampers_fail((kRoot / "assets" / "byte_delta_net_4L").string(), "shipped model (bf16)");
+}
+
+TEST(Verify_Rotation, tamperedRowsOfAPcaPruneFailNamingTheHeadInF32) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  expect_tampers_fail(src, "fla_delta_net (f32)");
+}
+
+/// Channels i and j swapped in q, k and both convs alike is the rotation P·T (P a permutation): the same model up
+/// to the order of the state's rows, and still one orthonormal T per head. It passes.
+TEST(Verify_Rotation, channelsPermutedInEveryBlockAlikeIsStillARotation) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-perm");
+  const std::string out = pruned_pca(tmp, src);
+  for (const char* t : {"q_proj.weight", "k_proj.weight", "q_conv1d.weight", "k_conv1d.weight"})
+    edit_tensor(out, kLayer1 + t, [](torch::Tensor& w) {
+      const torch::Tensor a = w[1].clone();
+      w[1].copy_(w[6]);
+      w[6].copy_(a);
+    });
+  const CheckResult w = weights_row(out, src);
+  EXPECT_EQ(w.status, Status::Pass) << w.message;
+}
+
+/// A fine-tune that changed q_proj (its record names it): T̂ is recovered from the k rows alone, so a zeroed k row
+/// still fails, while the changed q rows are held to shape only.
+TEST(Verify_Rotation, aFineTunedQProjLeavesTheKRowsChecked) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-ft");
+  const std::string out = pruned_pca(tmp, src);
+  std::vector<std::string> changed;
+  for (int l = 0; l < 4; ++l) changed.push_back("model.layers." + std::to_string(l) + ".attn.q_proj.weight");
+  edit_json(out + "/statecut.json", [&](nlohmann::json& j) { j["finetune"] = {{"steps", 1}, {"changed_tensors", changed}}; });
+  edit_tensor(out, kLayer1 + "q_proj.weight", [](torch::Tensor& t) { t.add_(0.01); });
+  EXPECT_EQ(weights_row(out, src).status, Status::Pass) << weights_row(out, src).message;
+  edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
+  const CheckResult w = weights_row(out, src);
+  EXPECT_EQ(w.status, Status::Fail) << w.message;
+  EXPECT_TRUE(contains(w.message, "channel 3 of the rotation (model.layers.1.attn.k_proj.weight row 3)")) << w.message;
+}
+
+/// Without its statecut.json (dropped on the way) a pca prune is recognised as a rotation, since not one q row is
+/// a source row, and held to the same bounds: it passes untouched and fails with a zeroed k row.
+TEST(Verify_Rotation, aPcaPruneWithoutItsRecordIsCheckedAsARotation) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-norec");
+  const std::string out = pruned_pca(tmp, src);
+  fs::remove(fs::path(out) / "statecut.json");
+  const CheckResult ok = weights_row(out, src);
+  EXPECT_EQ(ok.status, Status::Pass) << ok.message;
+  EXPECT_TRUE(contains(ok.message, "checked as a rotation")) << ok.message;
+  edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
+  const CheckResult bad = weights_row(out, src);
+  EXPECT_EQ(bad.status, Status::Fail) << bad.message;
+  EXPECT_TRUE(contains(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
+}
+
+/// Every family's layout of the rotated blocks (fla's separate q/k/conv tensors, Gated DeltaNet's grouped values,
+/// Mamba-2's B and C inside in_proj and conv1d, the Qwen3.5 and Qwen3-Next packed projections) passes untouched.
+TEST(Verify_Rotation, aPcaPruneOfEveryFamilyPasses) {
+  for (const char* name : {"fla_gated_deltanet_gva", "hf_mamba2", "hf_qwen3_5", "hf_qwen3_next"}) {
+    SCOPED_TRACE(name);
+    const std::string src = fixture(name);
+    if (src.empty()) continue;
+    TempDir tmp("verify-rot-fam");
+    pruned_pca(tmp, src);
+  }
+}
+
+}  // namespace
