@@ -108,8 +108,9 @@ inline void add_optimisation_options(CLI::App& app, TrainArgs& a) {
   app.add_option("--save-every", o.save_every, "save a resumable state to <out>.state every N steps")
       ->capture_default_str();
   app.add_flag("--resume", o.resume, "continue from <out>.state");
-  app.add_option("--stop-after", o.stop_after, "stop after step N with a resumable state, as Ctrl-C does")
-      ->group("");  // for tests and scripted pauses
+  app.add_option("--stop-after", o.stop_after,
+                 "stop after step N with a resumable state, as Ctrl-C does (continue with --resume; 0 = never)")
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the data windows and the initialisation")
       ->check(statecut::cli::seed_value())
       ->capture_default_str();

@@ -201,13 +201,31 @@ std::map<int, std::vector<std::vector<int64_t>>> infer_keep(const Context& ctx, 
   return keep;
 }
 
-/// What the rotated heads' check found, for a passing row's message.
-std::string rotation_note(const RotationSummary& rot) {
-  char worst[32];
-  std::snprintf(worst, sizeof worst, "%.2g", rot.worst);
-  return "; " + std::to_string(rot.heads) + " rotated heads are one orthonormal T per head times the source's q/k " +
-         "rows and T∘T times its conv filters, within the stored dtype's rounding (worst at " + worst + " of the bound)" +
-         (rot.unchecked ? "; " + std::to_string(rot.unchecked) + " heads fine-tuned in every q/k tensor: shape only" : "");
+/// What the rotated heads' check found, for a passing (or skipped) row's message.
+std::vector<std::string> rotation_notes(const RotationSummary& rot) {
+  std::vector<std::string> out;
+  const int64_t determined = rot.heads - rot.undetermined;
+  if (determined > 0) {
+    char worst[32];
+    std::snprintf(worst, sizeof worst, "%.2g", rot.worst);
+    out.push_back(std::to_string(determined) + " rotated heads are one orthonormal T per head times the source's q/k " +
+                  "rows and T∘T times its conv filters, within the stored dtype's rounding (worst at " + worst +
+                  " of the bound)");
+  }
+  if (rot.undetermined > 0)
+    out.push_back(std::to_string(rot.undetermined) + " rotated heads not determined by the source: " +
+                  rot.first_undetermined);
+  if (rot.unchecked > 0)
+    out.push_back(std::to_string(rot.unchecked) + " rotated heads fine-tuned in every q/k tensor: shape only");
+  return out;
+}
+
+/// Where two tensors of one shape first differ: " (first at row r)" for a tensor of rows, else "".
+std::string first_differing_row(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.dim() < 1 || !a.sizes().equals(b.sizes()) || a.scalar_type() != b.scalar_type()) return "";
+  const torch::Tensor diff = a.reshape({a.size(0), -1}).ne(b.reshape({b.size(0), -1})).any(1);
+  const torch::Tensor rows = diff.nonzero();
+  return rows.size(0) == 0 ? "" : " (first at row " + std::to_string(rows[0][0].item<int64_t>()) + ")";
 }
 
 /// With the source: kept rows bit-identical in the recorded order, everything else identical.
@@ -244,7 +262,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
     if (!pset.count(n)) problems.push_back(n + ": in the source, missing here");
   for (const auto& n : pn)
     if (!sset.count(n)) problems.push_back(n + ": not in the source");
-  int64_t rows_checked = 0, tensors_same = 0;
+  int64_t rows_checked = 0, other_rows = 0, tensors_same = 0;
   std::map<std::pair<int, int>, RotatedHead> rotated;  // (layer, head) → its rotated blocks (a pca step)
   for (const auto& n : pn) {
     if (!sset.count(n)) continue;
@@ -253,7 +271,8 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
     const bool is_tuned = tuned.count(n) > 0;
     if (it == maps.end()) {
       if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes()) || (!is_tuned && !torch::equal(a, b))) {
-        problems.push_back(n + ": differs from the source (only q/k rows and their conv channels may change)");
+        problems.push_back(n + ": differs from the source" + first_differing_row(a, b) +
+                           " (only q/k rows and their conv channels may change)");
         if (r.where.empty()) r.where = n;
       } else if (!is_tuned) {
         ++tensors_same;
@@ -277,7 +296,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
         rh.blocks.back().rows.push_back(static_cast<int64_t>(p));
         continue;
       }
-      ++rows_checked;
+      ++(o.layer >= 0 ? rows_checked : other_rows);
       if (rows_equal(a, static_cast<int64_t>(p), b, o.src_row)) continue;
       std::string msg = n + " row " + std::to_string(p);
       if (o.layer >= 0) {
@@ -316,15 +335,21 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
       if (!expect.contains(k)) problems.push_back(ctx.config_path + ": '" + k + "' is not in the source's config");
   }
   r.figure = static_cast<double>(problems.size());
-  r.status = problems.empty() ? Status::Pass : Status::Fail;
-  r.message = problems.empty()
-                  ? std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit" +
-                        (rotation ? rotation_note(rot) : std::string()) + "; " + std::to_string(tensors_same) +
-                        " other tensors identical" +
-                        (tuned.empty() ? std::string()
-                                       : "; " + std::to_string(tuned.size()) + " fine-tuned tensors held to shape only") +
-                        "; config = source's + the dk edit (source " + source + ")"
-                  : first_problem(problems);
+  // Heads whose T the source does not determine: their rotation is not proven, so the row is not a pass.
+  r.status = !problems.empty() ? Status::Fail : rot.undetermined > 0 ? Status::Skip : Status::Pass;
+  std::vector<std::string> parts;
+  if (rows_checked > 0 || !rotation)
+    parts.push_back(std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit");
+  if (other_rows > 0)
+    parts.push_back(std::to_string(other_rows) + " other rows of the packed tensors holding them identical");
+  if (rotation)
+    for (auto& note : rotation_notes(rot)) parts.push_back(std::move(note));
+  parts.push_back(std::to_string(tensors_same) + " other tensors identical");
+  if (!tuned.empty()) parts.push_back(std::to_string(tuned.size()) + " fine-tuned tensors held to shape only");
+  parts.push_back("config = source's + the dk edit (source " + source + ")");
+  std::string joined;
+  for (const auto& p : parts) joined += (joined.empty() ? "" : "; ") + p;
+  r.message = problems.empty() ? joined : first_problem(problems);
   r.details["problems"] = problems;
   return r;
 }
@@ -382,6 +407,39 @@ void check_pruned_without_record(Context& ctx, std::vector<CheckResult>& out) {
   w.message += " (" + why + ")";
   out.push_back(std::move(w));
   out.push_back(skipped("pruned.certificate", "no statecut.json: no method or calibration to re-derive"));
+}
+
+/// The pruning steps of a record's chain since its last step without a selection (statecut train starts a chain):
+/// how many there are and how many rotated (pca), and the first rotating step's source.
+struct ChainRotations {
+  int steps = 0, rotations = 0;
+  std::string rotated_step;
+};
+
+ChainRotations chain_rotations(const json& rec) {
+  ChainRotations c;
+  const auto visit = [&](const json& step, bool last) {
+    if (!step.is_object() || !step.contains("selection")) {
+      c = ChainRotations();  // no pruning: the chain starts after it
+      return;
+    }
+    ++c.steps;
+    const json& sel = step["selection"];
+    bool rotates = false;
+    if (sel.is_object() && sel.contains("layers") && sel["layers"].is_array())
+      for (const auto& l : sel["layers"]) rotates = rotates || (l.is_object() && !l.contains("keep"));
+    if (!rotates) return;
+    if (++c.rotations == 1) {
+      const std::string from = step.contains("source") && step["source"].is_object()
+                                   ? step["source"].value("checkpoint", std::string("?"))
+                                   : std::string("?");
+      c.rotated_step = last ? "this step" : "the step from " + from;
+    }
+  };
+  if (rec.contains("history") && rec["history"].is_array())
+    for (const auto& h : rec["history"]) visit(h, false);
+  visit(rec, true);
+  return c;
 }
 
 }  // namespace
@@ -457,6 +515,27 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   const std::string step_source = rec.contains("source") && rec["source"].is_object()
                                       ? rec["source"].value("checkpoint", std::string("?"))
                                       : std::string("?");
+  // The record names this very folder as the step's source: its dk must be the record's head_k_dim (an edited
+  // head_k_dim would otherwise send the check down the paths for an earlier source, and skip it).
+  std::error_code same_ec;
+  const int64_t rec_dk = rec.contains("head_k_dim") && rec["head_k_dim"].is_number_integer()
+                             ? rec["head_k_dim"].get<int64_t>()
+                             : int64_t{-1};
+  if (src_dk > 0 && rec_dk != src_dk && step_source != "?" && fs::equivalent(step_source, source, same_ec)) {
+    CheckResult w;
+    w.name = "pruned.weights";
+    w.relation = "==";
+    w.threshold = 0;
+    w.status = Status::Fail;
+    w.figure = 1;
+    w.where = "source";
+    w.reason = "the record's head_k_dim is its source's dk";
+    w.message = rec_path.string() + ": head_k_dim " + std::to_string(rec_dk) + ", but its source " + source +
+                " (the record's own source.checkpoint) has dk " + std::to_string(src_dk);
+    out.push_back(std::move(w));
+    out.push_back(skipped("pruned.certificate", "the record contradicts its source"));
+    return;
+  }
   if (rec.contains("original") && rec["original"].is_object() && rec["original"].contains("layers")) {
     try {
       if (src_dk != rec.value("head_k_dim", int64_t{-1}) && src_dk == rec["original"].value("head_k_dim", int64_t{-1})) {
@@ -473,15 +552,27 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   }
   if (!composed && rec.contains("original") && rec["original"].is_null() && src_dk > 0 &&
       src_dk != rec.value("head_k_dim", int64_t{-1})) {
-    // A later step of a chain that cannot be composed back (an earlier step rotated channels: pca, "original": null):
-    // its keep sets index a dk-head_k_dim model, not this source; comparing them here would blame correct weights.
-    const std::string why = source + " has dk " + std::to_string(src_dk) + ", this step pruned a dk " +
-                            std::to_string(rec.value("head_k_dim", int64_t{-1})) + " checkpoint (" + step_source +
-                            ") and its keep sets do not compose back (an earlier step rotated channels): give --source " +
-                            step_source;
-    out.push_back(skipped("pruned.weights", why));
-    out.push_back(skipped("pruned.certificate", why));
-    return;
+    // A step of a chain with a rotation (pca, "original": null) checked against an earlier source: its keep sets
+    // index a dk-head_k_dim model, not this source. Subsets and one rotation compose to one rotation Q = S₂·T·S₁ with
+    // orthonormal rows, whose conv filters are (Q∘Q)·C (a subset's S∘S is S), so the chain is checked as a rotation
+    // of this source. Two rotations do not compose so: (T₂∘T₂)(T₁∘T₁) is not (T₂T₁)∘(T₂T₁).
+    const ChainRotations chain = chain_rotations(rec);
+    if (chain.rotations == 1) {
+      keep.clear();
+      for (const auto& L : sm.layers) keep[L.layer] = {};
+      rotation = composed = true;
+      source_note += " (" + std::to_string(chain.steps) + " pruning steps, one a rotation (" + chain.rotated_step +
+                     "): their q/k rows checked as one rotation of this source)";
+    } else {
+      const std::string why =
+          source + " has dk " + std::to_string(src_dk) + ", this step pruned a dk " +
+          std::to_string(rec.value("head_k_dim", int64_t{-1})) + " checkpoint (" + step_source + ") and " +
+          std::to_string(chain.rotations) + " steps of the chain rotated channels (pca): their conv filters compose " +
+          "to no one rotation of this source; give --source " + step_source;
+      out.push_back(skipped("pruned.weights", why));
+      out.push_back(skipped("pruned.certificate", why));
+      return;
+    }
   }
   // Fine-tunes after the surgery — this checkpoint's, and when composed back to the first source every earlier step's:
   // the tensors they changed (statecut.json "changed_tensors") are held to shape only, every other one bit for bit.

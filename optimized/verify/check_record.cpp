@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "optimized/prune/surgery.h"
 #include "optimized/verify/verify_checks.h"
 
 namespace statecut::verify {
@@ -227,6 +228,7 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   r.reason = "statecut.json must describe these weights: one keep set per layer and head, k' distinct channels in "
              "[0, dk), k' = the config's key dim";
   std::vector<std::string> problems;
+  std::set<int> rotated;  // layers the record says were rotated (pca), not subset
   const std::string path = (fs::path(ctx.dir) / "statecut.json").string();
   const auto int_field = [&](const char* key) {
     if (!rec.contains(key)) return int64_t{-1};
@@ -258,8 +260,15 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
         problems.push_back(path + ": layer " + std::to_string(layer) + " is listed twice");
         continue;
       }
+      if (l.contains("rotation") && !l["rotation"].is_boolean()) {
+        problems.push_back(path + ": layer " + std::to_string(layer) + ": \"rotation\" is " + l["rotation"].dump() +
+                           ", not true or false");
+        keep[layer];
+        continue;
+      }
       if (l.value("rotation", false)) {
         *rotation = true;
+        rotated.insert(layer);
         keep[layer];
         continue;
       }
@@ -284,7 +293,7 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
       if (r.where.empty()) r.where = "layer " + std::to_string(L.layer);
       continue;
     }
-    if (*rotation) continue;
+    if (rotated.count(L.layer)) continue;  // no keep sets: the weights row checks the rotation
     if (static_cast<int>(it->second.size()) != L.num_key_heads)
       problems.push_back(path + ": layer " + std::to_string(L.layer) + " has " + std::to_string(it->second.size()) +
                          " keep sets for " + std::to_string(L.num_key_heads) + " key heads");
@@ -304,6 +313,26 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   for (const auto& [layer, k] : keep)
     if (std::none_of(ctx.layers.begin(), ctx.layers.end(), [&](const PrunableLayer& L) { return L.layer == layer; }))
       problems.push_back(path + ": layer " + std::to_string(layer) + " is not a linear-attention layer of this model");
+  // statecut prune rotates every layer (pca) or none, and only pca rotates.
+  if (!rotated.empty()) {
+    if (rotated.size() != keep.size())
+      problems.push_back(path + ": " + std::to_string(rotated.size()) + " layers rotated and " +
+                         std::to_string(keep.size() - rotated.size()) +
+                         " kept channels: statecut prune rotates every layer (pca) or none");
+    if (rec.contains("method") && rec["method"] != "pca")
+      problems.push_back(path + ": layers rotated, but method is " + rec["method"].dump() + ": only pca rotates");
+  } else if (rec.value("method", json()) == "pca" && !rec.contains("keep_from")) {
+    problems.push_back(path + ": method pca, but no layer is marked rotated");
+  }
+  // --ratio R gave k' = budget_for_ratio(dk, R) (a record of --keep K holds "ratio": null).
+  if (rec.contains("ratio") && rec["ratio"].is_number() && old_dk > 0 && !rec.contains("keep_from")) {
+    const double ratio = rec["ratio"].get<double>();
+    const int expect = ratio > 0 && ratio < 1 ? budget_for_ratio(static_cast<int>(old_dk), ratio) : -1;
+    if (expect != new_dk)
+      problems.push_back(path + ": ratio " + rec["ratio"].dump() + " of dk " + std::to_string(old_dk) + " keeps " +
+                         (expect > 0 ? std::to_string(expect) : std::string("no valid number of")) +
+                         " channels, the record " + std::to_string(new_dk));
+  }
   check_record_method(ctx, rec, path, problems);
   check_record_history(rec, path, problems);
   r.figure = static_cast<double>(problems.size());

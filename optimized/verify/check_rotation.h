@@ -5,20 +5,23 @@
 ///   C'_h = fl((T_h ∘ T_h) C_h)  for the depthwise conv filters and their bias,
 ///
 /// with one T_h [k', dk] of orthonormal rows shared by every block of the head, fl() the rounding to the stored dtype
-/// (|fl(x) − x| ≤ u|x|, u its unit roundoff). The record does not hold T_h, so it is recovered from the weights:
-/// T̂ = W' W⁺ by least squares over the stacked linear blocks W = [W_q | W_k] (dk × n, Householder QR of Wᵀ). Least
-/// squares fits each row alone, so every bound is a row's: with e_i = W'_i − T_i W (‖e_i‖ ≤ u/(1−u)·‖W'_i‖, ur below),
+/// (|fl(x) − x| ≤ u|x| + η, u its unit roundoff, η half its smallest subnormal). The record does not hold T_h, so it
+/// is recovered from the weights: T̂ = W' W⁺ by least squares over the stacked linear blocks W = [W_q | W_k]
+/// (dk × n, by its SVD). Least squares fits each row alone, so every bound is a row's: with e_i = W'_i − T_i W
+/// (‖e_i‖ ≤ ε_i := u/(1−u)·‖W'_i‖ + √n·η),
 ///
-///   residual  ‖W'_i − T̂_i W‖ = ‖e_i (I − W⁺W)‖ ≤ ur·‖W'_i‖
-///   δ_i := ‖T̂_i − T_i‖ = ‖e_i W⁺‖ ≤ ur·‖W'_i‖ / σ_min(W)
-///   |(T̂T̂ᵀ − I)_ij| ≤ δ_i + δ_j + δ_i δ_j                         (T's rows orthonormal)
-///   ‖C'_i − (T̂_i∘T̂_i) C‖ ≤ ur·‖C'_i‖ + δ_i·‖diag(2|T̂_i| + δ_i) C‖_F   (T_i² − T̂_i² = (T_i − T̂_i)(T_i + T̂_i))
+///   residual  ‖W'_i − W'_i V_r V_rᵀ‖ ≤ ε_i               (V_r: W's numerical row space; no κ(W) enters)
+///   δ_i := ‖T̂_i − T_i‖ = ‖e_i W⁺‖ ≤ ε_i / σ_min(W)
+///   |(T̂T̂ᵀ − I)_ij| ≤ δ_i + δ_j + δ_i δ_j                 (T's rows orthonormal)
+///   ‖C'_i − (T̂_i∘T̂_i) C‖ ≤ u/(1−u)·‖C'_i‖ + √m·η + δ_i·‖diag(2|T̂_i| + δ_i) C‖_F   (T_i² − T̂_i² = (T_i − T̂_i)(T_i + T̂_i))
 ///
-/// each plus the f64 slack of the fit (4·n·dk·ε₆₄·κ(W), Householder QR's backward error through the triangular solve).
-/// A changed row outside the source's row space fails the residual; one inside it (zeroed, scaled, copied from another
-/// channel, consistently in q and k) fails the orthonormality; a changed conv filter fails the last line. The bounds
-/// are worst cases over the rounding: in f32 they resolve a change of ~1e-7 of a row's norm, in bf16 one of a few per
-/// cent (measured on the shipped bf16 model: a untouched prune sits at ≤ 0.4 of every bound).
+/// each plus the f64 slack of the fit (4·n·dk·ε₆₄·κ(W) on δ). A changed row outside the source's row space fails
+/// the residual; one inside it (zeroed, scaled, copied from another channel, consistently in q and k) fails the
+/// orthonormality; a changed conv filter fails the last line; NaN/Inf fails outright. Where the source's rows do not
+/// determine T (rank < dk, or δ_i > 0.1 for some row: an ill-conditioned head, where a row scaled by 10% would pass)
+/// only the residual is checked and the head is reported as not determined — pruned.weights is then skipped, not
+/// passed. The bounds are worst cases over the rounding: in f32 they resolve a change of ~1e-7 of a row's norm, in
+/// bf16 one of a few per cent (a untouched prune of the shipped bf16 model sits at ≤ 0.4 of every bound).
 #pragma once
 #include <string>
 #include <vector>
@@ -42,9 +45,11 @@ struct RotatedHead {
 };
 
 struct RotationSummary {
-  int64_t heads = 0;       ///< heads whose T̂ was recovered and checked
-  int64_t unchecked = 0;   ///< heads with no linear block left to recover T̂ from (all fine-tuned) or too few columns
-  double worst = 0;        ///< the largest figure/bound over every check of every head
+  int64_t heads = 0;         ///< heads whose rows were held to the source's row space
+  int64_t undetermined = 0;  ///< of them, heads whose T the weights do not determine to kMaxDelta (rank, κ)
+  std::string first_undetermined;  ///< why, for the first such head
+  int64_t unchecked = 0;     ///< heads with no linear block left to recover T̂ from (every q/k tensor fine-tuned)
+  double worst = 0;          ///< the largest figure/bound over every check of every head
 };
 
 /// Checks every head as above; appends one line per failing head to `problems` (naming the layer, head, tensor and

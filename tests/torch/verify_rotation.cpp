@@ -164,4 +164,120 @@ TEST(Verify_Rotation, aPcaPruneOfEveryFamilyPasses) {
   }
 }
 
+/// A chain with one rotation (l1 then pca, pca then l1) is one rotation Q = S₂·T·S₁ of its first source, conv filters
+/// (Q∘Q)·C: checked so against --source FIRST, and a zeroed k row fails. Two rotations compose to no one rotation of
+/// the first source's convs: skipped, naming the step's own source.
+TEST(Verify_Rotation, aChainWithOneRotationIsCheckedAgainstItsFirstSource) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-chain");
+  const std::string l1 = tmp / "l1", pca = tmp / "pca";
+  prune_l1(src, l1);
+  prune_pca(src, pca);
+  for (const auto& [first, second] : {std::pair{l1, "pca"}, std::pair{pca, "l1"}, std::pair{pca, "pca"}}) {
+    SCOPED_TRACE(first + " then " + second);
+    const std::string out = first + "_" + second;
+    if (std::string(second) == "pca") prune_pca(first, out);
+    else prune_l1(first, out);
+    const CheckResult ok = weights_row(out, src);
+    if (first == pca && std::string(second) == "pca") {
+      EXPECT_EQ(ok.status, Status::Skip) << ok.message;
+      EXPECT_TRUE(contains(ok.message, "2 steps of the chain rotated channels (pca)")) << ok.message;
+      EXPECT_TRUE(contains(ok.message, "give --source " + pca)) << ok.message;
+      continue;
+    }
+    EXPECT_EQ(ok.status, Status::Pass) << ok.message;
+    EXPECT_TRUE(contains(ok.message, "2 pruning steps, one a rotation")) << ok.message;
+    edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
+    const CheckResult bad = weights_row(out, src);
+    EXPECT_EQ(bad.status, Status::Fail) << bad.message;
+    EXPECT_TRUE(contains(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
+  }
+}
+
+/// A source head whose q/k rows do not determine T (a channel zeroed in q and k: rank dk − 1) is not passed: the row
+/// is skipped naming it, while a pruned head of random rows still fails its fit to the source.
+TEST(Verify_Rotation, aSourceHeadThatDoesNotDetermineTIsSkippedNotPassed) {
+  TempDir tmp("verify-rot-rank");
+  const std::string src = tmp / "src";
+  copy_checkpoint((kRoot / "assets" / "byte_delta_net_4L").string(), src);
+  for (const char* t : {"q_proj.weight", "k_proj.weight"})
+    edit_tensor(src, "model.layers.0.attn." + std::string(t), [](torch::Tensor& w) { w[5].zero_(); });
+  const std::string out = tmp / "pruned";
+  prune_pca(src, out);
+  const CheckResult w = weights_row(out, src);
+  EXPECT_EQ(w.status, Status::Skip) << w.message;
+  EXPECT_TRUE(contains(w.message, "1 rotated heads not determined by the source: layer 0 head 0: the source's q/k rows "
+                                  "of this head have rank 63 < dk 64")) << w.message;
+  EXPECT_TRUE(contains(w.message, "15 rotated heads are one orthonormal T")) << w.message;
+  edit_tensor(out, "model.layers.0.attn.k_proj.weight", [](torch::Tensor& t) {
+    t.narrow(0, 0, 32).copy_(torch::randn({32, t.size(1)}, torch::TensorOptions().dtype(t.scalar_type())));
+  });
+  const CheckResult bad = weights_row(out, src);
+  EXPECT_EQ(bad.status, Status::Fail) << bad.message;
+  EXPECT_TRUE(contains(bad.message, "layer 0 head 0: channel")) << bad.message;
+}
+
+/// NaN in a rotated row: every bound's comparison with NaN is false, so it is refused outright.
+TEST(Verify_Rotation, aNanInARotatedRowFails) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-nan");
+  const std::string out = pruned_pca(tmp, src);
+  edit_tensor(out, kLayer1 + "q_conv1d.weight", [](torch::Tensor& t) { t[9][0][2] = NAN; });
+  const CheckResult w = weights_row(out, src);
+  EXPECT_EQ(w.status, Status::Fail) << w.message;
+  EXPECT_TRUE(contains(w.message, "layer 1 head 0: channel 9 of the rotation (model.layers.1.attn.q_conv1d.weight row 9, "
+                                  "model.layers.1.attn.k_conv1d.weight row 9): holds NaN or Inf")) << w.message;
+}
+
+/// Records a pca prune never writes: one layer rotated beside kept ones (its "rotation" switched every layer's
+/// keep-set checks off), "rotation" not a boolean, a rotation under another method, a ratio that gives another k',
+/// a head_k_dim that is not its named source's dk.
+TEST(Verify_Rotation, recordsAPcaPruneNeverWritesFail) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-rec");
+  const std::string l1 = tmp / "l1", pca = tmp / "pca";
+  prune_l1(src, l1);
+  pruned_pca(tmp, src);
+  fs::rename(tmp / "pruned", pca);
+  struct Edit {
+    std::string dir, what;
+    std::function<void(nlohmann::json&)> edit;
+    std::string row, expect;
+  };
+  const std::vector<Edit> edits = {
+      {l1, "layer 0 rotated, layer 1 keeping one channel twice",
+       [](nlohmann::json& j) {
+         j["selection"]["layers"][0] = {{"layer", 0}, {"rotation", true}};
+         j["selection"]["layers"][1]["keep"][0][1] = j["selection"]["layers"][1]["keep"][0][0];
+       },
+       "pruned.record", "channel"},
+      {l1, "layer 0 rotated, the others kept", [](nlohmann::json& j) {
+         j["selection"]["layers"][0] = {{"layer", 0}, {"rotation", true}};
+       }, "pruned.record", "1 layers rotated and 3 kept channels"},
+      {pca, "rotation \"yes\"", [](nlohmann::json& j) { j["selection"]["layers"][1]["rotation"] = "yes"; },
+       "pruned.record", "layer 1: \"rotation\" is \"yes\", not true or false"},
+      {pca, "method l1", [](nlohmann::json& j) { j["method"] = "l1"; }, "pruned.record",
+       "layers rotated, but method is \"l1\""},
+      {pca, "ratio 0.9", [](nlohmann::json& j) { j["ratio"] = 0.9; }, "pruned.record", "ratio 0.9 of dk 64 keeps"},
+      {pca, "head_k_dim 48, ratio null", [](nlohmann::json& j) {
+         j["head_k_dim"] = 48;
+         j["ratio"] = nullptr;
+       }, "pruned.weights", "head_k_dim 48, but its source"},
+  };
+  for (const Edit& e : edits) {
+    SCOPED_TRACE(e.what);
+    const std::string out = e.dir + "_edited";
+    fs::remove_all(out);
+    copy_checkpoint(e.dir, out);
+    edit_json(out + "/statecut.json", e.edit);
+    auto v = quick(out, src);
+    v.only = {"pruned"};
+    const Report r = run_verify(v);
+    EXPECT_EQ(r.exit_code(), 1);
+    const CheckResult& c = row(r, e.row);
+    EXPECT_EQ(c.status, Status::Fail) << c.message;
+    EXPECT_TRUE(contains(c.message, e.expect)) << c.message;
+  }
+}
+
 }  // namespace
