@@ -5,6 +5,17 @@
 // (conv + SiLU outputs before the L2 norm) as their R factor, and rho is evaluated for the RECORDED keep set:
 // R0 [:, keep ∪ rest] = Q R, then rrqr_certificate(R, k'). The value of rho does not depend on the order of the kept
 // or of the discarded columns (it is a ratio of determinants).
+//
+// A pca record claims that each head's rotation T holds the top-k' eigenvectors of the covariance C of the L2-normed
+// calibration features (reference/pca.h), in descending order, each row's largest entry positive. With the same
+// windows recomputed, and T̂ the rotation the weights row recovered (‖T̂_i − T_i‖ ≤ δ_i), two things are checked:
+//   the variance T̂ captures, 1 − tr(T̂ C T̂ᵀ) / Σ_{i<k'} λ_i ≤ 2 Σ λ_i δ_i / Σ λ_i + 1e-5 (C T_iᵀ = λ_i T_iᵀ, so
+//   a perturbation D of T moves the trace by 2 Σ λ_i D_i·T_i + tr(D C Dᵀ) ≥ −2 Σ λ_i δ_i; 1e-5 for fp32 features):
+//   a random rotation, or a channel subset labelled pca, captures visibly less;
+//   each row pca determines — a relative eigengap > 1e-3, where features recomputed in fp32 (C moved by ~1e-6) turn
+//   its eigenvector by ~1e-3 — is pca's own vector with pca's sign: cos(T̂_i, T_i) > 0.9 (a flipped sign gives −1, a
+//   mixed or reordered row ~0). The sign matters: the conv and SiLU between the projection and q·k are not odd.
+#include <Eigen/Eigenvalues>
 #include <Eigen/QR>
 #include <filesystem>
 
@@ -22,13 +33,96 @@ namespace statecut::verify {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-void check_certificate(Context& ctx, const json& rec, const std::string& source, std::vector<CheckResult>& out) {
+namespace {
+
+/// The pca half of pruned.certificate (the header comment states the claim and its bounds).
+CheckResult pca_certificate(const Calibration& c, const std::vector<PrunableLayer>& layers, const json& rec,
+                            const RecoveredRotations& rotations) {
+  CheckResult r;
+  r.name = "pruned.certificate";
+  r.relation = "<=";
+  r.threshold = 1;
+  r.reason = "pca keeps the top-k' eigenvectors of the calibration features' covariance: the variance the recovered "
+             "rotation captures falls short of theirs by at most 2 Σλδ/Σλ + 1e-5 (δ: its error from rounding), and "
+             "every row with a relative eigengap > 1e-3 is pca's vector with pca's sign (cos > 0.9)";
+  const std::string side = rec.value("select", std::string("qk"));
+  Worst w;
+  int heads = 0, not_recovered = 0;
+  std::vector<std::string> problems;
+  for (size_t li = 0; li < layers.size() && li < c.layers.size(); ++li) {
+    const int layer = layers[li].layer;
+    for (size_t h = 0; h < c.layers[li].pca_sum_k.size(); ++h) {
+      const auto it = rotations.find({layer, static_cast<int>(h)});
+      if (it == rotations.end()) {
+        ++not_recovered;
+        continue;
+      }
+      const ref::HeadInputs in = selection_inputs(c.layers[li], ref::SelectMethod::Pca, static_cast<int64_t>(h));
+      const ref::PcaStats s = side == "q" ? in.pca_q : side == "k" ? in.pca_k : ref::average_stats(in.pca_q, in.pca_k);
+      const Mat C = s.covariance();
+      const torch::Tensor Tt = it->second.T.contiguous();
+      const Index kp = Tt.size(0), dk = Tt.size(1);
+      if (C.rows() != dk) continue;  // the weights row names a geometry mismatch
+      const Mat That = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+          Tt.data_ptr<double>(), kp, dk);
+      const torch::Tensor dt = it->second.delta.contiguous();
+      const Eigen::Map<const Vec> delta(dt.data_ptr<double>(), kp);
+      const Mat T = ref::pca_rotation(C, kp);
+      Eigen::SelfAdjointEigenSolver<Mat> es(C);
+      const Vec lam = es.eigenvalues().reverse();  // descending
+      const double top = lam.head(kp).sum();
+      const double deficit = 1.0 - (That * C * That.transpose()).trace() / top;
+      const double bound = 2.0 * lam.head(kp).cwiseMax(0.0).dot(delta) / top + 1e-5;
+      const std::string at = at_head(layer, static_cast<int>(h));
+      w.add(deficit / bound, at);
+      ++heads;
+      for (Index i = 0; i < kp; ++i) {
+        double gap = INFINITY;
+        if (i > 0) gap = std::min(gap, lam(i - 1) - lam(i));
+        if (i + 1 < dk) gap = std::min(gap, lam(i) - lam(i + 1));
+        if (!(gap > 1e-3 * lam(0)) || delta(i) > 0.1) continue;  // pca does not fix this row to that precision
+        const double cos = That.row(i).dot(T.row(i)) / That.row(i).norm();
+        if (!(cos > 0.9))
+          problems.push_back(at + ": row " + std::to_string(i) + " of the rotation is " +
+                             (cos < -0.9 ? std::string("pca's eigenvector with the sign flipped")
+                                         : "not pca's eigenvector " + std::to_string(i) + " (cos " + fmt(cos) + ")") +
+                             " (relative eigengap " + fmt(gap / lam(0)) + ")");
+      }
+    }
+  }
+  r.figure = heads == 0 ? NAN : w.figure();
+  r.where = problems.empty() ? w.where : problems.front().substr(0, problems.front().find(':'));
+  r.status = heads == 0 ? Status::Skip : !problems.empty() ? Status::Fail : le(r.figure, r.threshold);
+  const std::string summary = "the recovered rotations of " + std::to_string(heads) +
+                              " heads against pca of the recomputed calibration features (worst variance shortfall " +
+                              fmt(r.figure) + " of its bound)" +
+                              (not_recovered ? "; " + std::to_string(not_recovered) +
+                                                   " heads without a recovered rotation (see pruned.weights)"
+                                             : "");
+  if (heads == 0)
+    r.message = "no head's rotation was recovered from the weights (see pruned.weights): nothing to compare with pca";
+  else if (!problems.empty())
+    r.message = first_problem(problems) + "; " + summary;
+  else if (r.status == Status::Fail)
+    r.message = r.where + ": the rotation captures less of the calibration features' variance than pca's top-" +
+                std::to_string(rec.value("new_head_k_dim", 0)) + " eigenvectors: not pca's rotation; " + summary;
+  else
+    r.message = summary;
+  r.details["problems"] = problems;
+  return r;
+}
+
+}  // namespace
+
+void check_certificate(Context& ctx, const json& rec, const std::string& source, std::vector<CheckResult>& out,
+                       const RecoveredRotations* rotations) {
   const std::string method = rec.value("method", std::string());
-  if (method != "drrqr") {
-    out.push_back(skipped("pruned.certificate", "method '" + method + "' makes no strong-RRQR claim"));
+  if (method != "drrqr" && method != "pca") {
+    out.push_back(skipped("pruned.certificate", "method '" + method + "' makes no claim about the calibration "
+                                                "features (only drrqr's strong RRQR and pca's eigenvectors do)"));
     return;
   }
-  if (rec.value("faithful", false)) {
+  if (rec.value("faithful", false) && method == "drrqr") {
     out.push_back(skipped("pruned.certificate",
                           "--faithful drrqr stops after 20 swaps on 5,000 sampled rows: no certificate is claimed"));
     return;
@@ -41,16 +135,21 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
                                                       "it came from)"));
       return;
     }
-    // statecut prune always records the calibration of a drrqr selection: without it the claim cannot be re-derived,
-    // and a record that claims drrqr with nothing to show for it is not passed.
+    // statecut prune always records the calibration of a drrqr or pca selection: without it the claim cannot be
+    // re-derived, and a record that claims the method with nothing to show for it is not passed.
     CheckResult r;
     r.name = "pruned.certificate";
     r.status = Status::Fail;
     r.relation = "==";
-    r.reason = "a drrqr record carries its calibration (files, starts, len) so that its strong-RRQR claim can be re-derived";
-    r.message = (fs::path(ctx.dir) / "statecut.json").string() +
-                ": method drrqr without its calibration files/starts/len: the strong-RRQR claim cannot be re-derived";
+    r.reason = "a " + method + " record carries its calibration (files, starts, len) so that its claim can be re-derived";
+    r.message = (fs::path(ctx.dir) / "statecut.json").string() + ": method " + method +
+                " without its calibration files/starts/len: its claim cannot be re-derived";
     out.push_back(std::move(r));
+    return;
+  }
+  if (method == "pca" && (!rotations || rotations->empty())) {
+    out.push_back(skipped("pruned.certificate",
+                          "no head's rotation was recovered from the weights (see pruned.weights): nothing to compare with pca"));
     return;
   }
   for (const auto& f : cal["files"])
@@ -96,7 +195,8 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   PassModel pass(source, torch::kFloat32, cpu, should_stream_weights("auto", source, cpu, /*needs_grad=*/false));
   CausalLM* model = &pass.model();
   // What prune's calibration collected for this record (the R factor of the --select side's features).
-  CalibrationNeeds needs = calibration_needs(ref::SelectMethod::Drrqr, /*faithful=*/false);
+  CalibrationNeeds needs =
+      calibration_needs(method == "pca" ? ref::SelectMethod::Pca : ref::SelectMethod::Drrqr, /*faithful=*/false);
   const std::string side = rec.value("select", std::string("qk"));
   try {
     needs.side = ref::side_from_name(side);
@@ -105,6 +205,12 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   }
   needs.seed = rec.value("seed", uint64_t{42});
   const Calibration c = calibrate(*model, windows, needs, {}, pass.hook());
+  if (method == "pca") {
+    CheckResult p = pca_certificate(c, model->prunable_layers(), rec, *rotations);
+    p.message += ", " + std::to_string(starts.size()) + " x " + std::to_string(len) + " calibration tokens with " + source;
+    out.push_back(std::move(p));
+    return;
+  }
 
   std::map<int, std::vector<std::vector<int64_t>>> keep;
   for (const auto& l : rec["selection"]["layers"]) keep[l.at("layer").get<int>()] = l.at("keep").get<std::vector<std::vector<int64_t>>>();
@@ -146,7 +252,7 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
     }
     per_layer.push_back({{"layer", layer}, {"max_rho", hl}});
   }
-  r.figure = w.figure();
+  r.figure = heads == 0 ? NAN : w.figure();  // no head: "-", not Worst's -inf
   r.where = w.where;
   r.status = heads == 0 ? Status::Skip : le(r.figure, r.threshold);
   r.message = "max rho of the recorded keep sets over " + std::to_string(heads) + " heads, features of " +

@@ -233,7 +233,7 @@ std::string first_differing_row(const torch::Tensor& a, const torch::Tensor& b) 
 /// against the geometry but their values are not compared.
 CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource& src,
                         const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation,
-                        const std::set<std::string>& tuned = {}) {
+                        const std::set<std::string>& tuned = {}, RecoveredRotations* recovered = nullptr) {
   const std::string& source = sm.dir;
   const std::vector<PrunableLayer>& src_layers = sm.layers;
   CheckResult r;
@@ -322,7 +322,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   if (!rotated.empty()) {
     std::vector<RotatedHead> heads;
     for (auto& [key, h] : rotated) heads.push_back(std::move(h));
-    rot = check_rotated_heads(*ctx.weights, src, heads, problems, r.where);
+    rot = check_rotated_heads(*ctx.weights, src, heads, problems, r.where, recovered);
   }
   // config.json: the source's with the family's dk edit, nothing else.
   if (!ctx.layers.empty()) {
@@ -577,6 +577,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
   // Fine-tunes after the surgery — this checkpoint's, and when composed back to the first source every earlier step's:
   // the tensors they changed (statecut.json "changed_tensors") are held to shape only, every other one bit for bit.
   std::set<std::string> tuned;
+  RecoveredRotations recovered;  // a rotation's T̂ per head, from the weights row to the certificate
   bool tuned_known = true, any_tune = false;
   const auto take = [&](const json& ft) {
     any_tune = true;
@@ -605,7 +606,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
     ctx.say("pruned: weights against " + source + source_note);
-    CheckResult w = weights_row(ctx, sm, WeightSource::open_dir(source), keep, rotation, tuned);
+    CheckResult w = weights_row(ctx, sm, WeightSource::open_dir(source), keep, rotation, tuned, &recovered);
     w.message += source_note;
     out.push_back(std::move(w));
   }
@@ -614,7 +615,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
                           "the certificate belongs to the last step: give --source its own source (" + step_source + ")"));
     return;
   }
-  check_certificate(ctx, rec, source, out);
+  check_certificate(ctx, rec, source, out, rotation ? &recovered : nullptr);
 }
 
 }  // namespace statecut::verify

@@ -88,7 +88,7 @@ constexpr double kMaxDelta = 0.1;
 
 RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSource& src,
                                     const std::vector<RotatedHead>& heads, std::vector<std::string>& problems,
-                                    std::string& where) {
+                                    std::string& where, RecoveredRotations* recovered) {
   RotationSummary sum;
   for (const RotatedHead& h : heads) {
     const std::string at = at_head(h.layer, h.head);
@@ -210,6 +210,7 @@ RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSour
                        ", rounding and T̂'s error allow " + num(cbound[ci].item<double>());
     }
     if (!head_problem.empty()) fail(head_problem);
+    else if (recovered) (*recovered)[{h.layer, h.head}] = {T, delta};
   }
   return sum;
 }

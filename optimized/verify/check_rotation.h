@@ -23,7 +23,9 @@
 /// passed. The bounds are worst cases over the rounding: in f32 they resolve a change of ~1e-7 of a row's norm, in
 /// bf16 one of a few per cent (a untouched prune of the shipped bf16 model sits at ≤ 0.4 of every bound).
 #pragma once
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optimized/models/weight_source.h"
@@ -52,10 +54,17 @@ struct RotationSummary {
   double worst = 0;          ///< the largest figure/bound over every check of every head
 };
 
+/// A head's recovered rotation: T̂ [k', dk] (f64) and the bound δ_i on ‖T̂_i − T_i‖ per row [k'].
+struct RecoveredRotation {
+  torch::Tensor T, delta;
+};
+using RecoveredRotations = std::map<std::pair<int, int>, RecoveredRotation>;  ///< (layer, head) →
+
 /// Checks every head as above; appends one line per failing head to `problems` (naming the layer, head, tensor and
-/// the row that fits worst) and sets `where` to the first failing head when it is empty.
+/// the row that fits worst) and sets `where` to the first failing head when it is empty. `recovered`, when given,
+/// receives T̂ of every head that passed and whose T the source determines (pruned.certificate compares it with pca).
 RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSource& src,
                                     const std::vector<RotatedHead>& heads, std::vector<std::string>& problems,
-                                    std::string& where);
+                                    std::string& where, RecoveredRotations* recovered = nullptr);
 
 }  // namespace statecut::verify

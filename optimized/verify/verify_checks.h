@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "optimized/verify/check_rotation.h"
 #include "optimized/verify/verify_context.h"
 
 namespace statecut::verify {
@@ -19,9 +20,10 @@ void check_determinism(Context& ctx, std::vector<CheckResult>& out);
 void check_kernels(Context& ctx, std::vector<CheckResult>& out);
 
 /// pruned.certificate (check_certificate.cpp): for a drrqr record, the strong-RRQR certificate of the recorded keep
-/// sets on calibration features recomputed from the record with the unpruned `source`.
+/// sets on calibration features recomputed from the record with the unpruned `source`; for a pca record, that the
+/// rotations the weights row recovered (`rotations`) are pca's on the same recomputed features.
 void check_certificate(Context& ctx, const nlohmann::json& record, const std::string& source,
-                       std::vector<CheckResult>& out);
+                       std::vector<CheckResult>& out, const RecoveredRotations* rotations = nullptr);
 
 /// pruned.record (check_record.cpp): statecut.json against this checkpoint's geometry and against its own history;
 /// fills `keep` (layer → key head → kept channels of the step's source) and sets *rotation for a rotation's record.

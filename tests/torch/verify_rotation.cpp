@@ -280,4 +280,65 @@ TEST(Verify_Rotation, recordsAPcaPruneNeverWritesFail) {
   }
 }
 
+/// pruned.certificate of a pca prune: the recovered rotations are pca's on the recomputed calibration features.
+/// Layer 1 head 0 rewritten as another rotation of the source — a random orthonormal T, a channel subset labelled
+/// pca, pca's own T with row 0's sign flipped — is still one rotation (pruned.weights passes) but not pca's: each
+/// fails the certificate, naming the head.
+TEST(Verify_Rotation, aRotationThatIsNotPcasFailsTheCertificate) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-rot-cert");
+  const std::string pca = pruned_pca(tmp, src);
+  {
+    auto v = quick(pca, src);
+    v.only = {"pruned"};
+    const CheckResult c = row(run_verify(v), "pruned.certificate");
+    ASSERT_EQ(c.status, Status::Pass) << c.message;
+  }
+  const auto ws = statecut::WeightSource::open_dir(src);
+  const int64_t dk = 64, kp = 32;
+  torch::manual_seed(statecut::test::seed_value(7));
+  const torch::Tensor pca_T = [&] {  // pca's own T of layer 1 head 0, recovered exactly from the f64 surgery's q rows
+    const torch::Tensor wq = ws.raw(kLayer1 + "q_proj.weight").narrow(0, 0, dk).to(torch::kFloat64);
+    const torch::Tensor wp = statecut::WeightSource::open_dir(pca).raw(kLayer1 + "q_proj.weight").narrow(0, 0, kp)
+                                 .to(torch::kFloat64);
+    return std::get<0>(torch::linalg_lstsq(wq.t(), wp.t(), c10::nullopt, c10::nullopt)).t();
+  }();
+  struct Variant {
+    const char* what;
+    torch::Tensor T;
+    const char* expect;
+  };
+  torch::Tensor flipped = pca_T.clone();
+  flipped[0].neg_();
+  const std::vector<Variant> variants = {
+      {"a random orthonormal T", std::get<0>(torch::linalg_qr(torch::randn({dk, kp}, torch::kFloat64))).t(),
+       "layer 1 head 0: row 0 of the rotation is not pca's eigenvector 0"},
+      {"channels 0..31 (a subset labelled pca)", torch::eye(dk, torch::kFloat64).narrow(0, 0, kp), "not pca's"},
+      {"pca's T with row 0's sign flipped", flipped, "row 0 of the rotation is pca's eigenvector with the sign flipped"},
+  };
+  for (const Variant& var : variants) {
+    SCOPED_TRACE(var.what);
+    const std::string out = tmp / "variant";
+    fs::remove_all(out);
+    copy_checkpoint(pca, out);
+    for (const char* t : {"q_proj.weight", "k_proj.weight", "q_conv1d.weight", "k_conv1d.weight"}) {
+      const bool conv = std::string(t).find("conv") != std::string::npos;
+      const torch::Tensor M = conv ? var.T * var.T : var.T;
+      const torch::Tensor head = ws.raw(kLayer1 + t).narrow(0, 0, dk).to(torch::kFloat64);
+      const torch::Tensor rot = M.matmul(head.reshape({dk, -1})).reshape({kp, head.size(1), -1});
+      edit_tensor(out, kLayer1 + t, [&](torch::Tensor& w) {
+        w.narrow(0, 0, kp).copy_(conv ? rot.reshape_as(w.narrow(0, 0, kp)) : rot.reshape({kp, -1}));
+      });
+    }
+    auto v = quick(out, src);
+    v.only = {"pruned"};
+    const Report r = run_verify(v);
+    EXPECT_EQ(row(r, "pruned.weights").status, Status::Pass) << row(r, "pruned.weights").message;
+    const CheckResult& c = row(r, "pruned.certificate");
+    EXPECT_EQ(c.status, Status::Fail) << c.message;
+    EXPECT_EQ(c.where, "layer 1 head 0");
+    EXPECT_TRUE(contains(c.message, var.expect)) << c.message;
+  }
+}
+
 }  // namespace
