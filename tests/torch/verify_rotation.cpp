@@ -8,7 +8,7 @@ namespace {
 using namespace verify_test;
 using statecut::verify::run_verify;
 
-bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+bool mentions(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
 /// `statecut prune --method pca` of dir at 50% on a little calibration text.
 void prune_pca(const std::string& dir, const std::string& out) {
@@ -36,7 +36,7 @@ std::string pruned_pca(const TempDir& tmp, const std::string& src) {
   prune_pca(src, out);
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Pass) << w.message;
-  EXPECT_TRUE(contains(w.message, "rotated heads are one orthonormal T")) << w.message;
+  EXPECT_TRUE(mentions(w.message, "rotated heads are one orthonormal T")) << w.message;
   return out;
 }
 
@@ -88,8 +88,8 @@ void expect_tampers_fail(const std::string& src, const std::string& label) {
     const CheckResult w = weights_row(out, src);
     EXPECT_EQ(w.status, Status::Fail) << w.message;
     EXPECT_EQ(w.where, "layer 1 head 0 rotation");
-    EXPECT_TRUE(contains(w.message, "layer 1 head 0: ")) << w.message;
-    EXPECT_TRUE(contains(w.message, tm.expect)) << w.message;
+    EXPECT_TRUE(mentions(w.message, "layer 1 head 0: ")) << w.message;
+    EXPECT_TRUE(mentions(w.message, tm.expect)) << w.message;
   }
 }
 
@@ -133,7 +133,7 @@ TEST(Verify_Rotation, aFineTunedQProjLeavesTheKRowsChecked) {
   edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Fail) << w.message;
-  EXPECT_TRUE(contains(w.message, "channel 3 of the rotation (model.layers.1.attn.k_proj.weight row 3)")) << w.message;
+  EXPECT_TRUE(mentions(w.message, "channel 3 of the rotation (model.layers.1.attn.k_proj.weight row 3)")) << w.message;
 }
 
 /// Without its statecut.json (dropped on the way) a pca prune is recognised as a rotation, since not one q row is
@@ -145,11 +145,11 @@ TEST(Verify_Rotation, aPcaPruneWithoutItsRecordIsCheckedAsARotation) {
   fs::remove(fs::path(out) / "statecut.json");
   const CheckResult ok = weights_row(out, src);
   EXPECT_EQ(ok.status, Status::Pass) << ok.message;
-  EXPECT_TRUE(contains(ok.message, "checked as a rotation")) << ok.message;
+  EXPECT_TRUE(mentions(ok.message, "checked as a rotation")) << ok.message;
   edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
   const CheckResult bad = weights_row(out, src);
   EXPECT_EQ(bad.status, Status::Fail) << bad.message;
-  EXPECT_TRUE(contains(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
+  EXPECT_TRUE(mentions(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
 }
 
 /// Every family's layout of the rotated blocks (fla's separate q/k/conv tensors, Gated DeltaNet's grouped values,
@@ -181,16 +181,16 @@ TEST(Verify_Rotation, aChainWithOneRotationIsCheckedAgainstItsFirstSource) {
     const CheckResult ok = weights_row(out, src);
     if (first == pca && std::string(second) == "pca") {
       EXPECT_EQ(ok.status, Status::Skip) << ok.message;
-      EXPECT_TRUE(contains(ok.message, "2 steps of the chain rotated channels (pca)")) << ok.message;
-      EXPECT_TRUE(contains(ok.message, "give --source " + pca)) << ok.message;
+      EXPECT_TRUE(mentions(ok.message, "2 steps of the chain rotated channels (pca)")) << ok.message;
+      EXPECT_TRUE(mentions(ok.message, "give --source " + pca)) << ok.message;
       continue;
     }
     EXPECT_EQ(ok.status, Status::Pass) << ok.message;
-    EXPECT_TRUE(contains(ok.message, "2 pruning steps, one a rotation")) << ok.message;
+    EXPECT_TRUE(mentions(ok.message, "2 pruning steps, one a rotation")) << ok.message;
     edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
     const CheckResult bad = weights_row(out, src);
     EXPECT_EQ(bad.status, Status::Fail) << bad.message;
-    EXPECT_TRUE(contains(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
+    EXPECT_TRUE(mentions(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
   }
 }
 
@@ -206,15 +206,15 @@ TEST(Verify_Rotation, aSourceHeadThatDoesNotDetermineTIsSkippedNotPassed) {
   prune_pca(src, out);
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Skip) << w.message;
-  EXPECT_TRUE(contains(w.message, "1 rotated heads not determined by the source: layer 0 head 0: the source's q/k rows "
+  EXPECT_TRUE(mentions(w.message, "1 rotated heads not determined by the source: layer 0 head 0: the source's q/k rows "
                                   "of this head have rank 63 < dk 64")) << w.message;
-  EXPECT_TRUE(contains(w.message, "15 rotated heads are one orthonormal T")) << w.message;
+  EXPECT_TRUE(mentions(w.message, "15 rotated heads are one orthonormal T")) << w.message;
   edit_tensor(out, "model.layers.0.attn.k_proj.weight", [](torch::Tensor& t) {
     t.narrow(0, 0, 32).copy_(torch::randn({32, t.size(1)}, torch::TensorOptions().dtype(t.scalar_type())));
   });
   const CheckResult bad = weights_row(out, src);
   EXPECT_EQ(bad.status, Status::Fail) << bad.message;
-  EXPECT_TRUE(contains(bad.message, "layer 0 head 0: channel")) << bad.message;
+  EXPECT_TRUE(mentions(bad.message, "layer 0 head 0: channel")) << bad.message;
 }
 
 /// NaN in a rotated row: every bound's comparison with NaN is false, so it is refused outright.
@@ -225,7 +225,7 @@ TEST(Verify_Rotation, aNanInARotatedRowFails) {
   edit_tensor(out, kLayer1 + "q_conv1d.weight", [](torch::Tensor& t) { t[9][0][2] = NAN; });
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Fail) << w.message;
-  EXPECT_TRUE(contains(w.message, "layer 1 head 0: channel 9 of the rotation (model.layers.1.attn.q_conv1d.weight row 9, "
+  EXPECT_TRUE(mentions(w.message, "layer 1 head 0: channel 9 of the rotation (model.layers.1.attn.q_conv1d.weight row 9, "
                                   "model.layers.1.attn.k_conv1d.weight row 9): holds NaN or Inf")) << w.message;
 }
 
@@ -276,7 +276,7 @@ TEST(Verify_Rotation, recordsAPcaPruneNeverWritesFail) {
     EXPECT_EQ(r.exit_code(), 1);
     const CheckResult& c = row(r, e.row);
     EXPECT_EQ(c.status, Status::Fail) << c.message;
-    EXPECT_TRUE(contains(c.message, e.expect)) << c.message;
+    EXPECT_TRUE(mentions(c.message, e.expect)) << c.message;
   }
 }
 
@@ -337,7 +337,7 @@ TEST(Verify_Rotation, aRotationThatIsNotPcasFailsTheCertificate) {
     const CheckResult& c = row(r, "pruned.certificate");
     EXPECT_EQ(c.status, Status::Fail) << c.message;
     EXPECT_EQ(c.where, "layer 1 head 0");
-    EXPECT_TRUE(contains(c.message, var.expect)) << c.message;
+    EXPECT_TRUE(mentions(c.message, var.expect)) << c.message;
   }
 }
 
