@@ -42,9 +42,10 @@ EvalResult evaluate_stream(CausalLM& model, const TokenStream& s, const Tokenize
   const torch::Tensor all = torch::from_blob(const_cast<int64_t*>(s.ids.data()), {n}, torch::kInt64);
   const bool count_bytes = tok.available();
   if (!count_bytes && !opt.tokens_without_bytes)
-    throw std::runtime_error(tok.unavailable_reason() + " (bits per byte need it)");
+    throw std::runtime_error(tok.unavailable_fact() + ": bits per byte need the bytes of these token ids (give the "
+                             "checkpoint its tokenizer file, or --tokenizer bytes when the ids are bytes)");
   EvalResult r;
-  if (!count_bytes) r.no_bytes_reason = tok.unavailable_reason() + ": bits per byte need a tokenizer";
+  if (!count_bytes) r.no_bytes_reason = tok.unavailable_fact() + ": bits per byte need a tokenizer to count the bytes";
   r.file = s.source;
   torch::NoGradGuard no_grad;
   size_t i = 0;

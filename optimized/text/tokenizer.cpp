@@ -239,8 +239,7 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
     if (vocab == 256) return t;
     // Token files still work; text is refused when it is read (encode, bytes_of), naming the folder.
     t.impl_->unavailable = dir + ": no tokenizer.model or tokenizer.json, and vocab_size " +
-                           (vocab < 0 ? std::string("(none)") : std::to_string(vocab)) +
-                           " is not byte-level (256): give pre-tokenised .safetensors/.bin files, or --tokenizer bytes";
+                           (vocab < 0 ? std::string("(none)") : std::to_string(vocab)) + " is not byte-level (256)";
     return t;
   }
   return for_checkpoint_sentencepiece(path);
@@ -269,7 +268,11 @@ Tokenizer Tokenizer::for_checkpoint_sentencepiece(const std::string& path) {
 }
 
 bool Tokenizer::available() const { return impl_->unavailable.empty(); }
-const std::string& Tokenizer::unavailable_reason() const { return impl_->unavailable; }
+std::string Tokenizer::unavailable_reason() const {
+  return impl_->unavailable.empty() ? std::string()
+                                    : impl_->unavailable + ": give pre-tokenised .safetensors/.bin files, or --tokenizer bytes";
+}
+const std::string& Tokenizer::unavailable_fact() const { return impl_->unavailable; }
 
 bool Tokenizer::byte_level() const { return available() && impl_->model_path.empty() && impl_->bpe_path.empty(); }
 
@@ -280,7 +283,7 @@ std::string Tokenizer::describe() const {
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
-  if (!available()) throw std::runtime_error(impl_->unavailable);
+  if (!available()) throw std::runtime_error(unavailable_reason());
   std::vector<int64_t> ids;
   if (byte_level()) {
     ids.reserve(text.size());
@@ -318,7 +321,7 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
 std::string Tokenizer::decode(const std::vector<int64_t>& ids) const { return decode_batch({ids}).front(); }
 
 std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<int64_t>>& seqs) const {
-  if (!available()) throw std::runtime_error(impl_->unavailable);
+  if (!available()) throw std::runtime_error(unavailable_reason());
   std::vector<std::string> out;
   out.reserve(seqs.size());
   if (byte_level()) {
@@ -367,7 +370,7 @@ std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<i
 }
 
 int64_t Tokenizer::bytes_of(int64_t id) const {
-  if (!available()) throw std::runtime_error(impl_->unavailable);
+  if (!available()) throw std::runtime_error(unavailable_reason());
   if (byte_level()) return 1;
   if (id < 0 || id >= static_cast<int64_t>(impl_->piece_bytes.size())) return 0;
   return impl_->piece_bytes[static_cast<std::size_t>(id)];

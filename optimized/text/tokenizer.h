@@ -47,7 +47,10 @@ class Tokenizer {
 
   /// False when the checkpoint has no tokenizer statecut can use (see the rule above); unavailable_reason() says why.
   bool available() const;
-  const std::string& unavailable_reason() const;
+  std::string unavailable_reason() const;
+  /// The same without the advice for text (give token files, or --tokenizer bytes): for a caller that has token
+  /// files already and needs the tokenizer for something else (eval's byte count).
+  const std::string& unavailable_fact() const;
   bool byte_level() const;
   /// "bytes" or "sentencepiece:<path>".
   std::string describe() const;

@@ -183,6 +183,9 @@ TEST(Cli_Eval, tokenFileWithoutATokenizerGivesPerplexityAndSaysWhyNoBitsPerByte)
   EXPECT_TRUE(x["bits_per_byte"].is_null());
   EXPECT_NE(x["bits_per_byte_unavailable"].get<std::string>().find("bits per byte need a tokenizer"),
             std::string::npos);
+  // not the advice for text ("give pre-tokenised files"): a token file is what was given (audit 22b #14)
+  EXPECT_EQ(x["bits_per_byte_unavailable"].get<std::string>().find("pre-tokenised"), std::string::npos)
+      << x["bits_per_byte_unavailable"];
   EXPECT_EQ(x["tokens"], 299);
   const double ppl = x["token_perplexity"].get<double>();
   EXPECT_TRUE(std::isfinite(ppl) && ppl > 1.0 && ppl < 1e4) << ppl;  // a random model over 128 tokens: ~128
@@ -193,4 +196,6 @@ TEST(Cli_Eval, tokenFileWithoutATokenizerGivesPerplexityAndSaysWhyNoBitsPerByte)
   const CliRun text = run_statecut("eval --quiet --checkpoint " + ck + " --text " + (d / "text.txt"));
   EXPECT_EQ(text.code, 1);
   EXPECT_NE(text.err.find("no tokenizer.model or tokenizer.json"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("give pre-tokenised .safetensors/.bin files, or --tokenizer bytes"), std::string::npos)
+      << text.err;
 }
