@@ -15,6 +15,7 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/models/model.h"
 #include "optimized/models/model_registry.h"
+#include "optimized/models/device_check.h"
 
 namespace {
 
@@ -110,7 +111,7 @@ double ratio(double cmp, double base, bool ok) { return ok && base > 0 ? cmp / b
 
 int run_bench(const BenchArgs& a) {
   const bool cuda = a.device == "cuda";
-  if (cuda && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
+  statecut::require_device_available(torch::Device(a.device));
   const torch::Device device = cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const std::string dt = a.dtype == "auto" ? (cuda ? "bf16" : "f32") : a.dtype;
   const torch::Dtype dtype = dt == "bf16" ? torch::kBFloat16 : torch::kFloat32;

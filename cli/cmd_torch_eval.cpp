@@ -20,6 +20,7 @@
 #include "optimized/analysis/svg.h"
 #include "optimized/io/atomic_dir.h"
 #include "optimized/io/checkpoint.h"
+#include "optimized/models/device_check.h"
 
 namespace {
 
@@ -204,8 +205,7 @@ int run_eval(EvalArgs& a) {
     return statecut::cli::kExitUsage;
   }
   torch::Device dev(a.device);
-  if (dev.is_cuda() && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no CUDA device available");
+  statecut::require_device_available(dev);
   if (!a.svg.empty()) statecut::require_new_output_file(a.svg, "--svg");  // before the model loads
   if (!a.task.empty())  // bad task files fail before the model loads
     for (const auto& f : a.task) (void)statecut::read_choice_task(f);

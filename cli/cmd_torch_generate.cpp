@@ -20,6 +20,7 @@
 #include "optimized/io/input_file.h"
 #include "optimized/models/model.h"
 #include "optimized/text/tokenizer.h"
+#include "optimized/models/device_check.h"
 
 namespace {
 
@@ -43,8 +44,7 @@ int run_generate(GenerateArgs& a, const CLI::App& app) {
   if (a.has_prompt && a.prompt.empty()) throw statecut::OptionError("--prompt: the prompt is empty");
   const std::string text = a.has_prompt ? a.prompt : statecut::io::read_input_file(a.prompt_file);
   if (text.empty()) throw std::runtime_error(source + ": the prompt is empty");
-  if (a.device == "cuda" && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no CUDA device available");
+  statecut::require_device_available(torch::Device(a.device));
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   if (a.gen.sampling.temperature == 0)  // once the options are known good: a refusal is a failed run's only line
     statecut::cli::warn_ignored(app, {"--top-k", "--top-p", "--seed"}, "at --temperature 0 (greedy: nothing is drawn)");

@@ -19,6 +19,7 @@
 #include "optimized/models/weight_source.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
+#include "optimized/models/device_check.h"
 
 namespace {
 
@@ -59,8 +60,7 @@ int run_logits(const LogitsArgs& a) {
   statecut::cli::require_safetensors_out(a.out);
   statecut::require_new_output_file(a.out, "--out");  // as prune and rank refuse theirs
   const torch::Dtype dtype = a.dtype == "bf16" ? torch::kBFloat16 : a.dtype == "f64" ? torch::kFloat64 : torch::kFloat32;
-  if (a.device == "cuda" && !torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: no CUDA device available");
+  statecut::require_device_available(torch::Device(a.device));
   const torch::Device device = a.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   torch::Tensor ids = a.text.empty() ? read_input_ids(a.tokens) : torch::Tensor();
   auto model = statecut::load_causal_lm(a.checkpoint, dtype, device);

@@ -16,6 +16,7 @@
 #include "optimized/io/checkpoint.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
+#include "optimized/models/device_check.h"
 
 namespace {
 
@@ -45,7 +46,7 @@ constexpr const char* kFooter =
 
 statecut::RankReport run_rank(const std::string& ckpt, const RankArgs& a, const std::string& label) {
   torch::Device dev(a.device);
-  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
+  statecut::require_device_available(dev);
   const auto tok = statecut::Tokenizer::for_checkpoint(ckpt, a.tokenizer);
   auto model = statecut::load_causal_lm(ckpt, torch::kFloat32, dev);
   // Before the forward: a model of softmax-attention layers only has no state to analyse.

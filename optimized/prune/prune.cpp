@@ -20,6 +20,7 @@
 #include "optimized/prune/eigen_tensor.h"
 #include "optimized/prune/prune_record.h"
 #include "reference/selectors.h"
+#include "optimized/models/device_check.h"
 
 namespace statecut {
 namespace fs = std::filesystem;
@@ -170,8 +171,7 @@ struct CalibrationRun {
 /// what `opt.method` needs (features, rows, RMS, gradients or PCA statistics). Sets the load/calibrate timings.
 CalibrationRun calibrate_for_method(const PruneOptions& opt, const json& cfg, const Progress& progress,
                                     PruneResult& res, std::chrono::steady_clock::time_point t0) {
-  torch::Device dev(opt.device);
-  if (dev.is_cuda() && !torch::cuda::is_available()) throw std::runtime_error("--device cuda: no CUDA device available");
+  torch::Device dev(opt.device);  // available: select_for_checkpoint checked it
   // The checkpoint first: a broken one is named as such before its text is tokenised.
   CalibrationNeeds needs = calibration_needs(method_of(opt.method), opt.faithful);
   res.streamed_weights = should_stream_weights(opt.stream_weights, opt.checkpoint, dev, needs.grad);
@@ -261,6 +261,8 @@ ref::HeadInputs selection_inputs(const LayerCalibration& lc, ref::SelectMethod m
 
 PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progress) {
   validate_prune_options(opt);
+  // Every method, the data-free ones too: --device cuda on a machine without one is refused, not run on the CPU.
+  require_device_available(torch::Device(opt.device));
   auto t0 = std::chrono::steady_clock::now();
   const json cfg = io::read_config(opt.checkpoint);
   const std::string cfg_path = (fs::path(opt.checkpoint) / "config.json").string();
@@ -354,6 +356,7 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
 
 PruneResult prune_checkpoint(const PruneOptions& opt, const Progress& progress) {
   validate_prune_options(opt);
+  require_device_available(torch::Device(opt.device));
   AtomicDir out(opt.out);  // fails fast on an unwritable or existing --out, before any calibration
   PruneResult res = select_for_checkpoint(opt, progress);
   // A folder pruned before: its steps are kept and the keep sets composed back to the first source.

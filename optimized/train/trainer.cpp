@@ -25,6 +25,7 @@
 #include "optimized/train/loss.h"
 #include "optimized/train/optimizer.h"
 #include "optimized/train/train_io.h"
+#include "optimized/models/device_check.h"
 
 namespace statecut {
 namespace fs = std::filesystem;
@@ -348,7 +349,7 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
   const auto t0 = Clock::now();
   const int rank = dp ? dp->rank() : 0, world = dp ? dp->world_size() : 1;
   torch::Device device(opt.device);
-  if (device.is_cuda() && !torch::cuda::is_available()) trainer_fail("--device cuda: no CUDA device available");
+  require_device_available(device);
   const std::string state_dir = finetune_state_dir(opt.out);
   if (!opt.resume && fs::exists(state_dir))
     trainer_fail(state_dir + ": a saved state exists (--resume continues it; remove it to start over)");

@@ -14,6 +14,7 @@
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
 #include "optimized/verify/verify_checks.h"
+#include "optimized/models/device_check.h"
 
 namespace statecut::verify {
 namespace fs = std::filesystem;
@@ -181,8 +182,11 @@ Report run_verify(const VerifyOptions& opt) {
   ctx.stored_dtype = dominant_dtype(files);
   ctx.run_dtype = ctx.stored_dtype == torch::kFloat16 ? torch::kFloat32 : ctx.stored_dtype;
   ctx.device = torch::Device(opt.device);
-  if (ctx.device.is_cuda() && !torch::cuda::is_available())  // as every other command: not a quiet CPU run
-    throw std::invalid_argument("--device cuda: no CUDA device available");
+  try {  // as every other command: not a quiet CPU run; for verify an input it cannot run on (exit 2)
+    require_device_available(ctx.device);
+  } catch (const DeviceUnavailable& e) {
+    throw std::invalid_argument(e.what());
+  }
   ctx.kind = ctx.model_type == "mamba2" ? RecKind::Mamba2 : RecKind::Delta;
   if (ctx.model_type == "delta_net") ctx.l2norm_qk = ctx.config.value("qk_norm", std::string("l2")) == "l2";
   if (ctx.kind == RecKind::Mamba2) ctx.l2norm_qk = false;

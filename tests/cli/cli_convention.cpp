@@ -165,3 +165,34 @@ TEST(Cli_Convention, aFailureIsExitOneWithOneLine) {
   ASSERT_EQ(convention_lines_of(r.err).size(), 1u) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/ckpt"), std::string::npos) << r.err;
 }
+
+// --device cuda on a machine without a CUDA device: every command refuses it up front with the same one line
+// (optimized/models/device_check.h) and writes nothing — exit 1, verify's "could not run" 2 — rather than run
+// quietly on the CPU. Skipped where a CUDA device exists (the device machine).
+TEST(Cli_Convention, deviceCudaWithoutAGpuIsRefusedTheSameWayByEveryCommand) {
+  const std::string model = (std::filesystem::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+  const std::string text = (std::filesystem::path(STATECUT_SOURCE_DIR) / "assets" / "corpora" / "pydocs_valid.txt").string();
+  TempDir d("nocuda");
+  const CliRun probe = run_statecut("logits --checkpoint " + model + " --text " + text + " --device cuda --out " +
+                                    (d / "probe.safetensors"));
+  if (probe.code == 0) GTEST_SKIP() << "a CUDA device is available here";
+  const std::string needle = "--device cuda: no CUDA device available";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"logits --checkpoint " + model + " --text " + text + " --out " + (d / "l.safetensors"), 1},
+      {"generate --checkpoint " + model + " --prompt hi", 1},
+      {"eval --checkpoint " + model + " --text " + text, 1},
+      {"rank --checkpoint " + model + " --text " + text, 1},
+      {"bench --checkpoint " + model, 1},
+      {"prune --quiet --checkpoint " + model + " --method l1 --ratio 0.5 --out " + (d / "p"), 1},
+      {"finetune --checkpoint " + model + " --no-kd --text " + text + " --steps 1 --out " + (d / "ft"), 1},
+      {"verify --checkpoint " + model, 2},
+  };
+  for (const auto& [args, code] : cases) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_statecut(args + " --device cuda");
+    EXPECT_EQ(r.code, code) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  for (const char* out : {"probe.safetensors", "l.safetensors", "p", "ft"}) EXPECT_FALSE(std::filesystem::exists(d / out)) << out;
+}
