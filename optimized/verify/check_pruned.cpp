@@ -233,7 +233,8 @@ std::string first_differing_row(const torch::Tensor& a, const torch::Tensor& b) 
 /// against the geometry but their values are not compared.
 CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource& src,
                         const std::map<int, std::vector<std::vector<int64_t>>>& keep, bool rotation,
-                        const std::set<std::string>& tuned = {}, RecoveredRotations* recovered = nullptr) {
+                        const std::set<std::string>& tuned = {}, RecoveredRotations* recovered = nullptr,
+                        const std::string& convs_unchecked = "") {
   const std::string& source = sm.dir;
   const std::vector<PrunableLayer>& src_layers = sm.layers;
   CheckResult r;
@@ -321,7 +322,13 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   RotationSummary rot;
   if (!rotated.empty()) {
     std::vector<RotatedHead> heads;
-    for (auto& [key, h] : rotated) heads.push_back(std::move(h));
+    for (auto& [key, h] : rotated) {
+      if (!convs_unchecked.empty())  // the conv filters of this chain follow no one rotation: q/k rows only
+        h.blocks.erase(std::remove_if(h.blocks.begin(), h.blocks.end(),
+                                      [](const RotatedBlock& b) { return b.kind.find("conv") != std::string::npos; }),
+                       h.blocks.end());
+      heads.push_back(std::move(h));
+    }
     rot = check_rotated_heads(*ctx.weights, src, heads, problems, r.where, recovered);
   }
   // config.json: the source's with the family's dk edit, nothing else.
@@ -336,7 +343,9 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   }
   r.figure = static_cast<double>(problems.size());
   // Heads whose T the source does not determine: their rotation is not proven, so the row is not a pass.
-  r.status = !problems.empty() ? Status::Fail : rot.undetermined > 0 ? Status::Skip : Status::Pass;
+  r.status = !problems.empty()                                   ? Status::Fail
+             : rot.undetermined > 0 || !convs_unchecked.empty() ? Status::Skip
+                                                                 : Status::Pass;
   std::vector<std::string> parts;
   if (rows_checked > 0 || !rotation)
     parts.push_back(std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit");
@@ -349,7 +358,7 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   parts.push_back("config = source's + the dk edit (source " + source + ")");
   std::string joined;
   for (const auto& p : parts) joined += (joined.empty() ? "" : "; ") + p;
-  r.message = problems.empty() ? joined : first_problem(problems);
+  r.message = !problems.empty() ? first_problem(problems) : convs_unchecked.empty() ? joined : convs_unchecked + "; " + joined;
   r.details["problems"] = problems;
   return r;
 }
@@ -550,6 +559,7 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     } catch (const std::exception&) {  // not the first source after all: the step's own selection applies
     }
   }
+  std::string convs_unchecked;  // a chain of two or more rotations: why its conv filters are not compared
   if (!composed && rec.contains("original") && rec["original"].is_null() && src_dk > 0 &&
       src_dk != rec.value("head_k_dim", int64_t{-1})) {
     // A step of a chain with a rotation (pca, "original": null) checked against an earlier source: its keep sets
@@ -557,21 +567,24 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     // orthonormal rows, whose conv filters are (Q∘Q)·C (a subset's S∘S is S), so the chain is checked as a rotation
     // of this source. Two rotations do not compose so: (T₂∘T₂)(T₁∘T₁) is not (T₂T₁)∘(T₂T₁).
     const ChainRotations chain = chain_rotations(rec);
-    if (chain.rotations == 1) {
-      keep.clear();
-      for (const auto& L : sm.layers) keep[L.layer] = {};
-      rotation = composed = true;
-      source_note += " (" + std::to_string(chain.steps) + " pruning steps, one a rotation (" + chain.rotated_step +
-                     "): their q/k rows checked as one rotation of this source)";
-    } else {
-      const std::string why =
-          source + " has dk " + std::to_string(src_dk) + ", this step pruned a dk " +
-          std::to_string(rec.value("head_k_dim", int64_t{-1})) + " checkpoint (" + step_source + ") and " +
-          std::to_string(chain.rotations) + " steps of the chain rotated channels (pca): their conv filters compose " +
-          "to no one rotation of this source; give --source " + step_source;
+    if (chain.rotations == 0) {  // "original": null without a rotating step: an edited record, nothing to compose
+      const std::string why = "statecut.json has \"original\": null (a rotation in its chain) but none of its steps "
+                              "rotated, and " + source + " has dk " + std::to_string(src_dk) + ", not the step's " +
+                              std::to_string(rec.value("head_k_dim", int64_t{-1})) + ": give --source " + step_source;
       out.push_back(skipped("pruned.weights", why));
       out.push_back(skipped("pruned.certificate", why));
       return;
+    }
+    keep.clear();
+    for (const auto& L : sm.layers) keep[L.layer] = {};
+    rotation = composed = true;
+    if (chain.rotations == 1) {
+      source_note += " (" + std::to_string(chain.steps) + " pruning steps, one a rotation (" + chain.rotated_step +
+                     "): their q/k rows checked as one rotation of this source)";
+    } else {  // the q/k rows still are Q·W with Q = T₂T₁… orthonormal; only the convs are out of reach
+      convs_unchecked = std::to_string(chain.rotations) + " steps of the chain rotated channels (pca): their q/k rows " +
+                        "are checked as one rotation of " + source + ", their conv filters follow no one rotation of " +
+                        "it (give --source " + step_source + " to check this step's)";
     }
   }
   // Fine-tunes after the surgery — this checkpoint's, and when composed back to the first source every earlier step's:
@@ -606,7 +619,8 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {
     ctx.say("pruned: weights against " + source + source_note);
-    CheckResult w = weights_row(ctx, sm, WeightSource::open_dir(source), keep, rotation, tuned, &recovered);
+    CheckResult w =
+        weights_row(ctx, sm, WeightSource::open_dir(source), keep, rotation, tuned, &recovered, convs_unchecked);
     w.message += source_note;
     out.push_back(std::move(w));
   }

@@ -165,8 +165,8 @@ TEST(Verify_Rotation, aPcaPruneOfEveryFamilyPasses) {
 }
 
 /// A chain with one rotation (l1 then pca, pca then l1) is one rotation Q = S₂·T·S₁ of its first source, conv filters
-/// (Q∘Q)·C: checked so against --source FIRST, and a zeroed k row fails. Two rotations compose to no one rotation of
-/// the first source's convs: skipped, naming the step's own source.
+/// (Q∘Q)·C: checked so against --source FIRST, and a zeroed k row fails. Two rotations still give q/k rows T₂T₁·W,
+/// checked (a zeroed row fails), but conv filters of no one rotation: the row skips, naming the step's own source.
 TEST(Verify_Rotation, aChainWithOneRotationIsCheckedAgainstItsFirstSource) {
   const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
   TempDir tmp("verify-rot-chain");
@@ -179,10 +179,16 @@ TEST(Verify_Rotation, aChainWithOneRotationIsCheckedAgainstItsFirstSource) {
     if (std::string(second) == "pca") prune_pca(first, out);
     else prune_l1(first, out);
     const CheckResult ok = weights_row(out, src);
-    if (first == pca && std::string(second) == "pca") {
+    if (first == pca && std::string(second) == "pca") {  // q/k rows checked, convs out of reach: skipped
       EXPECT_EQ(ok.status, Status::Skip) << ok.message;
-      EXPECT_TRUE(mentions(ok.message, "2 steps of the chain rotated channels (pca)")) << ok.message;
+      EXPECT_TRUE(mentions(ok.message, "2 steps of the chain rotated channels (pca): their q/k rows are checked as one "
+                                       "rotation of " + src)) << ok.message;
       EXPECT_TRUE(mentions(ok.message, "give --source " + pca)) << ok.message;
+      EXPECT_TRUE(mentions(ok.message, "16 rotated heads are one orthonormal T")) << ok.message;
+      edit_tensor(out, kLayer1 + "k_proj.weight", [](torch::Tensor& t) { t[3].zero_(); });
+      const CheckResult bad = weights_row(out, src);
+      EXPECT_EQ(bad.status, Status::Fail) << bad.message;
+      EXPECT_TRUE(mentions(bad.message, "layer 1 head 0: channel 3 of the rotation")) << bad.message;
       continue;
     }
     EXPECT_EQ(ok.status, Status::Pass) << ok.message;
