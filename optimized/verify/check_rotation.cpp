@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "optimized/verify/verify_context.h"
 #include "optimized/verify/verify_report.h"
@@ -90,7 +91,20 @@ RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSour
                                     const std::vector<RotatedHead>& heads, std::vector<std::string>& problems,
                                     std::string& where, RecoveredRotations* recovered) {
   RotationSummary sum;
+  // raw() copies a whole tensor, and every head of a layer reads the same q/k/conv tensors: one layer's copies are kept
+  // while its heads are checked (heads come in layer order; out of order would only cost copies).
+  std::map<std::string, torch::Tensor> pruned_raw, source_raw;
+  int cached_layer = -1;
+  const auto raw = [](const WeightSource& ws, std::map<std::string, torch::Tensor>& cache, const std::string& name) {
+    auto it = cache.find(name);
+    if (it == cache.end()) it = cache.emplace(name, ws.raw(name)).first;
+    return it->second;
+  };
   for (const RotatedHead& h : heads) {
+    if (h.layer != cached_layer) {
+      pruned_raw.clear(), source_raw.clear();
+      cached_layer = h.layer;
+    }
     const std::string at = at_head(h.layer, h.head);
     Stack lin, sq;  // T-rotated blocks (q, k, a bias beside them) and (T∘T)-rotated ones (the convs and their bias)
     double u = 0, eta = 0;  // the coarsest stored dtype among the head's pruned blocks: u|x| + η
@@ -104,7 +118,7 @@ RotationSummary check_rotated_heads(const WeightSource& pruned, const WeightSour
                      [&](const RotatedBlock* a, const RotatedBlock* b) { return order_of(a->kind) < order_of(b->kind); });
     for (const RotatedBlock* bp : order) {
       const RotatedBlock& b = *bp;
-      const torch::Tensor pt = pruned.raw(b.tensor), st = src.raw(b.tensor);
+      const torch::Tensor pt = raw(pruned, pruned_raw, b.tensor), st = raw(src, source_raw, b.tensor);
       u = std::max(u, unit_roundoff(pt.scalar_type()));
       eta = std::max(eta, subnormal_half_spacing(pt.scalar_type()));
       (b.kind.find("conv") != std::string::npos ? sq : lin).add(b, pruned_rows(pt, b.rows), source_rows(st, b.src_row0, h.dk));
