@@ -59,6 +59,7 @@ void validate_prune_options(const PruneOptions& opt) {
       throw OptionError("--keep-from replaces --method/--ratio/--keep: give only one of them");
     if (!fs::is_regular_file(opt.keep_from)) throw std::runtime_error(opt.keep_from + ": keep file not found");
     if (opt.out.empty()) throw OptionError("--out DIR is required");
+    require_device_available(torch::Device(opt.device));
     return;
   }
   if (opt.method.empty()) throw OptionError("give --method (rand, l1, swanda, grad, drrqr, pca) or --keep-from FILE");
@@ -86,6 +87,9 @@ void validate_prune_options(const PruneOptions& opt) {
         throw std::runtime_error(c + ": calibration file: " + why);
   }
   if (opt.out.empty()) throw OptionError("--out DIR is required");
+  // Every method, the data-free ones too: --device cuda on a machine without one is refused, not run on the CPU
+  // (after the option checks, so a usage error still wins: exit 2 before this exit 1).
+  require_device_available(torch::Device(opt.device));
 }
 
 namespace {
@@ -261,8 +265,6 @@ ref::HeadInputs selection_inputs(const LayerCalibration& lc, ref::SelectMethod m
 
 PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progress) {
   validate_prune_options(opt);
-  // Every method, the data-free ones too: --device cuda on a machine without one is refused, not run on the CPU.
-  require_device_available(torch::Device(opt.device));
   auto t0 = std::chrono::steady_clock::now();
   const json cfg = io::read_config(opt.checkpoint);
   const std::string cfg_path = (fs::path(opt.checkpoint) / "config.json").string();
@@ -356,7 +358,6 @@ PruneResult select_for_checkpoint(const PruneOptions& opt, const Progress& progr
 
 PruneResult prune_checkpoint(const PruneOptions& opt, const Progress& progress) {
   validate_prune_options(opt);
-  require_device_available(torch::Device(opt.device));
   AtomicDir out(opt.out);  // fails fast on an unwritable or existing --out, before any calibration
   PruneResult res = select_for_checkpoint(opt, progress);
   // A folder pruned before: its steps are kept and the keep sets composed back to the first source.

@@ -55,7 +55,8 @@ bool method_needs_calibration(const std::string& method);
 /// or the faithful rows) or pca's moments. What prune selects on, and what verify recomputes.
 ref::HeadInputs selection_inputs(const LayerCalibration& lc, ref::SelectMethod method, int64_t head);
 
-/// Checks the options without touching the model (method, ratio/keep, select, device, calib files exist).
+/// Checks the options without touching the model (method, ratio/keep, select, device — and that a CUDA device asked
+/// for exists —, calib files exist).
 void validate_prune_options(const PruneOptions& opt);
 
 /// Everything but writing: calibration + selection (used by prune_checkpoint and by tests/benchmarks).
