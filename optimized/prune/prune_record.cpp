@@ -58,6 +58,15 @@ std::map<int, std::vector<std::vector<int64_t>>> by_layer(const std::vector<Laye
 
 }  // namespace
 
+PruningStep pruning_step_kind(const json& step) {
+  if (!step.is_object() || !step.contains("selection")) return PruningStep::None;
+  const json& sel = step["selection"];
+  if (sel.is_object() && sel.contains("layers") && sel["layers"].is_array())
+    for (const auto& l : sel["layers"])
+      if (l.is_object() && !l.contains("keep")) return PruningStep::Rotation;
+  return PruningStep::Subset;
+}
+
 std::string compact_record_text(const json& j) {
   std::string out;
   write(j, 0, out);
@@ -81,13 +90,9 @@ json with_pruning_history(json record, const std::string& source_dir) {
   // A record of no pruning (statecut train, a finetune of an unpruned model): this step's source is the first one.
   if (!prev.contains("selection") && !prev.contains("original")) return record;
   // The previous step's keep sets against the first source: its "original", or its own selection (one step).
-  const bool this_rotates = !record.contains("selection") || !record["selection"].contains("layers") ||
-                            record["selection"]["layers"].empty() ||
-                            !record["selection"]["layers"][0].contains("keep");
+  const bool this_rotates = pruning_step_kind(record) != PruningStep::Subset;
   const bool prev_rotates = prev.contains("original") ? prev["original"].is_null()
-                                                      : !(prev.contains("selection") && prev["selection"].contains("layers") &&
-                                                          !prev["selection"]["layers"].empty() &&
-                                                          prev["selection"]["layers"][0].contains("keep"));
+                                                      : pruning_step_kind(prev) != PruningStep::Subset;
   if (this_rotates || prev_rotates) {
     record["original"] = nullptr;  // a rotation is no subset of the original channels
     return record;

@@ -19,6 +19,12 @@
 
 namespace statecut {
 
+/// What one statecut.json step did to the key channels: nothing (no "selection": statecut train, a finetune), kept a
+/// subset of its source's channels (keep sets per layer), or rotated them (pca: a selection layer without "keep").
+/// The one rule by which prune composes "original" and verify reads a record's steps.
+enum class PruningStep { None, Subset, Rotation };
+PruningStep pruning_step_kind(const nlohmann::json& step);
+
 /// `record` (one step, pruning `source_dir`) with "history" and "original" added when `source_dir` holds a
 /// statecut.json; throws std::runtime_error naming that file when it cannot be read or its keep sets do not
 /// compose with this step's (an index outside the previous step's kept channels).

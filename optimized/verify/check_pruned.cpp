@@ -7,6 +7,7 @@
 #include <set>
 
 #include "optimized/io/checkpoint.h"
+#include "optimized/prune/prune_record.h"
 #include "optimized/prune/surgery.h"
 #include "optimized/verify/check_rotation.h"
 #include "optimized/verify/verify_checks.h"
@@ -428,16 +429,12 @@ struct ChainRotations {
 ChainRotations chain_rotations(const json& rec) {
   ChainRotations c;
   const auto visit = [&](const json& step, bool last) {
-    if (!step.is_object() || !step.contains("selection")) {
+    if (pruning_step_kind(step) == PruningStep::None) {
       c = ChainRotations();  // no pruning: the chain starts after it
       return;
     }
     ++c.steps;
-    const json& sel = step["selection"];
-    bool rotates = false;
-    if (sel.is_object() && sel.contains("layers") && sel["layers"].is_array())
-      for (const auto& l : sel["layers"]) rotates = rotates || (l.is_object() && !l.contains("keep"));
-    if (!rotates) return;
+    if (pruning_step_kind(step) != PruningStep::Rotation) return;
     if (++c.rotations == 1) {
       const std::string from = step.contains("source") && step["source"].is_object()
                                    ? step["source"].value("checkpoint", std::string("?"))

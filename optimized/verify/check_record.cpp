@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "optimized/prune/prune_record.h"
 #include "optimized/prune/surgery.h"
 #include "optimized/verify/verify_checks.h"
 
@@ -36,28 +37,22 @@ bool keep_lists_well_formed(const json& kj) {
   return ok;
 }
 
-/// What one record step did to the channels.
-enum class RecordStepKind { NoSelection, Keep, Rotation };
-
-/// The step's kind, and its keep sets when it kept channels; nullopt (with a problem) when its selection is malformed.
-std::optional<RecordStepKind> record_step_of(const json& step, const std::string& where, RecordKeepSets& keep,
-                                std::vector<std::string>& problems) {
-  if (!step.is_object() || !step.contains("selection")) return RecordStepKind::NoSelection;
+/// The step's kind (pruning_step_kind), and its keep sets when it kept channels; nullopt (with a problem) when its selection is malformed.
+std::optional<PruningStep> record_step_of(const json& step, const std::string& where, RecordKeepSets& keep,
+                                          std::vector<std::string>& problems) {
+  const PruningStep kind = pruning_step_kind(step);
+  if (kind == PruningStep::None) return kind;
   const json& sel = step["selection"];
   if (!sel.is_object() || !sel.contains("layers") || !sel["layers"].is_array() || sel["layers"].empty()) {
     problems.push_back(where + ": a selection without layers");
     return std::nullopt;
   }
-  bool rotation = false;
   for (const auto& l : sel["layers"]) {
     if (!l.is_object() || !l.contains("layer") || !l["layer"].is_number_integer()) {
       problems.push_back(where + ": a selection entry without an integer \"layer\"");
       return std::nullopt;
     }
-    if (!l.contains("keep")) {
-      rotation = true;
-      continue;
-    }
+    if (!l.contains("keep")) continue;  // a rotated layer
     const json& kj = l["keep"];
     if (!keep_lists_well_formed(kj)) {
       problems.push_back(where + ": layer " + std::to_string(l["layer"].get<int>()) +
@@ -66,7 +61,7 @@ std::optional<RecordStepKind> record_step_of(const json& step, const std::string
     }
     keep[l["layer"].get<int>()] = kj.get<std::vector<std::vector<int64_t>>>();
   }
-  return rotation ? RecordStepKind::Rotation : RecordStepKind::Keep;
+  return kind;
 }
 
 /// The chain of keep-set steps back to its first source, as prune_record.cpp's "original" should state it.
@@ -82,11 +77,11 @@ bool advance_chain(RecordChain& c, const json& step, const std::string& where, s
   RecordKeepSets keep;
   const auto kind = record_step_of(step, where, keep, problems);
   if (!kind) return false;
-  if (*kind == RecordStepKind::NoSelection) {
+  if (*kind == PruningStep::None) {
     c = RecordChain{};
     return true;
   }
-  if (*kind == RecordStepKind::Rotation || c.state == RecordChain::Rotated) {
+  if (*kind == PruningStep::Rotation || c.state == RecordChain::Rotated) {
     c.state = RecordChain::Rotated;
     c.original.clear();
     ++c.steps;
