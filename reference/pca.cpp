@@ -39,7 +39,7 @@ PcaStats average_stats(const PcaStats& a, const PcaStats& b) {
   return s;
 }
 
-Mat pca_rotation(const Mat& cov, Index r, bool adversarial) {
+PcaDecomposition pca_decomposition(const Mat& cov, Index r, bool adversarial) {
   const Index d = cov.rows();
   if (cov.cols() != d || d < 1) throw ShapeError("pca: covariance must be square and non-empty");
   if (!cov.allFinite()) throw ShapeError("pca: covariance has NaN or Inf");
@@ -48,7 +48,10 @@ Mat pca_rotation(const Mat& cov, Index r, bool adversarial) {
   if (r < 1 || r > d)
     throw ShapeError("pca: rank r = " + std::to_string(r) + " must lie in 1.." + std::to_string(d));
   Eigen::SelfAdjointEigenSolver<Mat> eig(cov);  // eigenvalues ascending
-  Mat T(r, d);
+  PcaDecomposition out;
+  out.eigenvalues = adversarial ? Vec(eig.eigenvalues()) : Vec(eig.eigenvalues().reverse());
+  Mat& T = out.T;
+  T.resize(r, d);
   for (Index a = 0; a < r; ++a) {
     Vec v = eig.eigenvectors().col(adversarial ? a : d - 1 - a);
     Index imax = 0;
@@ -56,8 +59,10 @@ Mat pca_rotation(const Mat& cov, Index r, bool adversarial) {
     if (v(imax) < 0) v = -v;
     T.row(a) = v.transpose();
   }
-  return T;
+  return out;
 }
+
+Mat pca_rotation(const Mat& cov, Index r, bool adversarial) { return pca_decomposition(cov, r, adversarial).T; }
 
 Mat pca_conv_mixing(const Mat& T, const Mat& w) {
   if (T.cols() != w.rows())

@@ -35,6 +35,14 @@ PcaStats average_stats(const PcaStats& a, const PcaStats& b);
 /// Throws ShapeError unless 1 <= r <= dk and cov is square, symmetric and finite.
 Mat pca_rotation(const Mat& cov, Index r, bool adversarial = false);
 
+/// pca_rotation's T and all d eigenvalues of cov in T's order (descending; adversarial: ascending), from one
+/// decomposition: for checks that weigh T's rows by their eigenvalues and gaps (verify's pca certificate).
+struct PcaDecomposition {
+  Mat T;           ///< [r, dk]
+  Vec eigenvalues; ///< [dk]
+};
+PcaDecomposition pca_decomposition(const Mat& cov, Index r, bool adversarial = false);
+
 /// Prop. B.1 mixing of a depthwise filter: w [dk, taps] -> (T∘T) w [r, taps].
 Mat pca_conv_mixing(const Mat& T, const Mat& w);
 

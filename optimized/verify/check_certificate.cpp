@@ -18,7 +18,6 @@
 //   2 e_i — with pca's sign (a flipped one gives −1). The sign matters: the conv and SiLU between the projection and
 //   q·k are not odd. (A 1.3B DeltaNet pruned with CUDA calibration had rows whose two largest entries were nearly
 //   equal: without the lead condition their sign was called flipped.)
-#include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <functional>
 #include <Eigen/QR>
@@ -31,6 +30,7 @@
 #include "optimized/prune/prune.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/text/tokenizer.h"
+#include "reference/pca.h"
 #include "reference/rrqr.h"
 #include "optimized/verify/verify_checks.h"
 
@@ -73,9 +73,9 @@ CheckResult pca_certificate(const Calibration& c, const std::vector<PrunableLaye
           Tt.data_ptr<double>(), kp, dk);
       const torch::Tensor dt = it->second.delta.contiguous();
       const Eigen::Map<const Vec> delta(dt.data_ptr<double>(), kp);
-      const Mat T = ref::pca_rotation(C, kp);
-      Eigen::SelfAdjointEigenSolver<Mat> es(C);
-      const Vec lam = es.eigenvalues().reverse();  // descending
+      const ref::PcaDecomposition pca = ref::pca_decomposition(C, kp);
+      const Mat& T = pca.T;
+      const Vec& lam = pca.eigenvalues;  // descending
       const double top = lam.head(kp).sum();
       const double deficit = 1.0 - (That * C * That.transpose()).trace() / top;
       const double bound = 2.0 * lam.head(kp).cwiseMax(0.0).dot(delta) / top + 1e-5;

@@ -70,17 +70,6 @@ torch::Tensor source_rows(const torch::Tensor& t, int64_t row0, int64_t dk) {
   return t.narrow(0, row0, dk).reshape({dk, -1}).to(torch::kFloat64);
 }
 
-/// Half the smallest subnormal of a stored dtype: the absolute part of its rounding error, |fl(x) − x| ≤ u|x| + η
-/// (u|x| alone fails in the subnormal range, where the spacing stops shrinking).
-double subnormal_half_spacing(torch::Dtype d) {
-  switch (d) {
-    case torch::kFloat16: return std::ldexp(1.0, -25);
-    case torch::kBFloat16: return std::ldexp(1.0, -134);
-    case torch::kFloat64: return 0.0;
-    default: return std::ldexp(1.0, -150);
-  }
-}
-
 /// T̂ known to δ_i ≤ this (|T̂T̂ᵀ − I| then bounded by ≤ 0.21): beyond it a row scaled by 10% could no longer be told
 /// from rounding, and the head is reported as not determined rather than passed.
 constexpr double kMaxDelta = 0.1;

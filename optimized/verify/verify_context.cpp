@@ -244,6 +244,15 @@ double unit_roundoff(torch::Dtype d) {
   }
 }
 
+double subnormal_half_spacing(torch::Dtype d) {
+  switch (d) {
+    case torch::kFloat16: return std::ldexp(1.0, -25);
+    case torch::kBFloat16: return std::ldexp(1.0, -134);
+    case torch::kFloat64: return 0.0;
+    default: return std::ldexp(1.0, -150);
+  }
+}
+
 const char* dtype_label(torch::Dtype d) {
   switch (d) {
     case torch::kFloat64: return "f64";

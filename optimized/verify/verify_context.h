@@ -119,6 +119,9 @@ double rel_err(const Mat& a, const Mat& b);
 double rel_err(const torch::Tensor& a, const torch::Tensor& b);
 /// Unit roundoff of a compute dtype.
 double unit_roundoff(torch::Dtype d);
+/// Half the smallest subnormal of a stored dtype: the absolute part of its rounding error, |fl(x) − x| ≤ u|x| + η
+/// (u|x| alone fails in the subnormal range, where the spacing stops shrinking).
+double subnormal_half_spacing(torch::Dtype d);
 const char* dtype_label(torch::Dtype d);
 
 /// Elapsed-time helper for CheckResult::seconds.

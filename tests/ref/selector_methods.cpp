@@ -131,6 +131,9 @@ TEST(Unit_SelectorPca, topEigenvectorsInOrderAndAdversarial) {
   bottom << 0, 1, 0, 0, 0, 1;
   EXPECT_NEAR((pca_rotation(cov, 2) - top).norm(), 0.0, 1e-14);
   EXPECT_NEAR((pca_rotation(cov, 2, true) - bottom).norm(), 0.0, 1e-14);
+  // The eigenvalues in the rows' order, all three of them.
+  EXPECT_NEAR((pca_decomposition(cov, 2).eigenvalues - Vec::LinSpaced(3, 3, 1)).norm(), 0.0, 1e-14);
+  EXPECT_NEAR((pca_decomposition(cov, 2, true).eigenvalues - Vec::LinSpaced(3, 1, 3)).norm(), 0.0, 1e-14);
 }
 
 TEST(Unit_SelectorPca, keyOnlyQueryOnlyAndJointStatistics) {

@@ -160,23 +160,16 @@ TEST(Verify_Failures, qRowsKeptButConvChannelsNotFailsPruned) {
 TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
   const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
   TempDir tmp("verify-cert");
-  statecut::PruneOptions o;
-  o.checkpoint = src;
-  o.out = tmp / "pruned";
-  o.method = "drrqr";
-  o.ratio = 0.5;
-  o.calib = {(kRoot / "assets" / "corpora" / "pydocs_train.txt").string()};
-  o.calib_seqs = 4;
-  o.calib_len = 512;
-  statecut::prune_checkpoint(o);
-  auto v = quick(o.out, src);
+  const std::string out = tmp / "pruned";
+  prune_calibrated(src, out, "drrqr", 4, 512);
+  auto v = quick(out, src);
   v.only = {"pruned"};
   const Report ok = run_verify(v);
   const CheckResult& c = row(ok, "pruned.certificate");
   ASSERT_EQ(c.status, Status::Pass) << c.message;
   EXPECT_LE(c.figure, 1.5);
   ASSERT_GT(c.figure, 1.01) << "no swap was needed: the edit below could not break the certificate";
-  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) { j["f"] = 1.01; });
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["f"] = 1.01; });
   const Report bad = run_verify(v);
   const CheckResult& b = row(bad, "pruned.certificate");
   EXPECT_EQ(b.status, Status::Fail);
@@ -186,14 +179,14 @@ TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
   EXPECT_EQ(row(bad, "pruned.weights").status, Status::Pass);  // the weights still match the record
   // A drrqr record without its calibration has nothing to show for its claim: a failure, not a skip (an l1 selection
   // relabelled drrqr passed that way); the same selection applied with --keep-from points at the record it came from.
-  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) {
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
     j["f"] = 1.5;
     j["calibration"] = nullptr;
   });
   const Report nocal = run_verify(v);
   EXPECT_EQ(row(nocal, "pruned.certificate").status, Status::Fail);
   EXPECT_TRUE(contains(row(nocal, "pruned.certificate").message, "method drrqr without its calibration"));
-  edit_json(o.out + "/statecut.json", [](nlohmann::json& j) { j["keep_from"] = "/elsewhere/statecut.json"; });
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["keep_from"] = "/elsewhere/statecut.json"; });
   const Report kf = run_verify(v);
   EXPECT_EQ(row(kf, "pruned.certificate").status, Status::Skip);
   EXPECT_TRUE(contains(row(kf, "pruned.certificate").message, "applied with --keep-from /elsewhere/statecut.json"));

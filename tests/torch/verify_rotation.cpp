@@ -10,19 +10,6 @@ using statecut::verify::run_verify;
 
 bool mentions(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
-/// `statecut prune --method pca` of dir at 50% on a little calibration text.
-void prune_pca(const std::string& dir, const std::string& out) {
-  statecut::PruneOptions o;
-  o.checkpoint = dir;
-  o.out = out;
-  o.method = "pca";
-  o.ratio = 0.5;
-  o.calib = {(kRoot / "assets" / "corpora" / "pydocs_train.txt").string()};
-  o.calib_seqs = 2;
-  o.calib_len = 128;
-  statecut::prune_checkpoint(o);
-}
-
 /// The pruned.weights row of verify --only pruned against the source.
 CheckResult weights_row(const std::string& out, const std::string& src) {
   auto v = quick(out, src);
@@ -33,7 +20,7 @@ CheckResult weights_row(const std::string& out, const std::string& src) {
 /// A pca prune of `src` (in tmp), verified once untouched.
 std::string pruned_pca(const TempDir& tmp, const std::string& src) {
   const std::string out = tmp / "pruned";
-  prune_pca(src, out);
+  prune_calibrated(src, out, "pca");
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Pass) << w.message;
   EXPECT_TRUE(mentions(w.message, "rotated heads are one orthonormal T")) << w.message;
@@ -172,11 +159,11 @@ TEST(Verify_Rotation, aChainWithOneRotationIsCheckedAgainstItsFirstSource) {
   TempDir tmp("verify-rot-chain");
   const std::string l1 = tmp / "l1", pca = tmp / "pca";
   prune_l1(src, l1);
-  prune_pca(src, pca);
+  prune_calibrated(src, pca, "pca");
   for (const auto& [first, second] : {std::pair{l1, "pca"}, std::pair{pca, "l1"}, std::pair{pca, "pca"}}) {
     SCOPED_TRACE(first + " then " + second);
     const std::string out = first + "_" + second;
-    if (std::string(second) == "pca") prune_pca(first, out);
+    if (std::string(second) == "pca") prune_calibrated(first, out, "pca");
     else prune_l1(first, out);
     const CheckResult ok = weights_row(out, src);
     if (first == pca && std::string(second) == "pca") {  // q/k rows checked, convs out of reach: skipped
@@ -209,7 +196,7 @@ TEST(Verify_Rotation, aSourceHeadThatDoesNotDetermineTIsSkippedNotPassed) {
   for (const char* t : {"q_proj.weight", "k_proj.weight"})
     edit_tensor(src, "model.layers.0.attn." + std::string(t), [](torch::Tensor& w) { w[5].zero_(); });
   const std::string out = tmp / "pruned";
-  prune_pca(src, out);
+  prune_calibrated(src, out, "pca");
   const CheckResult w = weights_row(out, src);
   EXPECT_EQ(w.status, Status::Skip) << w.message;
   EXPECT_TRUE(mentions(w.message, "1 rotated heads not determined by the source: layer 0 head 0: the source's q/k rows "

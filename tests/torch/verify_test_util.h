@@ -111,4 +111,18 @@ inline void prune_l1(const std::string& dir, const std::string& out, double rati
   statecut::prune_checkpoint(o);
 }
 
+/// `statecut prune --method <method> --ratio 0.5` of dir on seqs × len tokens of the shipped corpus.
+inline void prune_calibrated(const std::string& dir, const std::string& out, const std::string& method,
+                             int64_t seqs = 2, int64_t len = 128) {
+  statecut::PruneOptions o;
+  o.checkpoint = dir;
+  o.out = out;
+  o.method = method;
+  o.ratio = 0.5;
+  o.calib = {(kRoot / "assets" / "corpora" / "pydocs_train.txt").string()};
+  o.calib_seqs = seqs;
+  o.calib_len = len;
+  statecut::prune_checkpoint(o);
+}
+
 }  // namespace verify_test
