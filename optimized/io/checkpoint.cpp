@@ -189,9 +189,15 @@ std::vector<std::string> Checkpoint::names() const {
 
 bool is_companion_file(const std::string& name) {
   const auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
+  // Remote code (config.json's auto_map, trust_remote_code) by the modules transformers' auto classes name.
+  const bool remote_code = has_suffix(name, ".py") &&
+                           (starts("configuration_") || starts("modeling_") || starts("tokenization_") ||
+                            starts("processing_") || starts("image_processing_") || starts("video_processing_") ||
+                            starts("feature_extraction_"));
   return starts("tokenizer") || name == "special_tokens_map.json" || name == "added_tokens.json" || starts("vocab.") ||
-         name == "merges.txt" || starts("chat_template.") || name == "generation_config.json" ||
-         has_suffix(name, "processor_config.json") || starts("LICENSE");
+         name == "merges.txt" || has_suffix(name, ".tiktoken") || name == "tekken.json" || starts("chat_template.") ||
+         name == "generation_config.json" || has_suffix(name, "processor_config.json") || starts("LICENSE") ||
+         remote_code;
 }
 
 void copy_companion_files(const std::string& src_dir, const std::string& dst_dir) {

@@ -28,9 +28,11 @@ void require_checkpoint_folder(const std::string& dir);
 nlohmann::json read_config(const std::string& dir);
 /// Whether a file of a checkpoint folder (a bare name) is one that prune, finetune and train carry into the folder they
 /// write, unchanged: what the tokenizer, a chat template, generation or a processor reads, and the licence —
-/// tokenizer*, special_tokens_map.json, added_tokens.json, vocab.*, merges.txt, chat_template.*,
-/// generation_config.json, *processor_config.json, LICENSE*. Not the weights, config.json or statecut.json (rewritten),
-/// nor a model card (README: it describes the source model).
+/// tokenizer*, special_tokens_map.json, added_tokens.json, vocab.*, merges.txt, *.tiktoken, tekken.json,
+/// chat_template.*, generation_config.json, *processor_config.json, LICENSE*, and the remote code config.json's
+/// auto_map names (configuration_*.py, modeling_*.py, tokenization_*.py, *processing_*.py, feature_extraction_*.py;
+/// it reads the pruned config's sizes). Not the weights, config.json or statecut.json (rewritten), nor a model card
+/// (README: it describes the source model), nor params.json (a native config, stale once pruned).
 bool is_companion_file(const std::string& name);
 /// Copies every regular top-level file of src_dir that is_companion_file into dst_dir (dst_dir must not hold them).
 void copy_companion_files(const std::string& src_dir, const std::string& dst_dir);

@@ -207,7 +207,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   } else {
     surgery_fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
   }
-  int64_t total = 0;
+  int64_t total = 0, parameters = 0;
   for (const auto& f : files) {
     const auto in = io::SafetensorsFile::open((fs::path(src_dir) / f).string());
     io::SafetensorsWriter w;
@@ -219,11 +219,15 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
         const io::TensorView& v = in.tensor(name);
         w.add_borrowed(v.name, v.dtype, v.shape, v.data, v.nbytes, [&in, &v] { in.release(v); });
         total += static_cast<int64_t>(v.nbytes);
+        int64_t numel = 1;
+        for (int64_t d : v.shape) numel *= d;
+        parameters += numel;
       } else {
         const torch::Tensor& t = it->second;  // lives in `changed` until the function returns
         const size_t nb = static_cast<size_t>(t.numel()) * t.element_size();
         w.add_borrowed(name, io_dtype_of(t.scalar_type()), t.sizes().vec(), t.data_ptr(), nb);
         total += static_cast<int64_t>(nb);
+        parameters += t.numel();
       }
     }
     w.set_metadata(in.metadata());
@@ -231,6 +235,8 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
   }
   if (!index_json.is_null()) {
     index_json["metadata"]["total_size"] = total;
+    // Newer huggingface_hub writes the parameter count too: the source's would be stale.
+    if (index_json["metadata"].contains("total_parameters")) index_json["metadata"]["total_parameters"] = parameters;
     std::ofstream(fs::path(dir) / "model.safetensors.index.json") << python_json_dump(index_json);
   }
   std::ofstream cfg_out(fs::path(dir) / "config.json", std::ios::binary);

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -181,6 +182,47 @@ std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const std::stri
   }
   return out;
 }
+
+/// Whether a tokenizer.json is the fast tokenizer's conversion of a SentencePiece model (Llama 2, Mistral, Gemma,
+/// T5): a byte_fallback BPE, a Unigram model, or the "▁" space marker (Metaspace, Prepend, ByteFallback steps) —
+/// the same tokenizer as the tokenizer.model beside it. Any other json is a tokenizer of its own.
+bool sentencepiece_conversion(const std::string& json_path) {
+  std::ifstream in(json_path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  if (j.contains("model") && j["model"].is_object()) {
+    const nlohmann::json& m = j["model"];
+    if (m.value("type", std::string()) == "Unigram") return true;
+    if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>()) return true;
+  }
+  const std::function<bool(const nlohmann::json&)> marks = [&](const nlohmann::json& x) {
+    if (x.is_object()) {
+      const std::string type = x.contains("type") && x["type"].is_string() ? x["type"].get<std::string>() : "";
+      if (type == "Metaspace" || type == "Prepend" || type == "ByteFallback") return true;
+      for (const auto& [key, v] : x.items())
+        if (marks(v)) return true;
+    } else if (x.is_array()) {
+      for (const auto& v : x)
+        if (marks(v)) return true;
+    }
+    return false;
+  };
+  for (const char* part : {"normalizer", "pre_tokenizer", "decoder"})
+    if (j.contains(part) && marks(j[part])) return true;
+  return false;
+}
+
+/// Tokenizer files of formats statecut does not read (slow-tokenizer vocabularies, tiktoken, Mistral's tekken,
+/// SentencePiece models under other names): the first one a folder holds, "" when none.
+std::string unread_tokenizer_file(const std::string& dir) {
+  for (const char* name : {"vocab.json", "merges.txt", "vocab.txt", "spiece.model", "sentencepiece.bpe.model",
+                           "tokenizer.tiktoken", "qwen.tiktoken", "tekken.json"}) {
+    std::error_code ec;
+    if (fs::exists(fs::path(dir) / name, ec)) return name;
+  }
+  return "";
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer() : impl_(std::make_unique<Impl>()) {}
@@ -217,15 +259,21 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
   }
   const bool has_json = fs::exists(json_path);
   if (has_json && fs::exists(path)) {
-    // Both: tokenizer.json is what transformers' (fast) tokenizer reads. It wins whenever statecut reads it; a json
-    // statecut does not read (SentencePiece-style byte_fallback BPE: Llama 2, Mistral, Gemma) leaves tokenizer.model,
+    // Both: tokenizer.json is what transformers' (fast) tokenizer reads. It wins whenever statecut reads it. Only a
+    // json that converts the SentencePiece model (byte_fallback BPE: Llama 2, Mistral, Gemma) leaves tokenizer.model,
     // the same vocabulary, except for tokens the json adds beyond it (a fine-tune's <|im_start|>): encode() refuses
-    // text that holds one instead of splitting it into pieces HF would not.
+    // text that holds one instead of splitting it into pieces HF would not. Any other json statecut cannot read is
+    // an error: the model beside it may be another tokenizer, and its ids would be wrong without a word.
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
     try {
       return for_tokenizer_json(json_path);
-    } catch (const std::exception&) {  // not a BPE statecut reads: the SentencePiece model below
+    } catch (const std::exception&) {
+      if (!sentencepiece_conversion(json_path)) throw;
     }
+#else
+    if (!sentencepiece_conversion(json_path))
+      throw std::runtime_error(json_path + ": a tokenizer.json of its own beside tokenizer.model, and this build "
+                               "reads no tokenizer.json (built without PCRE2)");
 #endif
     Tokenizer spm = for_checkpoint_sentencepiece(path);
     spm.impl_->json_path = json_path;
@@ -234,6 +282,14 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
   }
   if (!fs::exists(path)) {
     if (has_json) return for_tokenizer_json(json_path);
+    // A tokenizer in a format statecut does not read: text cannot be read, whatever the vocabulary.
+    const std::string unread = unread_tokenizer_file(dir);
+    if (!unread.empty()) {
+      t.impl_->unavailable = (fs::path(dir) / unread).string() +
+                             ": a tokenizer file statecut does not read (it reads tokenizer.json and tokenizer.model; "
+                             "transformers' save_pretrained of the fast tokenizer writes tokenizer.json)";
+      return t;
+    }
     // Byte-level only when the checkpoint says so: any other vocabulary read as raw bytes gives meaningless ids.
     const int64_t vocab = io::config_vocab_size(io::read_config(dir));
     if (vocab == 256) return t;

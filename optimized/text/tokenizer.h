@@ -1,9 +1,13 @@
 /// Text → token ids for a checkpoint, chosen by what the folder holds (never silently):
 ///   tokenizer.json         byte-level BPE (bpe_tokenizer.h: Qwen2/3/3.5, GPT-2, Llama-3 style), also beside a
 ///                          tokenizer.model: it is what transformers' fast tokenizer reads
-///   tokenizer.model        SentencePiece, when there is no tokenizer.json statecut reads (Llama 2, Mistral and
-///                          Gemma ship a byte_fallback BPE json beside it); text holding one of the json's added
-///                          tokens with an id past the model's vocabulary is refused (SentencePiece cannot give it)
+///   tokenizer.model        SentencePiece, when there is no tokenizer.json, or beside the json only when that json
+///                          converts this model (byte_fallback BPE, Unigram or the U+2581 space marker: Llama 2,
+///                          Mistral, Gemma): the same tokenizer. Text holding one of the json's added tokens with an id
+///                          past the model's vocabulary is refused (SentencePiece cannot give it). Any other json
+///                          statecut cannot read is its error, never a silent switch to the model
+///   only other tokenizer   vocab.json / merges.txt (slow BPE), vocab.txt, spiece.model, *.tiktoken, tekken.json:
+///   files                  none, naming the file (never byte-level, whatever the vocabulary)
 ///   neither, vocab 256     byte-level (ids 0..255, one per UTF-8 byte: what the shipped byte models use)
 ///   neither, other vocab   none: token files still work, but encode() and bytes_of() throw a line naming the
 ///                          folder (raw bytes would be meaningless ids for such a model)

@@ -1,6 +1,8 @@
 // `statecut prune` end to end on the shipped model and the shared fixtures: fla's pruned checkpoints reproduced
 // byte for byte and their logits, a pruned model equal to one sliced by hand here, --keep dk = identity,
 // reproducible bytes, every method loads back with the pruned shapes, and bad input leaves nothing behind.
+#include <cstring>
+
 #include "tests/cli/prune_cli_util.h"
 
 using namespace pipeline_cli;
@@ -275,17 +277,21 @@ TEST(BadInput_Prune, keepFileThatDoesNotFitTheModelNamesTheFile) {
 }
 
 // The files a tokenizer, a chat template, generation or a processor read travel with the pruned weights unchanged,
-// and so does the licence (a pruned Qwen3.5 lost its chat_template.jinja, vocab.json and merges.txt); the model card
-// describes the source model and stays behind.
+// and so does the licence (a pruned Qwen3.5 lost its chat_template.jinja, vocab.json and merges.txt), and the remote
+// code config.json's auto_map names (trust_remote_code found no modeling_*.py: audit 24 D2); the model card describes
+// the source model and stays behind, as do a native params.json (stale once pruned) and scripts of other names.
 TEST(Cli_Prune, companionFilesTravelWithThePrunedWeights) {
   TempDir d("companions");
   const fs::path src = d.path / "src";
   fs::create_directories(src);
   for (const auto& e : fs::directory_iterator(kModel)) fs::copy(e.path(), src / e.path().filename());
   const std::vector<std::string> carried = {"chat_template.jinja", "vocab.json", "merges.txt", "added_tokens.json",
-                                            "preprocessor_config.json", "generation_config.json", "LICENSE"};
+                                            "preprocessor_config.json", "generation_config.json", "LICENSE",
+                                            "configuration_delta_net.py", "modeling_delta_net.py", "qwen.tiktoken",
+                                            "tekken.json"};
   for (const auto& f : carried) std::ofstream(src / f) << "{\"file\": \"" << f << "\"}\n";
-  std::ofstream(src / "README.md") << "# the source model's card\n";
+  const std::vector<std::string> left = {"README.md", "params.json", "convert.py"};
+  for (const auto& f : left) std::ofstream(src / f) << "# not carried\n";
   const CliRun r = run_statecut("prune --quiet --checkpoint " + src.string() + " --method l1 --ratio 0.5 --out " +
                                 (d / "out"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -293,7 +299,53 @@ TEST(Cli_Prune, companionFilesTravelWithThePrunedWeights) {
     ASSERT_TRUE(fs::exists(d.path / "out" / f)) << f << " left behind";
     EXPECT_EQ(slurp(d.path / "out" / f), slurp(src / f)) << f;
   }
-  EXPECT_FALSE(fs::exists(d.path / "out" / "README.md"));
+  for (const auto& f : left) EXPECT_FALSE(fs::exists(d.path / "out" / f)) << f;
+}
+
+// A sharded checkpoint (two shards and their index) prunes to the same tensors as its single-file form, shard by shard,
+// and the index's metadata counts the pruned bytes and parameters (total_parameters stayed the source's: audit 24 D3).
+TEST(Cli_Prune, aShardedCheckpointPrunesAsItsSingleFileFormAndItsIndexCountsThePrunedTensors) {
+  using statecut::io::SafetensorsFile;
+  using statecut::io::SafetensorsWriter;
+  TempDir d("shards");
+  const fs::path src = d.path / "src";
+  fs::create_directories(src);
+  fs::copy_file(kModel / "config.json", src / "config.json");
+  const auto whole = SafetensorsFile::open((kModel / "model.safetensors").string());
+  SafetensorsWriter first, second;
+  json index = {{"metadata", {{"total_size", 1}, {"total_parameters", 1}}}, {"weight_map", json::object()}};
+  for (const auto& n : whole.names()) {
+    const bool in_first = n.find("layers.0.") != std::string::npos || n.find("embeddings") != std::string::npos;
+    (in_first ? first : second).add(whole.tensor(n));
+    index["weight_map"][n] = in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  first.write((src / "model-00001-of-00002.safetensors").string());
+  second.write((src / "model-00002-of-00002.safetensors").string());
+  std::ofstream(src / "model.safetensors.index.json") << index.dump();
+  for (const auto& [from, out] : {std::pair{src, d.path / "sharded"}, std::pair{kModel, d.path / "single"}}) {
+    const CliRun r = run_statecut("prune --quiet --checkpoint " + from.string() + " --method l1 --ratio 0.5 --out " +
+                                  out.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  const json out_index = json::parse(slurp(d.path / "sharded" / "model.safetensors.index.json"));
+  const auto single = SafetensorsFile::open((d.path / "single" / "model.safetensors").string());
+  int64_t bytes = 0, parameters = 0;
+  for (const auto& n : single.names()) {
+    const std::string shard = out_index["weight_map"].at(n).get<std::string>();
+    EXPECT_EQ(shard, index["weight_map"][n].get<std::string>()) << n;
+    const auto f = SafetensorsFile::open((d.path / "sharded" / shard).string());
+    const auto& a = f.tensor(n);
+    const auto& b = single.tensor(n);
+    ASSERT_EQ(a.shape, b.shape) << n;
+    EXPECT_EQ(std::memcmp(a.data, b.data, a.nbytes), 0) << n;
+    bytes += static_cast<int64_t>(a.nbytes);
+    parameters += a.numel();
+  }
+  EXPECT_EQ(out_index["metadata"]["total_size"], bytes);
+  EXPECT_EQ(out_index["metadata"]["total_parameters"], parameters);
+  int64_t source_parameters = 0;
+  for (const auto& n : whole.names()) source_parameters += whole.tensor(n).numel();
+  EXPECT_LT(parameters, source_parameters) << "q/k rows and conv channels removed";
 }
 
 // Sizes that give no valid key head dim are named by the file at fault, never as a budget: prune wrapped dk to 32 bits

@@ -4,6 +4,7 @@
 // UTF-8 length (the model keeps every byte in exactly one piece). Broken models and a missing helper: one line.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdlib>
 #include <filesystem>
@@ -232,6 +233,40 @@ TEST(Unit_Tokenizer, tokenizerJsonBesideATokenizerModelIsTheOneRead) {
   EXPECT_EQ(tok.describe(), "bpe:" + (d.path / "tokenizer.json").string());
   EXPECT_EQ(tok.encode("Hello, world!"), (std::vector<int64_t>{9707, 11, 1879, 0}));
 #endif
+}
+
+// A byte-level tokenizer.json statecut cannot read (here an NFKC normalizer) is its own tokenizer, not a conversion of
+// the tokenizer.model beside it: its error, never the model's other ids in silence (audit 24 D1).
+TEST_F(BadInput_SentencePiece, anUnreadableJsonOfItsOwnIsAnErrorNotASwitchToTheModel) {
+  TempDir d("both");
+  fs::copy_file(kPipelineSpm / "tokenizer.model", d.path / "tokenizer.model");
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(kPipelineRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json"));
+  j["normalizer"] = {{"type", "NFKC"}};
+  std::ofstream(d.path / "tokenizer.json") << j.dump();
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
+  EXPECT_EQ(msg.rfind((d.path / "tokenizer.json").string() + ": ", 0), 0u) << msg;
+#ifdef STATECUT_HAVE_BPE_TOKENIZER
+  EXPECT_NE(msg.find("NFKC"), std::string::npos) << msg;
+#endif
+  // The same json marked as a SentencePiece conversion (Metaspace) leaves the model, as Llama 2's does.
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
+  std::ofstream(d.path / "tokenizer.json") << j.dump();
+  EXPECT_EQ(Tokenizer::for_checkpoint(d.path.string()).describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
+}
+
+// Tokenizer files of a format statecut does not read (GPT-2's slow vocab.json + merges.txt) make text unreadable,
+// naming the file, even where vocab_size 256 would otherwise mean raw bytes (audit 24 D5).
+TEST(Unit_Tokenizer, aSlowTokenizersFilesAreNamedNeverReadAsBytes) {
+  TempDir d("slow");
+  std::ofstream(d.path / "config.json") << R"({"model_type": "delta_net", "vocab_size": 256})";
+  std::ofstream(d.path / "vocab.json") << R"({"a": 0})";
+  std::ofstream(d.path / "merges.txt") << "#version: 0.2\n";
+  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+  EXPECT_FALSE(tok.available());
+  const std::string msg = error_of([&] { tok.encode("hello"); });
+  EXPECT_EQ(msg.rfind((d.path / "vocab.json").string() + ": a tokenizer file statecut does not read", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string(), statecut::TokenizerChoice::Bytes).byte_level());
 }
 
 // Bits per byte divide by the file's own bytes (lm-eval: the document's UTF-8 length), not by the bytes of what the
