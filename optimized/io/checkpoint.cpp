@@ -127,7 +127,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
   }
   for (const fs::path& p : {single, index})
     if (const std::string link = broken_link_problem(p.string()); !link.empty()) throw Error(p.string() + ": " + link);
-  if (!fs::exists(index, ec)) throw Error(dir + ": no model.safetensors or model.safetensors.index.json");
+  if (!fs::exists(index, ec)) throw Error(no_weights_message(dir));
 
   const std::string ip = index.string();
   const json idx = read_json_file(ip);
@@ -166,13 +166,19 @@ Checkpoint Checkpoint::open(const std::string& dir) {
 
 const TensorView& Checkpoint::tensor(const std::string& name) const {
   auto it = where_.find(name);
-  if (it == where_.end()) throw Error(dir_ + ": missing tensor '" + name + "'");
+  if (it == where_.end())
+    throw Error(dir_ + ": missing tensor '" + name + "'" + other_layout_hint(name, [this](const std::string& n) {
+                  return has(n);
+                }));
   return files_[it->second].tensor(name);
 }
 
 const std::string& Checkpoint::file_of(const std::string& name) const {
   auto it = where_.find(name);
-  if (it == where_.end()) throw Error(dir_ + ": missing tensor '" + name + "'");
+  if (it == where_.end())
+    throw Error(dir_ + ": missing tensor '" + name + "'" + other_layout_hint(name, [this](const std::string& n) {
+                  return has(n);
+                }));
   return files_[it->second].path();
 }
 
@@ -185,6 +191,43 @@ std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   for (const auto& kv : where_) out.push_back(kv.first);
   return out;
+}
+
+std::string no_weights_message(const std::string& dir) {
+  std::string other;
+  std::error_code ec;
+  for (const char* f : {"pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "consolidated.safetensors",
+                        "consolidated.00.pth", "model.gguf"})
+    if (fs::exists(fs::path(dir) / f, ec)) {
+      other = f;
+      break;
+    }
+  std::string msg = dir + ": no model.safetensors or model.safetensors.index.json";
+  if (!other.empty())
+    msg += " (" + other + " is a format statecut does not read: transformers' save_pretrained writes safetensors)";
+  return msg;
+}
+
+std::string other_layout_hint(const std::string& name, const std::function<bool(const std::string&)>& has) {
+  std::vector<std::string> alts;
+  const auto swap = [&](const std::string& from, const std::string& to) {
+    const size_t at = name.find(from);
+    if (at != std::string::npos) alts.push_back(name.substr(0, at) + to + name.substr(at + from.size()));
+  };
+  swap("embeddings.", "embedding.");  // mamba_ssm; transformers' Mamba2 load_hook renames it
+  const std::vector<std::string> prefixes = {"model.language_model.", "language_model.model.", "model.", "backbone.", ""};
+  for (const std::string& p : prefixes)
+    if (name.rfind(p, 0) == 0) {
+      const std::string rest = name.substr(p.size());
+      for (const std::string& q : prefixes)
+        if (q != p) alts.push_back(q + rest);
+      break;
+    }
+  for (const std::string& a : alts)
+    if (a != name && has(a))
+      return " (the folder has '" + a + "': another layout's name for it; statecut reads the names transformers " +
+             "and fla save)";
+  return "";
 }
 
 bool is_companion_file(const std::string& name) {

@@ -61,10 +61,19 @@ std::vector<std::string> registered_model_families() {
 }
 
 namespace {
+/// "<config>: no "model_type" string", naming the format when the keys tell it (mamba_ssm's own config).
+std::string no_model_type_message(const std::string& config_origin, const nlohmann::json& config) {
+  std::string msg = config_origin + ": no \"model_type\" string";
+  if (config.is_object() && config.contains("d_model") && (config.contains("ssm_cfg") || config.contains("n_layer")))
+    msg += " (d_model, n_layer, ssm_cfg: a mamba_ssm config; statecut reads transformers' Mamba2 layout, which "
+           "transformers' convert_mamba2_ssm_checkpoint script writes)";
+  return msg;
+}
+
 /// The spec of a config's model_type that can be pruned, or fails naming `origin`.
 const FamilySpec& prunable_family(const nlohmann::json& c, const std::string& origin) {
   if (!c.is_object() || !c.contains("model_type") || !c["model_type"].is_string())
-    throw io::Error(origin + ": missing 'model_type'");
+    throw io::Error(no_model_type_message(origin, c));
   const std::string mt = c["model_type"].get<std::string>();
   const FamilySpec* f = find_family(mt);
   if (!f || !f->prunable_layers || !f->pruned_config) {
@@ -118,6 +127,7 @@ std::vector<std::string> unused_tensors(const WeightSource& w) {
   return out;
 }
 
+
 std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const WeightSource& w, torch::Dtype dtype,
                                           torch::Device device, const std::string& config_origin) {
   register_builtin_families();
@@ -125,7 +135,7 @@ std::unique_ptr<CausalLM> build_causal_lm(const nlohmann::json& config, const We
     throw io::Error(config_origin + ": unsupported model dtype (use f32, bf16 or f64)");
   if (!config.is_object()) throw io::Error(config_origin + ": expected a JSON object");
   auto it = config.find("model_type");
-  if (it == config.end() || !it->is_string()) throw io::Error(config_origin + ": no \"model_type\" string");
+  if (it == config.end() || !it->is_string()) throw io::Error(no_model_type_message(config_origin, config));
   const auto type = it->get<std::string>();
   const FamilySpec* f = find_family(type);
   if (!f) {
@@ -151,7 +161,7 @@ std::unique_ptr<CausalLM> load_from(const std::string& dir, torch::Dtype dtype, 
   // Dispatch (and reject unknown model types) before touching the weights.
   register_builtin_families();
   if (!config.contains("model_type") || !config["model_type"].is_string())
-    throw io::Error(cfg_path + ": no \"model_type\" string");
+    throw io::Error(no_model_type_message(cfg_path, config));
   if (!find_family(config["model_type"].get<std::string>()))
     return build_causal_lm(config, WeightSource::from_tensors({}), dtype, device, cfg_path);  // throws: unknown type
   const WeightSource w = WeightSource::open_dir(dir);

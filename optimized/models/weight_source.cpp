@@ -171,7 +171,10 @@ std::vector<int64_t> WeightSource::shape(const std::string& name) const {
   if (const auto* v = impl_->view(name)) return v->shape;
   auto m = impl_->memory.find(name);
   if (m != impl_->memory.end()) return m->second.sizes().vec();
-  throw io::Error(origin(name) + ": missing tensor '" + name + "'");
+  throw io::Error(origin(name) + ": missing tensor '" + name + "'" +
+                  io::other_layout_hint(name, [this](const std::string& n) {
+                    return impl_->view(n) != nullptr || impl_->memory.count(n) != 0;
+                  }));
 }
 
 bool WeightSource::used(const std::string& name) const {
@@ -193,7 +196,10 @@ torch::Tensor WeightSource::raw(const std::string& name) const {
   }
   auto m = impl_->memory.find(name);
   if (m != impl_->memory.end()) return m->second.detach().to(torch::kCPU);
-  throw io::Error(origin(name) + ": missing tensor '" + name + "'");
+  throw io::Error(origin(name) + ": missing tensor '" + name + "'" +
+                  io::other_layout_hint(name, [this](const std::string& n) {
+                    return impl_->view(n) != nullptr || impl_->memory.count(n) != 0;
+                  }));
 }
 
 torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,

@@ -205,7 +205,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
     for (const auto& [name, shard] : index_json.at("weight_map").items()) shard_set.insert(shard.get<std::string>());
     files.assign(shard_set.begin(), shard_set.end());
   } else {
-    surgery_fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
+    surgery_fail(io::no_weights_message(src_dir));
   }
   int64_t total = 0, parameters = 0;
   for (const auto& f : files) {

@@ -35,7 +35,7 @@ void write_updated_checkpoint(const std::string& src_dir, const std::map<std::st
     files.assign(shards.begin(), shards.end());
     fs::copy_file(index, fs::path(dir) / index.filename());  // tensor sizes and names do not change
   } else {
-    train_io_fail(src_dir + ": no model.safetensors or model.safetensors.index.json");
+    train_io_fail(io::no_weights_message(src_dir));
   }
   std::set<std::string> written;
   for (const auto& f : files) {

@@ -99,15 +99,19 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     problems.push_back(ctx.load_error);
     if (r.where.empty()) r.where = "loader";
   }
-  size_t bound = 0, outside = 0;
+  size_t bound = 0, outside = 0, derived = 0;
   if (ctx.model) {
     std::set<std::string> expected;
     for (const auto& [n, t] : ctx.model->named_parameters()) expected.insert(n);
     bound = expected.size();
     for (const auto& n : stored) {
       if (expected.count(n)) continue;
-      if (outside_the_language_model(n) || set_aside_by_the_loaders(n, ctx.config)) {
+      if (outside_the_language_model(n)) {
         ++outside;
+        continue;
+      }
+      if (set_aside_by_the_loaders(n, ctx.config)) {
+        ++derived;
         continue;
       }
       problems.push_back(n + ": unexpected tensor (the " + ctx.model_type + " config binds " +
@@ -147,6 +151,8 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
                 dtype_label(ctx.stored_dtype) + ") in " + std::to_string(files.size()) + " file(s), all " +
                 std::to_string(bound) + " bound by the " + ctx.model_type + " loader" +
                 (outside ? " (" + std::to_string(outside) + " of an MTP head or vision tower, not the language model's)"
+                         : std::string()) +
+                (derived ? " (" + std::to_string(derived) + " the loaders derive instead: rotary inv_freq, a tied lm_head)"
                          : std::string()) +
                 ", finite; tokenizer: " + tok_desc;
   } else {

@@ -215,6 +215,32 @@ TEST_F(BadInput_CliCheckpoint, missingTensor) {
   expect_checkpoint_failure(ck, {"missing tensor 'model.norm.weight'"});
 }
 
+// Release layouts statecut does not read are named, not only found wanting (audit 24 D4): a tensor under another
+// layout's name (mamba_ssm's backbone.embedding, here model.embedding), mamba_ssm's own config, weights only in
+// pytorch_model.bin.
+TEST_F(BadInput_CliCheckpoint, aTensorUnderAnotherLayoutsNameIsNamed) {
+  const std::string ck = copy_good(dir);
+  rewrite_weights(ck, [](auto& views, auto& bytes) {
+    views["model.embedding.weight"] = views.at("model.embeddings.weight");
+    bytes["model.embedding.weight"] = bytes.at("model.embeddings.weight");
+    views.erase("model.embeddings.weight");
+    bytes.erase("model.embeddings.weight");
+  });
+  expect_checkpoint_failure(ck, {"missing tensor 'model.embeddings.weight' (the folder has 'model.embedding.weight'"});
+}
+
+TEST_F(BadInput_CliCheckpoint, aMambaSsmConfigIsNamedAsSuch) {
+  const std::string ck = copy_good(dir);
+  std::ofstream(ck + "/config.json") << R"({"d_model": 64, "n_layer": 2, "vocab_size": 256, "ssm_cfg": {"layer": "Mamba2"}})";
+  expect_checkpoint_failure(ck, {ck + "/config.json", "no \"model_type\" string", "a mamba_ssm config"});
+}
+
+TEST_F(BadInput_CliCheckpoint, weightsOnlyInPytorchModelBinAreNamedAsAFormatNotRead) {
+  const std::string ck = copy_good(dir);
+  fs::rename(ck + "/model.safetensors", ck + "/pytorch_model.bin");
+  expect_checkpoint_failure(ck, {"no model.safetensors or model.safetensors.index.json (pytorch_model.bin is a format"});
+}
+
 // A stored weight in a layer the model binds that its config gives no use — here fla's attention-residual weights
 // (attnres_*) under a config that does not ask for them — is refused: computing without it would be a silently wrong
 // model. The config switch itself is refused by name.

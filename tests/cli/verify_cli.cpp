@@ -241,6 +241,15 @@ TEST(Cli_Verify, tokenizerLargerThanTheEmbeddingFailsLoad) {
   EXPECT_TRUE(contains(j["checks"][0]["message"].get<std::string>(),
                        "ids but config.json's vocab_size is 256: text would give ids the model cannot embed"))
       << j["checks"][0]["message"];
+  // Text through it: the tokenizer is named as the file at fault, not the text (which blamed the text: audit 24 D6).
+  const std::string text = (root / "assets" / "corpora" / "pydocs_valid.txt").string();
+  for (const std::string cmd : {"eval", "verify"}) {
+    const auto t = run_statecut(cmd + " --checkpoint " + ck.string() + " --text " + text + " --quiet");
+    EXPECT_EQ(t.code, cmd == "verify" ? 2 : 1) << t.err;
+    EXPECT_TRUE(contains(t.err, "statecut " + cmd + ": error: " + (ck / "tokenizer.json").string() + ": gives id "))
+        << t.err;
+    EXPECT_TRUE(contains(t.err, "more than the model embeds")) << t.err;
+  }
 }
 
 TEST(Cli_Verify, prunedCheckpointPassesWithItsSource) {
