@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "optimized/io/option_error.h"
 #include "optimized/io/remove_tree.h"
 #include "optimized/models/model.h"
+#include "optimized/models/streamed_model.h"
 #include "optimized/text/token_stream.h"
 #include "optimized/prune/prune_record.h"
 #include "optimized/prune/surgery.h"
@@ -387,6 +389,22 @@ FinetuneResult finetune(const FinetuneOptions& opt, const FinetuneCallbacks& cb,
          std::to_string(opt.seq_len));
   std::vector<TokenStream> eval_streams;
   for (const auto& f : opt.eval_text) eval_streams.push_back(read_tokens(f, tok, student->vocab_size()));
+  // A micro-batch holds at least its fp32 logits and their gradient (and the teacher's logits): a --batch far past the
+  // memory is refused here in one line; the kernel's OOM killer ended the process without a word (audit 22b D10).
+  if (device.is_cpu()) {
+    const int64_t avail = available_memory_bytes();
+    const double need = static_cast<double>(opt.batch) * static_cast<double>(opt.seq_len) *
+                        static_cast<double>(student->vocab_size()) * 4.0 * (teacher ? 3.0 : 2.0);
+    if (avail > 0 && need > static_cast<double>(avail)) {
+      char msg[256];
+      std::snprintf(msg, sizeof msg,
+                    "--batch %lld x --seq-len %lld: a micro-batch's fp32 logits and their gradient%s alone take %.1f GB, "
+                    "more than the %.1f GB available; lower --batch (--accum keeps the step's size)",
+                    static_cast<long long>(opt.batch), static_cast<long long>(opt.seq_len),
+                    teacher ? " (and the teacher's)" : "", need / 1e9, static_cast<double>(avail) / 1e9);
+      trainer_fail(msg);
+    }
+  }
 
   Trainable tr = make_trainable(*student, *master, opt);
   AdamW adam(tr.params, AdamWConfig{opt.lr, 0.9, 0.95, 1e-15, opt.weight_decay});

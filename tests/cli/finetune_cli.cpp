@@ -171,6 +171,8 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
       {student + teacher + " --text " + text + " --device tpu", "--device", 2},
       // diverged (NaN weights that every command would refuse): an error with nothing written, not a checkpoint
       {student + teacher + " --text " + text + " --steps 3 --lr 1e30", "training diverged"},
+      // a micro-batch whose logits alone exceed the memory: refused before it is built (the OOM killer ended it)
+      {student + teacher + " --text " + text + " --batch 1000000000", "lower --batch"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
