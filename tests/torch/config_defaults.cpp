@@ -58,6 +58,21 @@ TEST(Golden_ConfigDefaults, qwenWithoutARotaryFactorRotatesAQuarterOfEachHead) {
   }
 }
 
+// transformers renames the legacy layer types on load ("mamba" -> linear_attention, "attention" -> full_attention,
+// remap_legacy_layer_types): a config written with them is the fixture's own model, not a refused one (audit 24 D7).
+TEST(Golden_ConfigDefaults, qwenLegacyLayerTypeNamesAreTheCurrentOnes) {
+  for (const char* name : {"hf_qwen3_5", "hf_qwen3_next"}) {
+    const std::string dir = golden_hf::fixture_dir(name);
+    if (dir.empty()) GTEST_SKIP() << "fixture " << name << " not found";
+    json c = fixture_config(dir);
+    ASSERT_TRUE(c["layer_types"].is_array()) << name;
+    for (auto& t : c["layer_types"]) t = t == "full_attention" ? "attention" : "mamba";
+    auto model = build_causal_lm(c, WeightSource::open_dir(dir), torch::kFloat32, torch::kCPU);
+    golden_hf::expect_matches_golden(*model, WeightSource::open_file(dir + "/golden.safetensors"), "run0",
+                                     RecurrenceMode::Recurrent, 5e-4, name, /*n_hidden=*/5);
+  }
+}
+
 // The fixtures state head_dim 32, one key-value head and no experts; without the keys the config means transformers'
 // defaults, which these weights do not have: the load names the tensor whose shape the default implies.
 TEST(BadInput_ConfigDefaults, qwenWithoutHeadSizesTakesTransformersDefaults) {

@@ -309,7 +309,10 @@ std::vector<bool> qwen_full_attention_layers(const nlohmann::json& c, int64_t nu
       config_error(origin, "'layer_types' has " + std::to_string(lt.size()) + " entries for " +
                              std::to_string(num_layers) + " layers");
     for (const auto& t : lt) {
-      const std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      std::string s = t.is_string() ? t.get<std::string>() : t.dump();
+      // transformers (>= 5.13) renames the legacy spellings on load (remap_legacy_layer_types)
+      if (s == "mamba") s = "linear_attention";
+      if (s == "attention") s = "full_attention";
       if (s != "linear_attention" && s != "full_attention")
         config_error(origin, "'layer_types': unknown layer type '" + s + "'");
       full.push_back(s == "full_attention");
