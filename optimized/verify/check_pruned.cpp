@@ -3,6 +3,7 @@
 // the ones the weights imply when there is no record, or as one rotation of the first source for a chain with a pca
 // step — and pruned.certificate re-derives the method's claim (check_certificate.cpp).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -261,10 +262,17 @@ void check_pruned(Context& ctx, std::vector<CheckResult>& out) {
     for (const auto& h : rec["history"])
       if (h.is_object()) take_all(h);
   if (any_tune && !tuned_known) {
-    out.push_back(skipped("pruned.weights", "fine-tuned after pruning (statecut.json \"finetune\"" +
-                                                std::string(composed ? ", in an earlier step" : "") +
-                                                ", without the names of the tensors it changed): the record and the "
-                                                "shapes are checked"));
+    // statecut finetune names every tensor it changed; an entry without the names cannot say which tensors may differ
+    // from the source, and skipping the comparison let one line of JSON switch the whole row off (audit 25 F4).
+    CheckResult w;
+    w.name = "pruned.weights";
+    w.status = Status::Fail;
+    w.figure = NAN;
+    w.where = "statecut.json";
+    w.message = rec_path.string() + ": a \"finetune\" entry" + (composed ? " of an earlier step" : "") +
+                " without \"changed_tensors\", which statecut finetune writes: which tensors may differ from the "
+                "source is unknown, so none can be compared";
+    out.push_back(std::move(w));
   } else if (!ctx.weights) {
     out.push_back(skipped("pruned.weights", "the weights do not open: " + ctx.load_error));
   } else {

@@ -186,28 +186,58 @@ std::string first_differing_row(const torch::Tensor& a, const torch::Tensor& b) 
 std::map<int, std::vector<std::vector<int64_t>>> infer_keep(const Context& ctx, const WeightSource& src,
                                                             const std::vector<PrunableLayer>& src_layers,
                                                             std::vector<std::string>& unmatched) {
+  // One channel's rows in every block the surgery cuts (q, k, their convs and biases): a channel is matched to a
+  // source channel equal in all of them, so identical q rows (dead channels, exactly zero in a trained model) are told
+  // apart by their k rows and conv filters; q rows alone gave such a channel the first equal one (audit 25 F5).
+  struct Block {
+    torch::Tensor pruned, source;
+    int64_t p_off, p_stride, s_off, s_stride;
+  };
   std::map<int, std::vector<std::vector<int64_t>>> keep;
   for (const auto& P : ctx.layers) {
     const PrunableLayer* L = nullptr;
     for (const auto& x : src_layers)
       if (x.layer == P.layer) L = &x;
     if (!L || L->num_key_heads != P.num_key_heads || L->q_weight != P.q_weight) continue;  // the geometry check names it
-    const torch::Tensor a = ctx.weights->raw(P.q_weight), b = src.raw(L->q_weight);
-    const int64_t ps = head_row_stride(P.q_row_stride, P.head_k_dim), ss = head_row_stride(L->q_row_stride, L->head_k_dim);
+    std::vector<Block> blocks;
+    const auto add = [&](const std::string& pt, int64_t p_off, int64_t p_stride, const std::string& st, int64_t s_off,
+                         int64_t s_stride) {
+      if (pt.empty() || st.empty() || !ctx.weights->has(pt) || !src.has(st)) return;
+      blocks.push_back({ctx.weights->raw(pt), src.raw(st), p_off, p_stride, s_off, s_stride});
+      const std::string pb = bias_of(pt), sb = bias_of(st);
+      if (!pb.empty() && ctx.weights->has(pb) && src.has(sb))
+        blocks.push_back({ctx.weights->raw(pb), src.raw(sb), p_off, p_stride, s_off, s_stride});
+    };
+    add(P.q_weight, P.q_row_offset, head_row_stride(P.q_row_stride, P.head_k_dim), L->q_weight, L->q_row_offset,
+        head_row_stride(L->q_row_stride, L->head_k_dim));
+    add(P.k_weight, P.k_row_offset, head_row_stride(P.k_row_stride, P.head_k_dim), L->k_weight, L->k_row_offset,
+        head_row_stride(L->k_row_stride, L->head_k_dim));
+    add(P.q_conv, P.q_conv_offset, P.head_k_dim, L->q_conv, L->q_conv_offset, L->head_k_dim);
+    add(P.k_conv, P.k_conv_offset, P.head_k_dim, L->k_conv, L->k_conv_offset, L->head_k_dim);
+    if (blocks.empty()) continue;  // no q/k rows to match: the weights row names what is missing
+    const Block& q = blocks.front();
+    // Whether pruned channel i of head h equals source channel c in the first `n` blocks (1: the q rows alone).
+    const auto equal = [&](int h, int64_t i, int64_t c, size_t n) {
+      for (size_t k = 0; k < n && k < blocks.size(); ++k) {
+        const Block& B = blocks[k];
+        const int64_t pr = B.p_off + h * B.p_stride + i, sr = B.s_off + h * B.s_stride + c;
+        if (pr >= B.pruned.size(0) || sr >= B.source.size(0) || !rows_equal(B.pruned, pr, B.source, sr)) return false;
+      }
+      return true;
+    };
     auto& kl = keep[P.layer];
     for (int h = 0; h < P.num_key_heads; ++h) {
       std::vector<int64_t> kh;
       std::vector<bool> used(static_cast<size_t>(L->head_k_dim), false);
       for (int i = 0; i < P.head_k_dim; ++i) {
-        const int64_t pr = P.q_row_offset + h * ps + i;
         int64_t found = -1;
-        for (int64_t c = 0; pr < a.size(0) && c < L->head_k_dim && found < 0; ++c) {
-          const int64_t sr = L->q_row_offset + h * ss + c;
-          if (!used[static_cast<size_t>(c)] && sr < b.size(0) && rows_equal(a, pr, b, sr)) found = c;
-        }
+        for (const size_t n : {blocks.size(), size_t{1}})  // every block; failing that, the q rows (the rest is named)
+          for (int64_t c = 0; c < L->head_k_dim && found < 0; ++c)
+            if (!used[static_cast<size_t>(c)] && equal(h, i, c, n)) found = c;
         if (found < 0) {
-          unmatched.push_back(P.q_weight + " row " + std::to_string(pr) + " (" + at_head(P.layer, h) + ", q channel " +
-                              std::to_string(i) + ") equals no source q row of that head");
+          unmatched.push_back(P.q_weight + " row " + std::to_string(q.p_off + h * q.p_stride + i) + " (" +
+                              at_head(P.layer, h) + ", q channel " + std::to_string(i) +
+                              ") equals no source q row of that head");
           found = 0;
         }
         used[static_cast<size_t>(found)] = true;

@@ -44,6 +44,14 @@ CheckResult forward_unavailable(const Context& ctx, const std::string& name);
 /// The recurrence threshold of a compute dtype and its one-line reason (shared by reference, chunk-recurrent,
 /// state-carry: all three compare recurrences on the same inputs).
 /// kernels: the layer runs the CUDA kernels (bf16/fp16 on CUDA), whose chunk form takes TF32 operands.
-double recurrence_threshold(torch::Dtype compute, bool kernels, std::string* reason);
+/// T: tokens per window; past kGrowthFrom tokens every limit grows by rounding_growth(T).
+double recurrence_threshold(torch::Dtype compute, bool kernels, int64_t T, std::string* reason);
+/// sqrt(T / kGrowthFrom), at least 1. The transitions are non-expansive (||k|| = 1, beta <= 2, decay <= 1), so
+/// rounding is never amplified, but neither is it always damped: beta = 2 (allow_neg_eigval's reflection) keeps the
+/// component along k, and directions no recent key touched keep theirs, so errors of T steps add like a random walk.
+/// Measured on a beta = 2 DeltaNet with near-collinear keys (audit 25): the fp32 recurrence 1.9e-5 from f64 at 256
+/// tokens, 6.7e-5 at 8192, 1.9e-4 at 32768 (~T^0.45); a beta <= 1 model (the shipped one) stays at 4e-7 at 32768.
+constexpr int64_t kGrowthFrom = 512;
+double rounding_growth(int64_t T);
 
 }  // namespace statecut::verify

@@ -74,21 +74,30 @@ TEST(Verify_Failures, nanInOneConvWeightFailsLoadNamingTheTensor) {
 }
 
 /// A prune that `statecut finetune` trained afterwards: its conv weights are no longer the source's bytes. With the
-/// record's "finetune" entry the byte comparison is skipped and the rest passes; without it the same edit fails.
+/// record's "finetune" entry naming the tensor the rest passes; without a finetune entry the same edit fails, and so
+/// does an entry without "changed_tensors" (which statecut finetune always writes): it skipped the whole comparison,
+/// so one line of JSON hid any edit, an o_norm or an embedding no fine-tune touched (audit 25 F4).
 TEST(Verify_Failures, fineTunedPruneSkipsTheByteComparisonOnlyWithItsFinetuneRecord) {
   const std::string src = fixture("fla_delta_net");
   if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
   TempDir tmp("verify-ft");
   const std::string out = tmp / "pruned";
   prune_l1(src, out);
-  edit_tensor(out, "model.layers.0.attn.k_conv1d.weight", [](torch::Tensor& t) { t.add_(0.01); });
+  const std::string conv = "model.layers.0.attn.k_conv1d.weight";
+  edit_tensor(out, conv, [](torch::Tensor& t) { t.add_(0.01); });
   const Report plain = run_verify(quick(out, src));
   EXPECT_EQ(row(plain, "pruned.weights").status, Status::Fail) << "a changed weight without a finetune record";
-  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["finetune"] = {{"steps", 1}}; });
+  edit_json(out + "/statecut.json", [&](nlohmann::json& j) { j["finetune"] = {{"steps", 1}, {"changed_tensors", {conv}}}; });
   const Report tuned = run_verify(quick(out, src));
-  EXPECT_EQ(row(tuned, "pruned.weights").status, Status::Skip);
+  EXPECT_EQ(row(tuned, "pruned.weights").status, Status::Pass) << row(tuned, "pruned.weights").message;
   EXPECT_EQ(row(tuned, "pruned.record").status, Status::Pass);
   EXPECT_TRUE(tuned.passed()) << failures(tuned);
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["finetune"] = {{"steps", 1}}; });
+  const Report unnamed = run_verify(quick(out, src));
+  const CheckResult& w = row(unnamed, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Fail);
+  EXPECT_TRUE(contains(w.message, "without \"changed_tensors\"")) << w.message;
+  EXPECT_EQ(unnamed.exit_code(), 1);
 }
 
 TEST(Verify_Failures, recordWithTwoKeptRowsSwappedFailsPrunedNamingTheHead) {
@@ -258,6 +267,36 @@ TEST(Verify_Failures, withoutARecordTheKeepSetsAreInferredFromTheQRows) {
   EXPECT_TRUE(contains(w.message, "layer 0 head 0")) << w.message;
   EXPECT_EQ(bad.exit_code(), 1);
   EXPECT_TRUE(run_verify(quick(out)).passed()) << "without --source there is nothing to compare: a skip, as before";
+}
+
+// Dead query channels (exactly zero q rows, as trained models have them): without a record each pruned channel is
+// matched to the source channel equal in q, k and the convs together; by its q row alone a zero row took the first
+// zero source row, and the k rows and conv filters then failed against the wrong channel (audit 25 F5).
+TEST(Verify_Failures, deadQueryChannelsAreToldApartByTheirKeyRowsWithoutARecord) {
+  const std::string fx = fixture("fla_delta_net");
+  if (fx.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-deadq");
+  const std::string src = tmp / "src", out = tmp / "pruned", keep = tmp / "keep.json";
+  copy_checkpoint(fx, src);
+  nlohmann::json sets = nlohmann::json::object();
+  for (int layer : {0, 1}) {
+    edit_tensor(src, "model.layers." + std::to_string(layer) + ".attn.q_proj.weight", [](torch::Tensor& t) {
+      for (int h = 0; h < 2; ++h) t.narrow(0, h * 32, 10).zero_();  // channels 0..9 of both heads
+    });
+    for (int h = 0; h < 2; ++h)
+      sets[std::to_string(layer) + "." + std::to_string(h)] =
+          std::vector<int>{9, 2, 20, 0, 5, 31, 1, 7, 12, 3, 30, 8, 6, 25, 4, 11};  // dead ones out of order
+  }
+  std::ofstream(keep) << nlohmann::json{{"dk", 32}, {"new_dk", 16}, {"keep", sets}}.dump();
+  statecut::PruneOptions o;
+  o.checkpoint = src;
+  o.out = out;
+  o.keep_from = keep;
+  statecut::prune_checkpoint(o);
+  ASSERT_TRUE(run_verify(quick(out, src)).passed()) << "with its record";
+  fs::remove(fs::path(out) / "statecut.json");
+  const Report r = run_verify(quick(out, src));
+  EXPECT_EQ(row(r, "pruned.weights").status, Status::Pass) << row(r, "pruned.weights").message;
 }
 
 // A fine-tune record holds every tensor outside its changed_tensors to the source bit for bit (a null "finetune" is no
