@@ -49,10 +49,8 @@ double model_mode_threshold(Context& ctx, std::string* reason) {
   }
   const int64_t T = ctx.ids.size(1);
   *reason = "fp32 throughout: the recurrences agree to ~1e-6 and the blocks after them do not amplify it" +
-            std::string(rounding_growth(T) > 1 ? "; x sqrt(T/" + std::to_string(kGrowthFrom) + ") = " +
-                                                     fmt(rounding_growth(T)) + " for " + std::to_string(T) + " tokens"
-                                               : "");
-  return 1e-3 * rounding_growth(T);
+            growth_note(model_rounding_growth(T), "T/512", T);
+  return 1e-3 * model_rounding_growth(T);
 }
 
 CheckResult row(const std::string& name, torch::Dtype ct, bool kernels, int64_t T, const Worst& wo, const Worst& ws,

@@ -53,5 +53,11 @@ double recurrence_threshold(torch::Dtype compute, bool kernels, int64_t T, std::
 /// tokens, 6.7e-5 at 8192, 1.9e-4 at 32768 (~T^0.45); a beta <= 1 model (the shipped one) stays at 4e-7 at 32768.
 constexpr int64_t kGrowthFrom = 512;
 double rounding_growth(int64_t T);
+/// T / kGrowthFrom, at least 1: the whole model's fp32 limits. Each layer's recurrence error enters the next layers'
+/// inputs and is carried on undamped there too, so the model's error follows the worst case of T non-expansive steps,
+/// linear in T (the beta = 2 DeltaNet with rank-1 keys of audit 25: 1.6e-3 at 2048 tokens, 1.1e-2 at 32768, ~T^0.7).
+double model_rounding_growth(int64_t T);
+/// "; x <law> = g for T tokens", or "" where g is 1.
+std::string growth_note(double g, const char* law, int64_t T);
 
 }  // namespace statecut::verify
