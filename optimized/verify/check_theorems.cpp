@@ -14,6 +14,7 @@
 //                       qk_norm = l2: a sum-normed key is not rotation invariant)
 #include <Eigen/QR>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <random>
 #include <set>
@@ -220,21 +221,26 @@ void state_theorems(Context& ctx, std::vector<CheckResult>& out) {
     layers.push_back({{"layer", d.layer}, {"heads", heads}});
   }
   const double mean_u = total ? sum_u / total : 0;
-  er_row.figure = wer.figure();
+  er_row.figure = er_heads == 0 ? NAN : wer.figure();  // no head ran: "-", not the empty maximum's -inf
   er_row.where = er_fail ? er_fail_at : wer.where;
   er_row.status = er_heads == 0 ? Status::Skip : (er_fail ? Status::Fail : Status::Pass);
   er_row.message = "lhs/rhs over " + std::to_string(er_heads) + " heads in [" + fmt(min_ratio) + ", " +
                    fmt(wer.figure()) + "] (tightness); mean u " + fmt(mean_u) + ", lowest u " + fmt(-low_u.value) +
                    " at " + low_u.where +
                    (er_skipped ? "; " + std::to_string(er_skipped) + " heads with rank-deficient K skipped" : "");
-  if (er_heads == 0) er_row.message = "no head has keys of full column rank (windows shorter than dk?)";
+  if (er_heads == 0)
+    er_row.message = "no head ran: each needs keys of full column rank (T >= dk) and a state that is not zero (" +
+                     std::to_string(er_skipped) + " heads without)";
   er_row.details = {{"mean_u", mean_u}, {"layers", layers}};
-  ro_row.figure = wro.figure();
+  ro_row.figure = ro_heads == 0 ? NAN : wro.figure();
   ro_row.where = ro_fail ? ro_fail_at : wro.where;
   ro_row.status = ro_heads == 0 ? Status::Skip : (ro_fail ? Status::Fail : Status::Pass);
   ro_row.message = "R/kappa for the last 8 queries and 1/(sqrt(u) kappa), worst over " + std::to_string(ro_heads) +
                    " heads; maximising pair reaches kappa to " + fmt(wattain.figure()) + " relative" +
                    (ro_skipped ? "; " + std::to_string(ro_skipped) + " singular states skipped" : "");
+  if (ro_heads == 0)
+    ro_row.message = "no head ran: each needs a state that is not singular (" + std::to_string(ro_skipped) +
+                     " singular states skipped)";
   out.push_back(std::move(er_row));
   out.push_back(std::move(ro_row));
 }
