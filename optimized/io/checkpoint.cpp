@@ -167,18 +167,14 @@ Checkpoint Checkpoint::open(const std::string& dir) {
 const TensorView& Checkpoint::tensor(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end())
-    throw Error(dir_ + ": missing tensor '" + name + "'" + other_layout_hint(name, [this](const std::string& n) {
-                  return has(n);
-                }));
+    throw Error(missing_tensor_message(dir_, name, [this](const std::string& n) { return has(n); }));
   return files_[it->second].tensor(name);
 }
 
 const std::string& Checkpoint::file_of(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end())
-    throw Error(dir_ + ": missing tensor '" + name + "'" + other_layout_hint(name, [this](const std::string& n) {
-                  return has(n);
-                }));
+    throw Error(missing_tensor_message(dir_, name, [this](const std::string& n) { return has(n); }));
   return files_[it->second].path();
 }
 
@@ -208,7 +204,9 @@ std::string no_weights_message(const std::string& dir) {
   return msg;
 }
 
-std::string other_layout_hint(const std::string& name, const std::function<bool(const std::string&)>& has) {
+std::string missing_tensor_message(const std::string& where, const std::string& name,
+                                   const std::function<bool(const std::string&)>& has) {
+  const std::string msg = where + ": missing tensor '" + name + "'";
   std::vector<std::string> alts;
   const auto swap = [&](const std::string& from, const std::string& to) {
     const size_t at = name.find(from);
@@ -225,9 +223,9 @@ std::string other_layout_hint(const std::string& name, const std::function<bool(
     }
   for (const std::string& a : alts)
     if (a != name && has(a))
-      return " (the folder has '" + a + "': another layout's name for it; statecut reads the names transformers " +
-             "and fla save)";
-  return "";
+      return msg + " (the folder has '" + a + "': another layout's name for it; statecut reads the names " +
+             "transformers and fla save)";
+  return msg;
 }
 
 bool is_companion_file(const std::string& name) {

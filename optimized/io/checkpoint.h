@@ -40,10 +40,11 @@ void copy_companion_files(const std::string& src_dir, const std::string& dst_dir
 /// "<dir>: no model.safetensors or model.safetensors.index.json", naming weights in a format statecut does not read
 /// when the folder has them (pytorch_model.bin, *.pt, mamba_ssm's or Mistral's consolidated files).
 std::string no_weights_message(const std::string& dir);
-/// " (the folder has 'X': another layout's name for it ...)" when `has` knows a tensor that another common layout
-/// names where `name` is expected (mamba_ssm's backbone.embedding, a missing or extra model./backbone./
-/// model.language_model. prefix); "" when none.
-std::string other_layout_hint(const std::string& name, const std::function<bool(const std::string&)>& has);
+/// "<where>: missing tensor '<name>'", plus " (the folder has 'X': another layout's name for it ...)" when `has` knows
+/// a tensor that another common layout names where `name` is expected (mamba_ssm's backbone.embedding, a missing or
+/// extra model./backbone./model.language_model. prefix).
+std::string missing_tensor_message(const std::string& where, const std::string& name,
+                                   const std::function<bool(const std::string&)>& has);
 /// config.json's vocab_size (text_config.vocab_size for a nested multimodal config), or -1 when it has none.
 int64_t config_vocab_size(const nlohmann::json& config);
 

@@ -26,6 +26,8 @@ struct WeightSource::Impl {
     used.insert(name);
   }
 
+  /// Whether a file or the memory map holds `name` (not what make() would build).
+  bool stores(const std::string& name) const { return view(name) != nullptr || memory.count(name) != 0; }
   /// The stored view of `name` and the file holding it, or nullptr when no file holds it.
   const io::TensorView* view(const std::string& name, std::string* path = nullptr) const {
     if (checkpoint && checkpoint->has(name)) {
@@ -171,10 +173,8 @@ std::vector<int64_t> WeightSource::shape(const std::string& name) const {
   if (const auto* v = impl_->view(name)) return v->shape;
   auto m = impl_->memory.find(name);
   if (m != impl_->memory.end()) return m->second.sizes().vec();
-  throw io::Error(origin(name) + ": missing tensor '" + name + "'" +
-                  io::other_layout_hint(name, [this](const std::string& n) {
-                    return impl_->view(n) != nullptr || impl_->memory.count(n) != 0;
-                  }));
+  throw io::Error(
+      io::missing_tensor_message(origin(name), name, [this](const std::string& n) { return impl_->stores(n); }));
 }
 
 bool WeightSource::used(const std::string& name) const {
@@ -196,10 +196,8 @@ torch::Tensor WeightSource::raw(const std::string& name) const {
   }
   auto m = impl_->memory.find(name);
   if (m != impl_->memory.end()) return m->second.detach().to(torch::kCPU);
-  throw io::Error(origin(name) + ": missing tensor '" + name + "'" +
-                  io::other_layout_hint(name, [this](const std::string& n) {
-                    return impl_->view(n) != nullptr || impl_->memory.count(n) != 0;
-                  }));
+  throw io::Error(
+      io::missing_tensor_message(origin(name), name, [this](const std::string& n) { return impl_->stores(n); }));
 }
 
 torch::Tensor WeightSource::get(const std::string& name, const std::vector<int64_t>& expected_shape, torch::Dtype dtype,

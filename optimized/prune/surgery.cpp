@@ -219,9 +219,7 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
         const io::TensorView& v = in.tensor(name);
         w.add_borrowed(v.name, v.dtype, v.shape, v.data, v.nbytes, [&in, &v] { in.release(v); });
         total += static_cast<int64_t>(v.nbytes);
-        int64_t numel = 1;
-        for (int64_t d : v.shape) numel *= d;
-        parameters += numel;
+        parameters += v.numel();
       } else {
         const torch::Tensor& t = it->second;  // lives in `changed` until the function returns
         const size_t nb = static_cast<size_t>(t.numel()) * t.element_size();

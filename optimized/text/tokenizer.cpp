@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -166,11 +167,9 @@ struct Tokenizer::Impl {
 };
 
 namespace {
-/// tokenizer.json's added tokens whose id is >= vocab (content, id); none when the file is not readable JSON.
-std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const std::string& json_path, int64_t vocab) {
+/// tokenizer.json's added tokens (its parsed JSON, null when unreadable) whose id is >= vocab: (content, id).
+std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const nlohmann::json& j, int64_t vocab) {
   std::vector<std::pair<std::string, int64_t>> out;
-  std::ifstream in(json_path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("added_tokens") || !j["added_tokens"].is_array()) return out;
   for (const auto& a : j["added_tokens"]) {
     if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["id"].is_number_integer() ||
@@ -186,9 +185,7 @@ std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const std::stri
 /// Whether a tokenizer.json is the fast tokenizer's conversion of a SentencePiece model (Llama 2, Mistral, Gemma,
 /// T5): a byte_fallback BPE, a Unigram model, or the "▁" space marker (Metaspace, Prepend, ByteFallback steps) —
 /// the same tokenizer as the tokenizer.model beside it. Any other json is a tokenizer of its own.
-bool sentencepiece_conversion(const std::string& json_path) {
-  std::ifstream in(json_path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+bool sentencepiece_conversion(const nlohmann::json& j) {
   if (!j.is_object()) return false;
   if (j.contains("model") && j["model"].is_object()) {
     const nlohmann::json& m = j["model"];
@@ -264,20 +261,24 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
     // the same vocabulary, except for tokens the json adds beyond it (a fine-tune's <|im_start|>): encode() refuses
     // text that holds one instead of splitting it into pieces HF would not. Any other json statecut cannot read is
     // an error: the model beside it may be another tokenizer, and its ids would be wrong without a word.
+    std::exception_ptr json_error;
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
     try {
       return for_tokenizer_json(json_path);
     } catch (const std::exception&) {
-      if (!sentencepiece_conversion(json_path)) throw;
+      json_error = std::current_exception();
     }
-#else
-    if (!sentencepiece_conversion(json_path))
+#endif
+    std::ifstream in(json_path, std::ios::binary);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);  // once, for both uses
+    if (!sentencepiece_conversion(j)) {
+      if (json_error) std::rethrow_exception(json_error);
       throw std::runtime_error(json_path + ": a tokenizer.json of its own beside tokenizer.model, and this build "
                                "reads no tokenizer.json (built without PCRE2)");
-#endif
+    }
     Tokenizer spm = for_checkpoint_sentencepiece(path);
     spm.impl_->json_path = json_path;
-    spm.impl_->json_only_added = added_tokens_beyond(json_path, spm.vocab_size());
+    spm.impl_->json_only_added = added_tokens_beyond(j, spm.vocab_size());
     return spm;
   }
   if (!fs::exists(path)) {

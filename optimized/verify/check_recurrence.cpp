@@ -49,7 +49,7 @@ double model_mode_threshold(Context& ctx, std::string* reason) {
   }
   const int64_t T = ctx.ids.size(1);
   *reason = "fp32 throughout: the recurrences agree to ~1e-6 and the blocks after them do not amplify it" +
-            growth_note(model_rounding_growth(T), "T/512", T);
+            growth_note(T, true);
   return 1e-3 * model_rounding_growth(T);
 }
 
@@ -115,8 +115,8 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
   }
   m.status = le(m.figure, m.threshold);
   m.message = "logits of the model with recurrent vs chunked layers (normwise relative, worst window)";
-  // A limit as far as unrelated logits lie (kUnrelated, as reference.model's) would pass any recurrence: not a pass.
-  if (m.threshold >= 1.0) {
+  // A limit as far as unrelated logits lie would pass any recurrence: not a pass (as reference.model's).
+  if (m.threshold >= kUnrelated) {
     m.status = Status::Skip;
     m.message += ": " + fmt(m.figure) + ", not checkable: this model's own rounding moves its logits as far as a wrong "
                  "recurrence would (limit " + fmt(m.threshold) + " >= 1); the layer rows chunk-recurrent and reference "

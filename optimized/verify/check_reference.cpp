@@ -16,30 +16,29 @@ double model_rounding_growth(int64_t T) {
   return std::max(1.0, static_cast<double>(T) / static_cast<double>(kGrowthFrom));
 }
 
-std::string growth_note(double g, const char* law, int64_t T) {
+std::string growth_note(int64_t T, bool whole_model) {
+  const double g = whole_model ? model_rounding_growth(T) : rounding_growth(T);
   if (g <= 1.0) return "";
-  return std::string("; x ") + law + " = " + fmt(g) + " for " + std::to_string(T) +
+  const std::string n = std::to_string(kGrowthFrom);
+  return "; x " + (whole_model ? "T/" + n : "sqrt(T/" + n + ")") + " = " + fmt(g) + " for " + std::to_string(T) +
          " tokens: rounding the transitions do not damp (beta near 2) accumulates over the window";
 }
-
-namespace {
-std::string sqrt_growth_note(int64_t T) { return growth_note(rounding_growth(T), "sqrt(T/512)", T); }
-}  // namespace
 
 double recurrence_threshold(torch::Dtype compute, bool kernels, int64_t T, std::string* reason) {
   const double g = rounding_growth(T);
   if (kernels) {
     *reason = "the CUDA chunk kernel takes TF32 operands (u = 4.9e-4) with fp32 accumulation: <= 3.4e-4 measured on "
-              "every fixture (recurrence.h); 2e-3 flags a wrong term" + sqrt_growth_note(T);
+              "every fixture (recurrence.h); 2e-3 flags a wrong term" + growth_note(T, false);
     return 2e-3 * g;
   }
   if (compute == torch::kFloat64) {
     *reason = "f64 recurrence on the same inputs: the transition is non-expansive (||k|| = 1, beta <= 2, decay <= 1), "
-              "so rounding stays ~(dk + dv) u64 per step, never amplified; 1e-10 leaves 1e3x headroom" + sqrt_growth_note(T);
+              "so rounding stays ~(dk + dv) u64 per step, never amplified; 1e-10 leaves 1e3x headroom" +
+              growth_note(T, false);
     return 1e-10 * g;
   }
   *reason = "fp32 recurrence on the same inputs: non-expansive transition (||k|| = 1, beta <= 2, decay <= 1), so "
-            "rounding stays ~(dk + dv) u32 ~ 1e-5, never amplified; any wrong term is >= 1e-2" + sqrt_growth_note(T);
+            "rounding stays ~(dk + dv) u32 ~ 1e-5, never amplified; any wrong term is >= 1e-2" + growth_note(T, false);
   return 1e-4 * g;
 }
 
@@ -57,7 +56,7 @@ double model_threshold(torch::Dtype d, int64_t T, std::string* reason) {
       return 0.1;
     default:
       *reason = "fp32 activations (u = 6e-8) through every block; fp32 matmul sums of ~hidden terms: <= 1e-5 "
-                "seen, 1e-3 flags a wrong op" + growth_note(model_rounding_growth(T), "T/512", T);
+                "seen, 1e-3 flags a wrong op" + growth_note(T, true);
       return 1e-3 * model_rounding_growth(T);
   }
 }
@@ -77,7 +76,6 @@ double model_threshold(torch::Dtype d, int64_t T, std::string* reason) {
 /// O(1) or to NaN; where even the rounding moves them that far (kRoundingsPerWeight s >= kUnrelated), the comparison
 /// cannot tell, and the row says so as a skip instead of passing anything.
 constexpr double kRoundingsPerWeight = 4.0;
-constexpr double kUnrelated = 1.0;  ///< the normwise distance of logits unrelated to the reference, about their size
 
 }  // namespace
 

@@ -57,7 +57,10 @@ double rounding_growth(int64_t T);
 /// inputs and is carried on undamped there too, so the model's error follows the worst case of T non-expansive steps,
 /// linear in T (the beta = 2 DeltaNet with rank-1 keys of audit 25: 1.6e-3 at 2048 tokens, 1.1e-2 at 32768, ~T^0.7).
 double model_rounding_growth(int64_t T);
-/// "; x <law> = g for T tokens", or "" where g is 1.
-std::string growth_note(double g, const char* law, int64_t T);
+/// "; x sqrt(T/512) = g for T tokens ..." (whole_model: "x T/512"), the reason's note on the growth; "" where g is 1.
+std::string growth_note(int64_t T, bool whole_model);
+/// The normwise distance of logits unrelated to the reference, about their size: a limit that reaches it would pass
+/// any wrong op, so such a row is a skip (not checkable), never a pass.
+constexpr double kUnrelated = 1.0;
 
 }  // namespace statecut::verify
