@@ -361,9 +361,13 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   }
   r.figure = static_cast<double>(problems.size());
   // Heads whose T the source does not determine: their rotation is not proven, so the row is not a pass.
-  r.status = !problems.empty()                                   ? Status::Fail
-             : rot.undetermined > 0 || !convs_unchecked.empty() ? Status::Skip
-                                                                 : Status::Pass;
+  // Every tensor fine-tuned (finetune --full): only shapes and the config were held, so the selection itself went
+  // unchecked — a skip that says so, not a pass over nothing.
+  const bool nothing_compared = !tuned.empty() && rows_checked == 0 && other_rows == 0 && tensors_same == 0 &&
+                                rot.heads == 0;
+  r.status = !problems.empty()                                                       ? Status::Fail
+             : rot.undetermined > 0 || !convs_unchecked.empty() || nothing_compared ? Status::Skip
+                                                                                     : Status::Pass;
   std::vector<std::string> parts;
   if (rows_checked > 0 || !rotation)
     parts.push_back(std::to_string(rows_checked) + " kept q/k rows and conv channels equal the source's bit for bit");
@@ -376,6 +380,10 @@ CheckResult weights_row(Context& ctx, const SourceModel& sm, const WeightSource&
   parts.push_back("config = source's + the dk edit (source " + source + ")");
   std::string joined;
   for (const auto& p : parts) joined += (joined.empty() ? "" : "; ") + p;
+  if (nothing_compared)
+    joined = "every tensor was fine-tuned (" + std::to_string(tuned.size()) +
+             " in the record's changed_tensors): shapes and config only, the kept channels cannot be checked against "
+             "the source; " + joined;
   r.message = !problems.empty() ? first_problem(problems) : convs_unchecked.empty() ? joined : convs_unchecked + "; " + joined;
   r.details["problems"] = problems;
   return r;

@@ -100,6 +100,32 @@ TEST(Verify_Failures, fineTunedPruneSkipsTheByteComparisonOnlyWithItsFinetuneRec
   EXPECT_EQ(unnamed.exit_code(), 1);
 }
 
+/// After `finetune --full` the record names every tensor as changed: nothing is left to compare with the source bit
+/// for bit, so the kept channels go unchecked. The row says so and skips; it does not pass over nothing (audit 25).
+TEST(Verify_Failures, aPruneWhoseEveryTensorWasFineTunedSkipsTheWeightsRowSayingWhy) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-ft-full");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  const std::vector<std::string> all = statecut::io::SafetensorsFile::open(out + "/model.safetensors").names();
+  edit_json(out + "/statecut.json", [&](nlohmann::json& j) { j["finetune"] = {{"steps", 1}, {"changed_tensors", all}}; });
+  edit_tensor(out, "model.layers.0.attn.q_proj.weight", [](torch::Tensor& t) { t.add_(0.01); });
+  const Report r = run_verify(quick(out, src));
+  const CheckResult& w = row(r, "pruned.weights");
+  EXPECT_EQ(w.status, Status::Skip) << w.message;
+  EXPECT_TRUE(contains(w.message, "every tensor was fine-tuned")) << w.message;
+  // One tensor left out of the record is compared again, and the row passes on it.
+  edit_json(out + "/statecut.json", [&](nlohmann::json& j) {
+    auto names = all;
+    names.erase(std::find(names.begin(), names.end(), "model.norm.weight"));
+    j["finetune"]["changed_tensors"] = names;
+  });
+  const Report r2 = run_verify(quick(out, src));
+  const CheckResult& w2 = row(r2, "pruned.weights");
+  EXPECT_EQ(w2.status, Status::Pass) << w2.message;
+}
+
 TEST(Verify_Failures, recordWithTwoKeptRowsSwappedFailsPrunedNamingTheHead) {
   const std::string src = fixture("fla_delta_net");
   if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
