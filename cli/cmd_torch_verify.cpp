@@ -45,8 +45,8 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_option("--text", a->opt.text, "text or token files the windows are drawn from (default: random tokens)");
   app.add_option("--tokens", a->tokens, "pre-tokenised .safetensors/.bin token files (same as --text)");
   statecut::cli::add_tokenizer_option(app, a->opt.tokenizer);
-  app.add_option("--windows", a->opt.windows, "windows N")->capture_default_str();
-  app.add_option("--len", a->opt.len, "tokens per window L")->capture_default_str();
+  app.add_option("--windows", a->opt.windows, "windows N (>= 1)")->capture_default_str();
+  app.add_option("--len", a->opt.len, "tokens per window L (>= 2: a window of one token has no transition to check)")->capture_default_str();
   app.add_option("--seed", a->opt.seed, "seed of the windows, random tokens and permutations")
       ->check(statecut::cli::seed_value())
       ->capture_default_str();

@@ -125,7 +125,12 @@ struct BpeTokenizer::Impl {
   int32_t unk_id = -1;
   bool fuse_unk = false, ignore_merges = false, nfc = false;
   AddedSet raw_added, normalized_added;
-  std::vector<SplitRegex> splits;  // pre-tokenizer Split steps, before ByteLevel
+  struct SplitStep {
+    SplitRegex regex;
+    SplitBehavior behavior;
+    bool invert;
+  };
+  std::vector<SplitStep> splits;  // pre-tokenizer Split steps, before ByteLevel
   bool add_prefix_space = false;
   std::unique_ptr<SplitRegex> byte_level_regex;  // ByteLevel use_regex
   std::vector<std::string> decoded;              // id -> bytes the ByteLevel decoder gives for the token
@@ -221,7 +226,7 @@ struct BpeTokenizer::Impl {
     if (step < splits.size()) {
       std::vector<std::string_view>& pieces = st.levels[step];  // stable: levels is never resized below
       pieces.clear();
-      splits[step].split(piece, pieces);
+      splits[step].regex.split(piece, pieces, splits[step].behavior, splits[step].invert);
       for (std::string_view p : pieces) pretokenize(step + 1, p, st);
       return;
     }
@@ -276,7 +281,11 @@ struct BpeTokenizer::Impl {
 
 void BpeTokenizer::Impl::load_model(const json& m) {
   if (!m.is_object()) bpe_fail(path, "no \"model\" object");
-  const std::string type = m.value("type", std::string("(none)"));
+  // A model without "type" (files written before tokenizers tagged them, RoBERTa's) is read untagged: BPE when it
+  // has merges, as tokenizers tries BPE first.
+  const std::string type = m.contains("type") ? m.value("type", std::string("(none)"))
+                           : m.contains("merges")  ? std::string("BPE")
+                                                   : std::string("(none: no \"type\" and no merges)");
   if (type != "BPE") bpe_fail(path, "unsupported model type '" + type + "' (only BPE)");
   auto str_or_empty = [&](const char* key) {
     return m.contains(key) && m[key].is_string() ? m[key].get<std::string>() : std::string();
@@ -349,16 +358,20 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
       if (s.value("use_regex", true)) byte_level_regex = std::make_unique<SplitRegex>(kGpt2Pattern, path);
     } else if (t == "Split") {
       require_fields(s, "pre_tokenizer Split", {"pattern", "behavior", "invert"});
-      const std::string behavior = s.value("behavior", std::string("(none)"));
-      if (behavior != "Isolated") bpe_fail(path, "unsupported pre_tokenizer Split behavior '" + behavior + "'");
-      if (s.value("invert", false)) bpe_fail(path, "unsupported pre_tokenizer Split invert true");
+      const std::string name = s["behavior"].is_string() ? s["behavior"].get<std::string>() : s["behavior"].dump();
+      SplitBehavior behavior;
+      if (!parse_split_behavior(name, behavior))
+        bpe_fail(path, "unknown pre_tokenizer Split behavior '" + name + "' (tokenizers refuses the file)");
+      if (!s["invert"].is_boolean()) bpe_fail(path, "pre_tokenizer Split \"invert\" is not true or false");
       const json pat = s.value("pattern", json::object());
+      std::string regex;
       if (pat.contains("Regex") && pat["Regex"].is_string())
-        splits.emplace_back(pat["Regex"].get<std::string>(), path);
+        regex = pat["Regex"].get<std::string>();
       else if (pat.contains("String") && pat["String"].is_string())
-        splits.emplace_back(regex_escape(pat["String"].get<std::string>()), path);
+        regex = regex_escape(pat["String"].get<std::string>());
       else
         bpe_fail(path, "pre_tokenizer Split has no Regex or String pattern");
+      splits.push_back({SplitRegex(regex, path), behavior, s["invert"].get<bool>()});
     } else {
       bpe_fail(path, "unsupported pre_tokenizer '" + t + "' (only Split and ByteLevel)");
     }

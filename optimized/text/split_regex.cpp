@@ -1,6 +1,8 @@
 /// Oniguruma-compatible regex splitting on PCRE2; split_regex.h says what is rewritten and why.
 #include "optimized/text/split_regex.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -205,27 +207,93 @@ SplitRegex::SplitRegex(SplitRegex&&) noexcept = default;
 SplitRegex& SplitRegex::operator=(SplitRegex&&) noexcept = default;
 SplitRegex::~SplitRegex() = default;
 
-void SplitRegex::split(std::string_view s, std::vector<std::string_view>& pieces) const {
+template <typename Part>
+void SplitRegex::parts(std::string_view s, Part&& part) const {
   thread_local Scratch scratch;
   size_t pos = 0, prev = 0;  // prev: where the last match ended, the start of the next gap
+  bool matched = false;
   while (pos <= s.size()) {
     const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos,
                                PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) regex_fail(path_, "pre_tokenizer regex failed (PCRE2 error " + std::to_string(rc) + ")");
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(scratch.data);
-    if (ov[0] == ov[1]) {  // empty: rust-onig yields it, and HF cuts the text there (the empty piece is dropped)
-      if (ov[0] > prev) pieces.push_back(s.substr(prev, ov[0] - prev));
-      prev = ov[0];
-      pos = ov[1] + 1;  // the search goes on one character later
-      while (pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) ++pos;
-      continue;
+    // rust-onig's find_iter yields an empty match unless it sits where the last match ended
+    if (ov[0] != ov[1] || !matched || ov[0] != prev) {
+      if (ov[0] > prev) part(prev, ov[0], false);
+      part(ov[0], ov[1], true);
+      prev = ov[1];
+      matched = true;
     }
-    if (ov[0] > prev) pieces.push_back(s.substr(prev, ov[0] - prev));
-    pieces.push_back(s.substr(ov[0], ov[1] - ov[0]));
-    prev = pos = ov[1];
+    pos = ov[1];
+    if (ov[0] == ov[1]) {  // empty: the search goes on one character later
+      ++pos;
+      while (pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80) ++pos;
+    }
   }
-  if (prev < s.size()) pieces.push_back(s.substr(prev));
+  if (prev < s.size()) part(prev, s.size(), false);
+}
+
+void SplitRegex::split(std::string_view s, std::vector<std::string_view>& pieces) const {
+  parts(s, [&](size_t b, size_t e, bool) {
+    if (e > b) pieces.push_back(s.substr(b, e - b));  // an empty match cuts the text; its empty piece is dropped
+  });
+}
+
+void SplitRegex::split(std::string_view s, std::vector<std::string_view>& pieces, SplitBehavior behavior,
+                       bool invert) const {
+  if (behavior == SplitBehavior::Isolated) return split(s, pieces);
+  struct Part {
+    size_t b, e;
+    bool delimiter;
+  };
+  std::vector<Part> in, out;
+  parts(s, [&](size_t b, size_t e, bool is_match) { in.push_back({b, e, is_match != invert}); });
+  bool previous = false;  // HF's previous_match: was the last part seen a delimiter
+  switch (behavior) {
+    case SplitBehavior::Removed:
+      for (const Part& p : in)
+        if (!p.delimiter) out.push_back(p);
+      break;
+    case SplitBehavior::MergedWithPrevious:  // a delimiter joins the piece before it (unless that was one too)
+      for (const Part& p : in) {
+        if (p.delimiter && !previous && !out.empty()) out.back().e = p.e;
+        else out.push_back(p);
+        previous = p.delimiter;
+      }
+      break;
+    case SplitBehavior::MergedWithNext:  // the same from the end: a delimiter joins the piece after it
+      for (auto it = in.rbegin(); it != in.rend(); ++it) {
+        if (it->delimiter && !previous && !out.empty()) out.back().b = it->b;
+        else out.push_back(*it);
+        previous = it->delimiter;
+      }
+      std::reverse(out.begin(), out.end());
+      break;
+    case SplitBehavior::Contiguous:  // a run of parts of one kind (delimiters, in practice) is one piece
+      for (const Part& p : in) {
+        if (p.delimiter == previous && !out.empty()) out.back().e = p.e;
+        else out.push_back(p);
+        previous = p.delimiter;
+      }
+      break;
+    case SplitBehavior::Isolated:
+      break;
+  }
+  for (const Part& p : out)
+    if (p.e > p.b) pieces.push_back(s.substr(p.b, p.e - p.b));
+}
+
+bool parse_split_behavior(const std::string& name, SplitBehavior& out) {
+  static const std::pair<const char*, SplitBehavior> kNames[] = {
+      {"Isolated", SplitBehavior::Isolated},
+      {"Removed", SplitBehavior::Removed},
+      {"MergedWithPrevious", SplitBehavior::MergedWithPrevious},
+      {"MergedWithNext", SplitBehavior::MergedWithNext},
+      {"Contiguous", SplitBehavior::Contiguous}};
+  for (const auto& [n, b] : kNames)
+    if (name == n) return out = b, true;
+  return false;
 }
 
 std::string regex_escape(const std::string& s) {

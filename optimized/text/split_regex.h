@@ -25,6 +25,18 @@
 
 namespace statecut {
 
+/// HF's SplitDelimiterBehavior: what a Split step makes of the matches (the delimiters; the gaps with invert) and
+/// the gaps between them.
+///   Isolated            every part its own piece            "a, b" / ", " -> ["a", ", ", "b"]
+///   Removed             the delimiters dropped               -> ["a", "b"]   (invert: [", "])
+///   MergedWithPrevious  each delimiter joins the piece before -> ["a, ", "b"]
+///   MergedWithNext      each delimiter joins the piece after  -> ["a", ", b"]
+///   Contiguous          a run of delimiters is one piece     (Isolated for one delimiter)
+enum class SplitBehavior { Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous };
+
+/// HF's name of a behavior ("Isolated", ...) into `out`; false for any other name.
+bool parse_split_behavior(const std::string& name, SplitBehavior& out);
+
 class SplitRegex {
  public:
   /// Compiles `pattern`; throws std::runtime_error "<path>: ..." (path names the file it came from).
@@ -33,13 +45,20 @@ class SplitRegex {
   SplitRegex& operator=(SplitRegex&&) noexcept;
   ~SplitRegex();
 
-  /// Appends the pieces of `text` (valid UTF-8) to `pieces`.
+  /// Appends the pieces of `text` (valid UTF-8) to `pieces` (behavior Isolated).
   void split(std::string_view text, std::vector<std::string_view>& pieces) const;
+  /// HF's Split(pattern, behavior, invert): the parts as above — every match, empty ones included, and the gaps —
+  /// with invert the gaps taken as the delimiters, joined or dropped as `behavior` says; empty pieces are dropped.
+  void split(std::string_view text, std::vector<std::string_view>& pieces, SplitBehavior behavior, bool invert) const;
 
   /// `pattern` as compiled (see the header comment).
   static std::string widen(const std::string& pattern);
 
  private:
+  /// Calls part(begin, end, is_match) for each match and each non-empty gap, in order (HF's find_matches).
+  template <typename Part>
+  void parts(std::string_view text, Part&& part) const;
+
   struct Code;
   std::unique_ptr<Code> code_;
   std::string path_;

@@ -155,10 +155,10 @@ TEST(BadInput_BpeTokenizer, unsupportedPreTokenizerIsOneLineError) {
                               {"pretokenizers", {byte_level(true), {{"type", "Digits"}}}}};
       },
       "ByteLevel before another pre-tokenizer");
-  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Removed"}, {"invert", false}};
+  const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{L}+"}}}, {"behavior", "Dropped"}, {"invert", false}};
   expect_refused(
       [&](json& j) { j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level(false)}}}; },
-      "Split behavior 'Removed'");
+      "unknown pre_tokenizer Split behavior 'Dropped'");
   json bad_regex = split;
   bad_regex["behavior"] = "Isolated";
   bad_regex["pattern"]["Regex"] = "(unclosed";

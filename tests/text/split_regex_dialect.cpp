@@ -62,6 +62,38 @@ TEST(Dialect_SplitRegex, emptyMatchesCutTheText) {
   EXPECT_EQ(dialect_split("x*", ""), DialectPieces{});
 }
 
+std::vector<std::string> behavior_split(const std::string& pattern, const std::string& text, SplitBehavior b,
+                                        bool invert = false) {
+  const SplitRegex re(pattern, "tokenizer.json");
+  std::vector<std::string_view> pieces;
+  re.split(text, pieces, b, invert);
+  return {pieces.begin(), pieces.end()};
+}
+
+// HF's SplitDelimiterBehavior on its own documentation's example, "the-final--countdown" split on "-" (a run of two
+// delimiters shows where the behaviors part ways); invert makes the matches the content and the gaps the delimiters
+// (OLMo-2's and CLIP's Split: Removed with invert keeps only what the regex matches).
+TEST(Dialect_SplitRegex, everySplitBehaviorJoinsOrDropsTheDelimitersAsTokenizersDoes) {
+  const std::string t = "the-final--countdown";
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::Isolated), (DialectPieces{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::Removed), (DialectPieces{"the", "final", "countdown"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::MergedWithPrevious), (DialectPieces{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::MergedWithNext), (DialectPieces{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::Contiguous), (DialectPieces{"the", "-", "final", "--", "countdown"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::Removed, true), (DialectPieces{"-", "-", "-"}));
+  EXPECT_EQ(behavior_split("-", t, SplitBehavior::MergedWithPrevious, true),
+            (DialectPieces{"the", "-final", "-", "-countdown"}));
+  // A regex that does not cover the text: the uncovered spaces go with Removed + invert.
+  EXPECT_EQ(behavior_split(R"(\p{L}+|\p{N})", "ab  12 c", SplitBehavior::Removed, true),
+            (DialectPieces{"ab", "1", "2", "c"}));
+  // An empty match where the last match ended is not one (rust-onig): "a*" on "baab" has no delimiter at 3.
+  EXPECT_EQ(behavior_split("a*", "baab", SplitBehavior::MergedWithNext), (DialectPieces{"b", "aab"}));
+  SplitBehavior b;
+  EXPECT_TRUE(parse_split_behavior("MergedWithNext", b));
+  EXPECT_EQ(b, SplitBehavior::MergedWithNext);
+  EXPECT_FALSE(parse_split_behavior("mergedWithNext", b));
+}
+
 TEST(Dialect_SplitRegex, gpt2AndQwenPatternsSplitAsBefore) {
   EXPECT_EQ(dialect_split(kGpt2Pattern, "Hello world's 123  !"),
             (DialectPieces{"Hello", " world", "'s", " 123", " ", " !"}));
