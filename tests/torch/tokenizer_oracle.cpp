@@ -1,0 +1,79 @@
+/// The checkpoint-folder tokenizer (Tokenizer::for_checkpoint: tokenizer.json read in C++, or tokenizer.model through
+/// statecut-spm beside a json that converts it) against HF tokenizers 0.23.2 on the real tokenizers of other models.
+///
+/// Every folder under tests/data/tokenizers/ holds a tokenizer and golden.jsonl ({"text", "ids", "decoded"}: HF's
+/// encode(text, add_special_tokens=False).ids and decode(ids, skip_special_tokens=False), made by
+/// tools/tokenizer_oracle from its texts: whitespace runs, digit groups, contractions, many scripts, combining marks
+/// NFC composes, emoji sequences, controls, code, corpus windows, random strings over many Unicode blocks, and each
+/// file's added tokens in context). The byte-level BPE files there are trimmed by tools/make_small_bpe_tokenizer.cpp
+/// to the merges their texts fire (its header says why the ids stay exact); folders/README.md names each source.
+/// $STATECUT_TOKENIZER_ORACLE names another root of such folders (the untrimmed files, texts of any length).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "optimized/text/tokenizer.h"
+
+namespace fs = std::filesystem;
+using statecut::Tokenizer;
+
+namespace {
+
+std::vector<fs::path> oracle_folders() {
+  std::vector<fs::path> roots = {fs::path(STATECUT_SOURCE_DIR) / "tests" / "data" / "tokenizers"};
+  if (const char* env = std::getenv("STATECUT_TOKENIZER_ORACLE"); env && *env) roots.emplace_back(env);
+  std::vector<fs::path> out;
+  for (const auto& r : roots) {
+    if (!fs::is_directory(r)) continue;
+    for (const auto& e : fs::directory_iterator(r))
+      if (fs::is_regular_file(e.path() / "golden.jsonl")) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string show(const std::string& s) { return nlohmann::json(s).dump().substr(0, 160); }
+
+}  // namespace
+
+TEST(Golden_Tokenizers, realTokenizersOfOtherModelsGiveHfIdsAndDecodes) {
+#ifdef STATECUT_SPM_PATH
+  ::setenv("STATECUT_SPM", STATECUT_SPM_PATH, 1);
+#endif
+  const auto folders = oracle_folders();
+  ASSERT_FALSE(folders.empty()) << "no tests/data/tokenizers/*/golden.jsonl";
+  for (const auto& dir : folders) {
+    SCOPED_TRACE(dir.string());
+    const Tokenizer tok = Tokenizer::for_checkpoint(dir.string());
+    ASSERT_TRUE(tok.available()) << tok.unavailable_reason();
+    std::ifstream in(dir / "golden.jsonl");
+    int lines = 0, bad_ids = 0, bad_decodes = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const auto j = nlohmann::json::parse(line);
+      const std::string text = j.at("text");
+      const auto want = j.at("ids").get<std::vector<int64_t>>();
+      ++lines;
+      const std::vector<int64_t> got = tok.encode(text);
+      if (got != want) {
+        if (++bad_ids <= 3)
+          ADD_FAILURE() << "ids of " << show(text) << "\n  HF   " << nlohmann::json(want).dump().substr(0, 200)
+                        << "\n  ours " << nlohmann::json(got).dump().substr(0, 200);
+        continue;
+      }
+      const std::string dec = tok.decode(want);
+      if (dec != j.at("decoded").get<std::string>() && ++bad_decodes <= 3)
+        ADD_FAILURE() << "decode of the ids of " << show(text) << "\n  HF   " << show(j.at("decoded"))
+                      << "\n  ours " << show(dec);
+    }
+    EXPECT_EQ(bad_ids, 0) << "of " << lines << " texts (" << tok.describe() << ")";
+    EXPECT_EQ(bad_decodes, 0) << "of " << lines << " texts (" << tok.describe() << ")";
+    EXPECT_GT(lines, 0);
+    std::cout << dir.filename().string() << ": " << lines << " texts, " << tok.describe() << "\n";
+  }
+}
