@@ -1,4 +1,5 @@
-/// Trims a byte-level BPE tokenizer.json to the merges a set of golden texts needs, keeping its results on them.
+/// Trims a BPE tokenizer.json (byte-level, or character-level with byte_fallback) to the merges a set of golden texts
+/// needs, keeping its results on them.
 ///
 ///   make_small_bpe_tokenizer FULL/tokenizer.json FULL/golden.jsonl OUT_DIR [EXTRA.jsonl ...]
 ///
@@ -8,13 +9,13 @@
 ///
 /// Why the ids stay exact: encoding with the full table, BPE applies at each step the present pair of lowest rank.
 /// Keeping exactly the merges that fired (BpeTokenizer::merges_fired) keeps every step's choice: the chosen pair
-/// is kept, and no kept pair of lower rank can be present where the full table had none. The vocab keeps the 256
-/// byte-level symbols, both sides and the result of each kept merge, with their ORIGINAL ids (so it is sparse), and
+/// is kept, and no kept pair of lower rank can be present where the full table had none. The vocab keeps the
+/// one-character symbols (and byte tokens, unk), both sides and the result of each kept merge, with their ORIGINAL ids (so it is sparse), and
 /// the added tokens' contents with their ids (see below); everything else of the file (added tokens, normalizer,
 /// pre-tokenizer, decoder) is copied as it is.
 ///
 /// Build: g++ -std=c++17 -O2 -I. tools/make_small_bpe_tokenizer.cpp optimized/text/{bpe_tokenizer,split_regex,
-///        unicode_nfc}.cpp -lpcre2-8 -o /tmp/make_small_bpe_tokenizer
+///        bpe_decoder,bpe_normalizer,unicode_nfc}.cpp -lpcre2-8 -o /tmp/make_small_bpe_tokenizer
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "optimized/text/bpe_tokenizer.h"
+#include "optimized/text/utf8.h"
 
 namespace {
 
@@ -74,15 +76,17 @@ int main(int argc, char** argv) {
     nlohmann::json& model = full.at("model");
     const nlohmann::json& vocab = model.at("vocab");
     std::set<std::string> pieces;
+    // Every symbol BPE may start from: each one-character piece (byte-level BPE: its 256 byte symbols, fewer where
+    // the vocab lacks some, as GPT-NeoX's does; character BPE: every character the model knows, so the trimmed file
+    // falls back to bytes exactly where the full one does), the byte tokens <0xHH> and the unk token.
     for (const auto& [piece, id] : vocab.items()) {
-      // The 256 byte-level symbols: the tokens whose bytes are one byte and whose piece is one character.
-      if (tok.token_bytes(id.get<int64_t>()).size() == 1 && piece.size() <= 2) pieces.insert(piece);
+      size_t bad = 0;
+      const bool one_char = !piece.empty() && statecut::utf8::valid_seq(piece, 0, bad) == piece.size();
+      const bool byte_token = piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece[5] == '>';
+      if (one_char || byte_token) pieces.insert(piece);
     }
-    // Some vocabularies lack a few byte symbols (GPT-NeoX's): the trimmed one lacks the same, so it drops or unks
-    // the same bytes.
-    if (pieces.size() != 256)
-      std::fprintf(stderr, "%s: %zu of the 256 byte symbols in the vocab, kept as they are\n", full_path.c_str(),
-                   pieces.size());
+    if (model.contains("unk_token") && model["unk_token"].is_string() && vocab.contains(model["unk_token"].get<std::string>()))
+      pieces.insert(model["unk_token"].get<std::string>());
     nlohmann::json merges = nlohmann::json::array();
     size_t rank = 0;
     for (const auto& m : model.at("merges")) {

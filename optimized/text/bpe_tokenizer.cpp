@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "optimized/text/bpe_decoder.h"
+#include "optimized/text/bpe_normalizer.h"
 #include "optimized/text/bpe_tables.h"
 #include "optimized/text/split_regex.h"
 #include "optimized/text/unicode_nfc.h"
@@ -123,7 +126,19 @@ struct BpeTokenizer::Impl {
   MergeTable merges;
   std::array<int32_t, 256> byte_id{};  // vocab id of each byte's character, -1 when absent
   int32_t unk_id = -1;
-  bool fuse_unk = false, ignore_merges = false, nfc = false;
+  bool fuse_unk = false, ignore_merges = false, byte_fallback = false;
+  BpeNormalizer normalizer;
+  /// false: the model's symbols are characters (SentencePiece converted to BPE: Llama 2, Mistral, Phi-3), read with
+  /// byte_fallback, a Metaspace pre-tokenizer or none, and decoded by char_decoder; true: byte-level BPE.
+  bool byte_level = true;
+  struct Metaspace {
+    bool on = false, split = false;
+    std::string replacement;
+    enum class Scheme { Always, First, Never } scheme = Scheme::Always;
+  } metaspace;
+  std::unique_ptr<BpeDecoder> char_decoder;
+  std::vector<std::string> token_string;  // character BPE: id -> the token string the decoder starts from
+  std::array<int32_t, 256> fallback_id{};  // character BPE: id of "<0xHH>", -1 when absent
   AddedSet raw_added, normalized_added;
   struct SplitStep {
     SplitRegex regex;
@@ -141,7 +156,10 @@ struct BpeTokenizer::Impl {
   void bpe(std::string_view word, std::vector<int32_t>& out, std::vector<int64_t>* fired) const {
     if (ignore_merges) {
       std::string mapped;
-      for (unsigned char b : word) mapped += byte_char[b];
+      if (byte_level)
+        for (unsigned char b : word) mapped += byte_char[b];
+      else
+        mapped = word;
       if (auto it = vocab.find(mapped); it != vocab.end()) {
         out.push_back(it->second);
         return;
@@ -154,14 +172,38 @@ struct BpeTokenizer::Impl {
       const auto n = static_cast<int32_t>(sym.size());
       sym.push_back({id, n - 1, n + 1, false});
     };
-    for (unsigned char b : word) {
-      if (byte_id[b] >= 0) {
+    auto unknown = [&] {
+      if (unk_id < 0) return;  // HF drops the character
+      if (pending_unk >= 0 && !fuse_unk) push(pending_unk);
+      pending_unk = unk_id;
+    };
+    if (byte_level) {
+      for (unsigned char b : word) {
+        if (byte_id[b] < 0) {
+          unknown();
+          continue;
+        }
         if (pending_unk >= 0) push(pending_unk), pending_unk = -1;
         push(byte_id[b]);
-      } else if (unk_id >= 0) {
-        if (pending_unk >= 0 && !fuse_unk) push(pending_unk);
-        pending_unk = unk_id;
-      }  // else HF drops the character
+      }
+    } else {  // one symbol per character: its vocab id, else its bytes' <0xHH> tokens (byte_fallback), else unk
+      thread_local std::string ch;
+      for (size_t i = 0; i < word.size();) {
+        size_t bad = 0;
+        const size_t n = std::max<size_t>(utf8::valid_seq(word, i, bad), 1);
+        ch.assign(word.substr(i, n));
+        i += n;
+        if (const auto it = vocab.find(ch); it != vocab.end()) {
+          if (pending_unk >= 0) push(pending_unk), pending_unk = -1;
+          push(it->second);
+          continue;
+        }
+        if (byte_fallback && std::all_of(ch.begin(), ch.end(), [&](char c) { return fallback_id[static_cast<unsigned char>(c)] >= 0; })) {
+          for (char c : ch) push(fallback_id[static_cast<unsigned char>(c)]);  // a pending unk stays pending, as in HF
+          continue;
+        }
+        unknown();
+      }
     }
     if (pending_unk >= 0) push(pending_unk);
     if (sym.empty()) return;
@@ -210,7 +252,7 @@ struct BpeTokenizer::Impl {
   };
 
   void word(std::string_view w, EncodeState& st) const {
-    if (w.size() == 1 && byte_id[static_cast<unsigned char>(w[0])] >= 0) {
+    if (byte_level && w.size() == 1 && byte_id[static_cast<unsigned char>(w[0])] >= 0) {
       st.ids.push_back(byte_id[static_cast<unsigned char>(w[0])]);
     } else if (st.fired) {
       std::vector<int32_t> ids;
@@ -221,15 +263,17 @@ struct BpeTokenizer::Impl {
     }
   }
 
-  /// Steps 3-4 on one piece of normalized text between added tokens.
-  void pretokenize(size_t step, std::string_view piece, EncodeState& st) const {
+  /// Steps 3-4 on one piece of normalized text between added tokens; `at_start`: the piece begins where the text
+  /// does (offset 0 of the original: Metaspace's prepend_scheme "first" prepends only there).
+  void pretokenize(size_t step, std::string_view piece, EncodeState& st, bool at_start) const {
     if (step < splits.size()) {
       std::vector<std::string_view>& pieces = st.levels[step];  // stable: levels is never resized below
       pieces.clear();
       splits[step].regex.split(piece, pieces, splits[step].behavior, splits[step].invert);
-      for (std::string_view p : pieces) pretokenize(step + 1, p, st);
+      for (std::string_view p : pieces) pretokenize(step + 1, p, st, at_start && p.data() == piece.data());
       return;
     }
+    if (!byte_level) return char_pretokenize(piece, st, at_start);
     std::string prefixed;
     if (add_prefix_space && piece[0] != ' ') {
       prefixed = " ";
@@ -242,6 +286,26 @@ struct BpeTokenizer::Impl {
     for (std::string_view p : pieces) word(p, st);
   }
 
+  /// Metaspace (when the file has it) on a piece: every " " -> the replacement, the replacement prepended as the
+  /// scheme says unless the piece starts with it, then split before each replacement (MergedWithNext) when `split`.
+  void char_pretokenize(std::string_view piece, EncodeState& st, bool at_start) const {
+    if (!metaspace.on) return word(piece, st);
+    const std::string& r = metaspace.replacement;
+    std::string m;
+    m.reserve(piece.size() + r.size());
+    for (char c : piece) c == ' ' ? void(m += r) : void(m += c);
+    using Scheme = Metaspace::Scheme;
+    if ((metaspace.scheme == Scheme::Always || (metaspace.scheme == Scheme::First && at_start)) && m.compare(0, r.size(), r) != 0)
+      m.insert(0, r);
+    if (!metaspace.split) return word(m, st);
+    size_t b = 0;
+    for (size_t at = m.find(r, 1); at != std::string::npos; at = m.find(r, at + r.size())) {
+      word(std::string_view(m).substr(b, at - b), st);
+      b = at;
+    }
+    if (b < m.size()) word(std::string_view(m).substr(b), st);
+  }
+
   std::vector<int64_t> encode(const std::string& input, std::vector<int64_t>* fired) const {
     std::string repaired;
     const std::string_view text = utf8::lossy(input, repaired) ? std::string_view(repaired) : std::string_view(input);
@@ -252,18 +316,17 @@ struct BpeTokenizer::Impl {
     EncodeState st{{}, cache, std::vector<std::vector<std::string_view>>(splits.size()), fired};
     st.ids.reserve(text.size() / 3);
     auto token = [&](int32_t id) { st.ids.push_back(id); };
-    auto normalized_piece = [&](std::string_view n) {
-      normalized_added.split(n, [&](std::string_view p) { pretokenize(0, p, st); }, token);
+    auto normalized_piece = [&](std::string_view n, bool at_start) {
+      normalized_added.split(
+          n, [&](std::string_view p) { pretokenize(0, p, st, at_start && p.data() == n.data()); }, token);
     };
     raw_added.split(
         text,
         [&](std::string_view piece) {
-          if (nfc && !nfc_quick_check(piece)) {
-            const std::string n = statecut::nfc(piece);
-            normalized_piece(n);
-          } else {
-            normalized_piece(piece);
-          }
+          const bool at_start = piece.data() == text.data();
+          if (normalizer.leaves(piece)) return normalized_piece(piece, at_start);
+          const std::string n = normalizer.normalize(piece);
+          normalized_piece(n, at_start);
         },
         token);
     return std::move(st.ids);
@@ -294,7 +357,7 @@ void BpeTokenizer::Impl::load_model(const json& m) {
   if (!str_or_empty("end_of_word_suffix").empty()) bpe_fail(path, "unsupported BPE end_of_word_suffix");
   if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() != 0.0)
     bpe_fail(path, "unsupported BPE dropout (encode would be random)");
-  if (m.value("byte_fallback", false)) bpe_fail(path, "unsupported BPE byte_fallback true");
+  byte_fallback = m.value("byte_fallback", false);
   fuse_unk = m.value("fuse_unk", false);
   ignore_merges = m.value("ignore_merges", false);
   if (!m.contains("vocab") || !m["vocab"].is_object()) bpe_fail(path, "model has no \"vocab\" object");
@@ -308,6 +371,10 @@ void BpeTokenizer::Impl::load_model(const json& m) {
   for (int b = 0; b < 256; ++b) {
     auto it = vocab.find(byte_char[b]);
     byte_id[b] = it == vocab.end() ? -1 : it->second;
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);  // HF's format!("<{:#04X}>", b)
+    it = vocab.find(name);
+    fallback_id[b] = it == vocab.end() ? -1 : it->second;
   }
   if (const std::string unk = str_or_empty("unk_token"); !unk.empty()) {
     auto it = vocab.find(unk);
@@ -346,7 +413,7 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
   const std::string type = p.is_object() ? p.value("type", std::string("(none)")) : std::string("null");
   if (type == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array())
     steps.assign(p["pretokenizers"].begin(), p["pretokenizers"].end());
-  else
+  else if (!p.is_null())  // null: no pre-tokenizer (Llama 2's file: its normalizer does Metaspace's work)
     steps.push_back(p);
   for (size_t i = 0; i < steps.size(); ++i) {
     const json& s = steps[i];
@@ -372,12 +439,29 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
       else
         bpe_fail(path, "pre_tokenizer Split has no Regex or String pattern");
       splits.push_back({SplitRegex(regex, path), behavior, s["invert"].get<bool>()});
+    } else if (t == "Metaspace") {
+      if (i + 1 != steps.size()) bpe_fail(path, "unsupported pre_tokenizer: Metaspace before another pre-tokenizer");
+      if (!s.contains("replacement") || !s["replacement"].is_string() || s["replacement"].get<std::string>().empty())
+        bpe_fail(path, "pre_tokenizer Metaspace lacks its \"replacement\"");
+      metaspace.on = true;
+      metaspace.replacement = s["replacement"].get<std::string>();
+      metaspace.split = s.value("split", true);
+      // prepend_scheme (tokenizers >= 0.15), else the older add_prefix_space (true: always)
+      const std::string scheme = s.contains("prepend_scheme") && s["prepend_scheme"].is_string()
+                                     ? s["prepend_scheme"].get<std::string>()
+                                     : s.value("add_prefix_space", true) ? "always" : "never";
+      using Scheme = Metaspace::Scheme;
+      if (scheme == "always") metaspace.scheme = Scheme::Always;
+      else if (scheme == "first") metaspace.scheme = Scheme::First;
+      else if (scheme == "never") metaspace.scheme = Scheme::Never;
+      else bpe_fail(path, "pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is none of always, first, never");
     } else {
-      bpe_fail(path, "unsupported pre_tokenizer '" + t + "' (only Split and ByteLevel)");
+      bpe_fail(path, "unsupported pre_tokenizer '" + t + "' (only Split, then ByteLevel or Metaspace)");
     }
   }
-  if (steps.empty() || steps.back().value("type", std::string()) != "ByteLevel")
-    bpe_fail(path, "unsupported pre_tokenizer: no ByteLevel (this tokenizer is byte-level BPE only)");
+  // ByteLevel last: byte-level BPE; else the model's symbols are characters (Metaspace last, or Split steps alone,
+  // or none), which the model and the decoder must agree with (load checks).
+  byte_level = !steps.empty() && steps.back().value("type", std::string()) == "ByteLevel";
 }
 
 void BpeTokenizer::Impl::load(const json& j) {
@@ -387,24 +471,24 @@ void BpeTokenizer::Impl::load(const json& j) {
     bpe_fail(path, "unknown tokenizer version " + j["version"].dump() + " (tokenizers reads \"1.0\")");
   load_model(j.contains("model") ? j["model"] : json());
 
-  const json norm = j.value("normalizer", json());
-  std::vector<json> norms;
-  if (norm.is_object() && norm.value("type", std::string()) == "Sequence" && norm.contains("normalizers"))
-    norms.assign(norm["normalizers"].begin(), norm["normalizers"].end());
-  else if (!norm.is_null())
-    norms.push_back(norm);
-  for (const json& n : norms) {
-    const std::string t = n.is_object() ? n.value("type", std::string("(none)")) : std::string("null");
-    if (t != "NFC") bpe_fail(path, "unsupported normalizer '" + t + "' (only null and NFC)");
-    nfc = true;
-  }
+  normalizer = BpeNormalizer::from_json(j.value("normalizer", json()), path);
 
   load_pre_tokenizer(j.value("pre_tokenizer", json()));
 
   const json dec = j.value("decoder", json());
   const std::string dec_type = dec.is_object() ? dec.value("type", std::string("(none)")) : std::string("null");
-  if (dec_type != "ByteLevel") bpe_fail(path, "unsupported decoder '" + dec_type + "' (only ByteLevel)");
-  require_fields(dec, "decoder ByteLevel", {"add_prefix_space", "trim_offsets"});
+  if (byte_level) {
+    // HF would fall back on the bytes of a mapped character (U+0100 -> <0xC4><0x80>): never written, not read.
+    if (byte_fallback) bpe_fail(path, "unsupported BPE byte_fallback true with a ByteLevel pre-tokenizer");
+    if (dec_type != "ByteLevel")
+      bpe_fail(path, "unsupported decoder '" + dec_type + "' with a ByteLevel pre-tokenizer (only ByteLevel)");
+    require_fields(dec, "decoder ByteLevel", {"add_prefix_space", "trim_offsets"});
+  } else {
+    if (dec_type == "ByteLevel")
+      bpe_fail(path, "unsupported decoder ByteLevel without a ByteLevel pre-tokenizer (a byte-level file lacks its "
+                     "ByteLevel step, or a character-level one has the wrong decoder)");
+    char_decoder = std::make_unique<BpeDecoder>(BpeDecoder::from_json(dec, path));
+  }
 
   // Added tokens get their ids as tokenizers gives them on load (AddedVocabulary::add_tokens), not as the file writes
   // them (it only logs a warning when they differ): a content already added keeps its id (the later entry's options
@@ -474,13 +558,33 @@ void BpeTokenizer::Impl::load(const json& j) {
     }
     return out;
   };
+  // Character BPE: the text a token stands for is its string with the space marker read as " " and a byte token
+  // <0xHH> as its byte.
+  const std::string marker = metaspace.on ? metaspace.replacement : std::string("\xE2\x96\x81");
+  std::unordered_map<int32_t, char> fallback_byte;
+  for (int b = 0; b < 256; ++b)
+    if (fallback_id[b] >= 0) fallback_byte[fallback_id[b]] = static_cast<char>(b);
+  auto char_bytes = [&](const std::string& tok, int32_t id) {
+    if (const auto it = fallback_byte.find(id); it != fallback_byte.end()) return std::string(1, it->second);
+    std::string out;
+    for (size_t i = 0; i < tok.size();)
+      tok.compare(i, marker.size(), marker) == 0 ? (out += ' ', i += marker.size()) : (out += tok[i], ++i);
+    return out;
+  };
+  if (!byte_level) token_string.assign(n, std::string());
   for (const auto& [tok, id] : vocab) {
-    decoded[id] = raw_bytes[id] = decoder_bytes(tok);
+    if (byte_level) {
+      decoded[id] = raw_bytes[id] = decoder_bytes(tok);
+    } else {
+      token_string[id] = tok;
+      raw_bytes[id] = char_bytes(tok, id);
+    }
     known[id] = 1;
   }
   for (const Added& a : added_tokens) {
-    const std::string form = a.normalized && nfc ? statecut::nfc(a.content) : a.content;
-    decoded[a.id] = decoder_bytes(form);
+    const std::string form = a.normalized ? normalizer.normalize(a.content) : a.content;
+    if (byte_level) decoded[a.id] = decoder_bytes(form);
+    else token_string[a.id] = a.content;
     raw_bytes[a.id] = a.content;
     known[a.id] = 1;
     AddedSet& set = a.normalized ? normalized_added : raw_added;
@@ -531,6 +635,12 @@ std::vector<int64_t> BpeTokenizer::merges_fired(const std::string& utf8) const {
 }
 
 std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
+  if (!impl_->byte_level) {
+    std::vector<std::string> tokens;
+    for (int64_t id : ids)
+      if (id >= 0 && id < vocab_size() && impl_->known[id]) tokens.push_back(impl_->token_string[id]);
+    return impl_->char_decoder->decode(std::move(tokens));
+  }
   std::string bytes;
   for (int64_t id : ids)
     if (id >= 0 && id < vocab_size() && impl_->known[id]) bytes += impl_->decoded[id];

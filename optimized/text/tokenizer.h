@@ -1,9 +1,11 @@
 /// Text → token ids for a checkpoint, chosen by what the folder holds (never silently):
-///   tokenizer.json         byte-level BPE (bpe_tokenizer.h: Qwen2/3/3.5, GPT-2, Llama-3 style), also beside a
-///                          tokenizer.model: it is what transformers' fast tokenizer reads
-///   tokenizer.model        SentencePiece, when there is no tokenizer.json, or beside the json only when that json
-///                          converts this model (byte_fallback BPE, Unigram or the U+2581 space marker: Llama 2,
-///                          Mistral, Gemma): the same tokenizer. Text holding one of the json's added tokens with an id
+///   tokenizer.json         BPE (bpe_tokenizer.h: byte-level as Qwen2/3/3.5, GPT-2, GPT-NeoX, Llama-3, OLMo; with
+///                          byte_fallback as Llama 2, Mistral, Phi-3), also beside a tokenizer.model: it is what
+///                          transformers' fast tokenizer reads (SentencePiece itself differs: a dummy "▁" before a text
+///                          that starts with a space, added tokens kept as text)
+///   tokenizer.model        SentencePiece, when there is no tokenizer.json, or beside a json statecut cannot read only
+///                          when that json converts this model (byte_fallback BPE, Unigram or the U+2581 space marker):
+///                          the same tokenizer. Text holding one of the json's added tokens with an id
 ///                          past the model's vocabulary is refused (SentencePiece cannot give it). Any other json
 ///                          statecut cannot read is its error, never a silent switch to the model
 ///   only other tokenizer   vocab.json / merges.txt (slow BPE), vocab.txt, spiece.model, *.tiktoken, tekken.json:

@@ -127,7 +127,7 @@ TEST(BadInput_BpeTokenizer, unsupportedModelIsOneLineError) {
   expect_refused([](json& j) { j["model"]["type"] = "WordPiece"; }, "unsupported model type 'WordPiece'");
   expect_refused([](json& j) { j["model"]["type"] = "Unigram"; }, "unsupported model type 'Unigram'");
   expect_refused([](json& j) { j.erase("model"); }, "no \"model\"");
-  expect_refused([](json& j) { j["model"]["byte_fallback"] = true; }, "byte_fallback");
+  expect_refused([](json& j) { j["model"]["byte_fallback"] = true; }, "byte_fallback true with a ByteLevel pre-tokenizer");
   expect_refused([](json& j) { j["model"]["dropout"] = 0.1; }, "dropout");
   expect_refused([](json& j) { j["model"]["continuing_subword_prefix"] = "##"; }, "continuing_subword_prefix");
 }
@@ -147,8 +147,10 @@ TEST(BadInput_BpeTokenizer, unsupportedNormalizerIsOneLineError) {
 }
 
 TEST(BadInput_BpeTokenizer, unsupportedPreTokenizerIsOneLineError) {
-  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "unsupported pre_tokenizer 'Metaspace'");
-  expect_refused([](json& j) { j["pre_tokenizer"] = nullptr; }, "unsupported pre_tokenizer 'null'");
+  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "unsupported pre_tokenizer 'Whitespace'");
+  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace lacks its \"replacement\"");
+  // Without ByteLevel the model's symbols are characters: a ByteLevel decoder then does not fit.
+  expect_refused([](json& j) { j["pre_tokenizer"] = nullptr; }, "unsupported decoder ByteLevel without a ByteLevel pre-tokenizer");
   expect_refused(
       [](json& j) {
         j["pre_tokenizer"] = {{"type", "Sequence"},

@@ -87,7 +87,8 @@ std::string error_of(F f) {
   return {};
 }
 
-// Beside a tokenizer.json statecut does not read (Llama 2's byte_fallback BPE), tokenizer.model is used — the same
+// Beside a tokenizer.json statecut does not read that converts the model (a byte_fallback BPE, here without a
+// decoder; Llama 2's, Mistral's and Phi-3's are read: Golden_Tokenizers), tokenizer.model is used — the same
 // ids for plain text — but a token the json adds past the model's 256 pieces cannot come out of SentencePiece: text
 // holding it is refused naming the json, not split into pieces transformers would not give.
 TEST_F(Golden_SentencePiece, unreadableJsonLeavesTheModelAndItsAddedTokensAreRefused) {
@@ -248,7 +249,7 @@ TEST_F(BadInput_SentencePiece, anUnreadableJsonOfItsOwnIsAnErrorNotASwitchToTheM
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
   EXPECT_NE(msg.find("NFKC"), std::string::npos) << msg;
 #endif
-  // The same json marked as a SentencePiece conversion (Metaspace) leaves the model, as Llama 2's does.
+  // The same unreadable json marked as a SentencePiece conversion (Metaspace) leaves the model.
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
   std::ofstream(d.path / "tokenizer.json") << j.dump();
   EXPECT_EQ(Tokenizer::for_checkpoint(d.path.string()).describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
