@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -209,6 +210,23 @@ bool sentencepiece_conversion(const nlohmann::json& j) {
   return false;
 }
 
+/// Whether a file starts like a tiktoken rank file: lines "<base64> <decimal rank>".
+bool looks_like_tiktoken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  int lines = 0;
+  for (; lines < 3 && std::getline(in, line); ++lines) {
+    const size_t sp = line.find(' ');
+    if (sp == 0 || sp == std::string::npos || sp + 1 == line.size()) return false;
+    for (size_t i = 0; i < sp; ++i)
+      if (!std::isalnum(static_cast<unsigned char>(line[i])) && line[i] != '+' && line[i] != '/' && line[i] != '=')
+        return false;
+    for (size_t i = sp + 1; i < line.size(); ++i)
+      if (!std::isdigit(static_cast<unsigned char>(line[i]))) return false;
+  }
+  return lines == 3;
+}
+
 /// Tokenizer files of formats statecut does not read (slow-tokenizer vocabularies, tiktoken, Mistral's tekken,
 /// SentencePiece models under other names): the first one a folder holds, "" when none.
 std::string unread_tokenizer_file(const std::string& dir) {
@@ -303,6 +321,11 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
 }
 
 Tokenizer Tokenizer::for_checkpoint_sentencepiece(const std::string& path) {
+  // Meta's original Llama 3/4 folders name a tiktoken rank file tokenizer.model ("<base64 token> <rank>" lines):
+  // named as such rather than as a protobuf SentencePiece could not parse.
+  if (looks_like_tiktoken(path))
+    throw std::runtime_error(path + ": a tiktoken rank file (Meta's original Llama 3 format), not a SentencePiece "
+                             "model; statecut reads the Hugging Face conversion's tokenizer.json");
   Tokenizer t;
   t.impl_->helper = find_spm_helper();
   if (t.impl_->helper.empty())

@@ -238,6 +238,16 @@ TEST(Unit_Tokenizer, tokenizerJsonBesideATokenizerModelIsTheOneRead) {
 
 // A byte-level tokenizer.json statecut cannot read (here an NFKC normalizer) is its own tokenizer, not a conversion of
 // the tokenizer.model beside it: its error, never the model's other ids in silence (audit 24 D1).
+// Meta's original Llama 3 folder names its tiktoken rank file tokenizer.model: named as such, not as a protobuf
+// SentencePiece failed to parse.
+TEST_F(BadInput_SentencePiece, aTiktokenFileNamedTokenizerModelIsNamedAsTiktoken) {
+  TempDir d("tiktoken");
+  std::ofstream(d.path / "tokenizer.model") << "IQ== 0\nIg== 1\nIw== 2\nJA== 3\n";
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
+  EXPECT_EQ(msg.rfind((d.path / "tokenizer.model").string() + ": a tiktoken rank file", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
 TEST_F(BadInput_SentencePiece, anUnreadableJsonOfItsOwnIsAnErrorNotASwitchToTheModel) {
   TempDir d("both");
   fs::copy_file(kPipelineSpm / "tokenizer.model", d.path / "tokenizer.model");
