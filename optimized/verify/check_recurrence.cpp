@@ -107,9 +107,11 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
     ForwardOptions fo;
     fo.mode = RecurrenceMode::Recurrent;
     ctx.say("forward in recurrent mode");
-    const torch::Tensor lr = ctx.model->forward(ctx.ids.to(ctx.device), fo).logits;
     Worst w;
-    for (int64_t b = 0; b < lr.size(0); ++b) w.add(rel_err(lr[b], ctx.fwd.logits[b]), "window " + std::to_string(b));
+    for (int64_t b = 0; b < ctx.ids.size(0); ++b) {  // a window at a time: one window's logits held, not N
+      const torch::Tensor lr = ctx.model->forward(ctx.ids.slice(0, b, b + 1).to(ctx.device), fo).logits;
+      w.add(rel_err(lr[0], ctx.fwd.logits[b]), "window " + std::to_string(b));
+    }
     m.figure = w.figure();
     m.where = w.where;
   }

@@ -68,9 +68,16 @@ bool Context::ensure_f64() {
       model64 = load_causal_lm(dir, torch::kFloat64, dev);
       ForwardOptions fo;
       fo.output_hidden_states = true;
-      const ForwardResult r = model64->forward(ids.to(dev), fo);
-      logits64 = r.logits.to(torch::kCPU, torch::kFloat64);
-      hidden64 = r.hidden_states.back().to(torch::kCPU, torch::kFloat64);
+      // A window at a time: the f64 head's [L, V] product is held for one window, not N (at a 152k vocabulary,
+      // 4 x 512 tokens: 2.5 GB less). Models return fp32 logits, so logits64 keeps them in fp32.
+      std::vector<torch::Tensor> lg, hid;
+      for (int64_t b = 0; b < ids.size(0); ++b) {
+        const ForwardResult r = model64->forward(ids.slice(0, b, b + 1).to(dev), fo);
+        lg.push_back(r.logits.to(torch::kCPU));
+        hid.push_back(r.hidden_states.back().to(torch::kCPU, torch::kFloat64));
+      }
+      logits64 = torch::cat(lg);
+      hidden64 = torch::cat(hid);
       device64 = dev;
       f64_ok_ = true;
       break;
@@ -84,10 +91,8 @@ bool Context::ensure_f64() {
 }
 
 const std::vector<double>& Context::f64_distances() {
-  if (f64_distances_.empty()) {
-    const torch::Tensor lg = fwd.logits.to(torch::kCPU, torch::kFloat64);
-    for (int64_t b = 0; b < lg.size(0); ++b) f64_distances_.push_back(rel_err(lg[b], logits64[b]));
-  }
+  if (f64_distances_.empty())
+    for (int64_t b = 0; b < fwd.logits.size(0); ++b) f64_distances_.push_back(rel_err(fwd.logits[b], logits64[b]));
   return f64_distances_;
 }
 
@@ -106,9 +111,11 @@ double Context::f64_sensitivity() {
       const torch::Tensor bit = torch::randint(2, w.sizes(), gen, torch::TensorOptions().dtype(torch::kFloat64));
       w.mul_((bit * 2 - 1).to(w.device()).mul_(u).add_(1.0));  // w (1 ± u)
     }
-    const torch::Tensor lg = m->forward(ids.to(device64), ForwardOptions()).logits.to(torch::kCPU, torch::kFloat64);
     double worst = 0;
-    for (int64_t b = 0; b < lg.size(0); ++b) worst = std::max(worst, rel_err(lg[b], logits64[b]));
+    for (int64_t b = 0; b < ids.size(0); ++b) {
+      const torch::Tensor lg = m->forward(ids.slice(0, b, b + 1).to(device64), ForwardOptions()).logits;
+      worst = std::max(worst, rel_err(lg[0], logits64[b]));
+    }
     f64_sensitivity_ = worst;
   } catch (const std::exception& e) {
     f64_error = "the perturbed f64 model fails: " + error_text(e);
@@ -228,9 +235,20 @@ double rel_err(const Mat& a, const Mat& b) {
 }
 
 double rel_err(const torch::Tensor& a, const torch::Tensor& b) {
-  const torch::Tensor x = a.detach().to(torch::kCPU, torch::kFloat64), y = b.detach().to(torch::kCPU, torch::kFloat64);
-  if (!torch::isfinite(x).all().item<bool>()) return std::nan("");
-  const double num = (x - y).norm().item<double>(), den = y.norm().item<double>();
+  // In f64, a slice of 2^20 entries at a time: a window's logits at a 152k vocabulary are 78M entries, whose f64
+  // copies and difference would hold 1.9 GB at once.
+  const torch::Tensor x = a.detach().reshape(-1), y = b.detach().reshape(-1);
+  TORCH_CHECK(x.numel() == y.numel(), "rel_err of ", a.sizes(), " and ", b.sizes());
+  constexpr int64_t kSlice = int64_t{1} << 20;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < x.numel(); i += kSlice) {
+    const int64_t e = std::min(x.numel(), i + kSlice);
+    const torch::Tensor xs = x.slice(0, i, e).to(torch::kCPU, torch::kFloat64), ys = y.slice(0, i, e).to(torch::kCPU, torch::kFloat64);
+    if (!torch::isfinite(xs).all().item<bool>()) return std::nan("");
+    num += (xs - ys).square().sum().item<double>();
+    den += ys.square().sum().item<double>();
+  }
+  num = std::sqrt(num), den = std::sqrt(den);
   if (den == 0) return num == 0 ? 0.0 : std::numeric_limits<double>::infinity();
   return num / den;
 }
