@@ -7,7 +7,8 @@
 /// NFC composes, emoji sequences, controls, code, corpus windows, random strings over many Unicode blocks, and each
 /// file's added tokens in context). The byte-level BPE files there are trimmed by tools/make_small_bpe_tokenizer.cpp
 /// to the merges their texts fire (its header says why the ids stay exact); folders/README.md names each source.
-/// $STATECUT_TOKENIZER_ORACLE names another root of such folders (the untrimmed files, texts of any length).
+/// The decoded ids are also streamed a token at a time as `statecut generate` prints them (text_stream.h), which must
+/// add up to the same text. $STATECUT_TOKENIZER_ORACLE names another root of such folders (the untrimmed files, texts of any length).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "optimized/generate/text_stream.h"
 #include "optimized/text/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -52,7 +54,7 @@ TEST(Golden_Tokenizers, realTokenizersOfOtherModelsGiveHfIdsAndDecodes) {
     const Tokenizer tok = Tokenizer::for_checkpoint(dir.string());
     ASSERT_TRUE(tok.available()) << tok.unavailable_reason();
     std::ifstream in(dir / "golden.jsonl");
-    int lines = 0, bad_ids = 0, bad_decodes = 0;
+    int lines = 0, bad_ids = 0, bad_decodes = 0, bad_streams = 0;
     for (std::string line; std::getline(in, line);) {
       if (line.empty()) continue;
       const auto j = nlohmann::json::parse(line);
@@ -70,9 +72,18 @@ TEST(Golden_Tokenizers, realTokenizersOfOtherModelsGiveHfIdsAndDecodes) {
       if (dec != j.at("decoded").get<std::string>() && ++bad_decodes <= 3)
         ADD_FAILURE() << "decode of the ids of " << show(text) << "\n  HF   " << show(j.at("decoded"))
                       << "\n  ours " << show(dec);
+      // generate's streamed text, a token at a time, adds up to the same decode.
+      statecut::TextStream stream(tok);
+      std::string streamed;
+      for (int64_t id : want) streamed += stream.push(id);
+      streamed += stream.finish();
+      if (streamed != dec && ++bad_streams <= 3)
+        ADD_FAILURE() << "streamed decode of the ids of " << show(text) << "\n  decode   " << show(dec)
+                      << "\n  streamed " << show(streamed);
     }
     EXPECT_EQ(bad_ids, 0) << "of " << lines << " texts (" << tok.describe() << ")";
     EXPECT_EQ(bad_decodes, 0) << "of " << lines << " texts (" << tok.describe() << ")";
+    EXPECT_EQ(bad_streams, 0) << "of " << lines << " texts (" << tok.describe() << ")";
     EXPECT_GT(lines, 0);
     std::cout << dir.filename().string() << ": " << lines << " texts, " << tok.describe() << "\n";
   }
