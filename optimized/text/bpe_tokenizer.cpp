@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "optimized/text/bpe_added_tokens.h"
 #include "optimized/text/bpe_decoder.h"
 #include "optimized/text/bpe_normalizer.h"
 #include "optimized/text/bpe_tables.h"
@@ -23,6 +24,9 @@ namespace statecut {
 namespace {
 
 using json = nlohmann::json;
+using bpe::AddedEntry;
+using bpe::AddedSet;
+using bpe::read_added_tokens;
 using bpe::MergeEntry;
 using bpe::MergeTable;
 using bpe::WordCache;
@@ -44,62 +48,6 @@ std::array<std::string, 256> byte_chars() {
   }
   return out;
 }
-
-struct AddedToken {
-  std::string pattern;  // content, NFC'd when normalized and the normalizer is NFC
-  int32_t id;
-  bool lstrip, rstrip;
-};
-
-/// Added tokens matched leftmost-longest; candidates indexed by first byte, longest first.
-struct AddedSet {
-  std::vector<AddedToken> tokens;
-  std::array<std::vector<int32_t>, 256> by_first{};
-
-  void finish() {
-    for (size_t i = 0; i < tokens.size(); ++i)
-      by_first[static_cast<unsigned char>(tokens[i].pattern[0])].push_back(static_cast<int32_t>(i));
-    for (auto& v : by_first)
-      std::stable_sort(v.begin(), v.end(),
-                       [&](int32_t a, int32_t b) { return tokens[a].pattern.size() > tokens[b].pattern.size(); });
-  }
-
-  /// Calls text(piece) for the text between tokens and token(id) for each token, in order (HF's find_matches).
-  template <class Text, class Token>
-  void split(std::string_view s, Text&& text, Token&& token) const {
-    size_t done = 0, pos = 0;
-    while (pos < s.size()) {
-      const AddedToken* hit = nullptr;
-      for (int32_t i : by_first[static_cast<unsigned char>(s[pos])]) {
-        if (s.compare(pos, tokens[i].pattern.size(), tokens[i].pattern) == 0) {
-          hit = &tokens[i];
-          break;
-        }
-      }
-      if (!hit) {
-        ++pos;
-        continue;
-      }
-      size_t start = pos, stop = pos + hit->pattern.size(), bad = 0;
-      while (hit->lstrip && start > done) {  // take in the White_Space before, not past the previous token
-        size_t k = start - 1;
-        while (k > done && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
-        size_t j = k;
-        if (!utf8::white_space(utf8::next(s, j))) break;
-        start = k;
-      }
-      while (hit->rstrip && stop < s.size()) {
-        size_t j = stop;
-        if (!utf8::white_space(utf8::next(s, j))) break;
-        stop += utf8::valid_seq(s, stop, bad);
-      }
-      if (start > done) text(s.substr(done, start - done));
-      token(hit->id);
-      done = pos = stop;
-    }
-    if (done < s.size()) text(s.substr(done));
-  }
-};
 
 struct Symbol {  // a BPE symbol in a word's linked list
   int32_t id, prev, next;
@@ -490,53 +438,10 @@ void BpeTokenizer::Impl::load(const json& j) {
     char_decoder = std::make_unique<BpeDecoder>(BpeDecoder::from_json(dec, path));
   }
 
-  // Added tokens get their ids as tokenizers gives them on load (AddedVocabulary::add_tokens), not as the file writes
-  // them (it only logs a warning when they differ): a content already added keeps its id (the later entry's options
-  // win), a content in the model's vocab takes that id, any other the next id from the vocab's entry count up. The
-  // fields are required as tokenizers' AddedToken requires them (it has no defaults).
-  struct Added {
-    std::string content;
-    int32_t id;
-    bool normalized, lstrip, rstrip;
-  };
-  std::vector<Added> added_tokens;
-  {
-    const json added = j.value("added_tokens", json::array());
-    if (!added.is_array()) bpe_fail(path, "\"added_tokens\" is not a list");
-    std::unordered_map<std::string, size_t> by_content;
-    int64_t next_id = static_cast<int64_t>(vocab.size());
-    for (const json& a : added) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-          !a["content"].is_string())
-        bpe_fail(path, "an added token lacks an integer \"id\" or a string \"content\"");
-      const std::string content = a["content"].get<std::string>();
-      if (a["id"].is_number_unsigned() ? a["id"].get<uint64_t>() > INT32_MAX
-                                       : a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() > INT32_MAX)
-        bpe_fail(path, "added token \"" + content + "\": id " + a["id"].dump() + " is outside [0, 2^31 - 1]");
-      for (const char* f : {"single_word", "lstrip", "rstrip", "normalized", "special"})
-        if (!a.contains(f) || !a[f].is_boolean())
-          bpe_fail(path, "added token \"" + content + "\" lacks a true/false \"" + f + "\" (tokenizers refuses the file)");
-      if (a["single_word"].get<bool>()) bpe_fail(path, "unsupported added token option single_word true");
-      if (content.empty()) continue;  // tokenizers ignores empty added tokens
-      Added t{content, 0, a["normalized"].get<bool>(), a["lstrip"].get<bool>(), a["rstrip"].get<bool>()};
-      if (const auto it = by_content.find(content); it != by_content.end()) {
-        t.id = added_tokens[it->second].id;
-        added_tokens[it->second] = t;
-        continue;
-      }
-      if (const auto v = vocab.find(content); v != vocab.end()) {
-        t.id = v->second;
-      } else {
-        if (next_id > INT32_MAX) bpe_fail(path, "added token \"" + content + "\": no 32-bit id left");
-        t.id = static_cast<int32_t>(next_id++);
-      }
-      by_content[content] = added_tokens.size();
-      added_tokens.push_back(std::move(t));
-    }
-  }
+  const std::vector<AddedEntry> added_tokens = read_added_tokens(j, vocab, path);
   int64_t max_id = -1;
   for (const auto& [tok, id] : vocab) max_id = std::max<int64_t>(max_id, id);
-  for (const Added& a : added_tokens) max_id = std::max<int64_t>(max_id, a.id);
+  for (const AddedEntry& a : added_tokens) max_id = std::max<int64_t>(max_id, a.id);
 
   // id -> token: vocab first, then added tokens (which take precedence in decode, as in HF).
   if (max_id >= (int64_t{1} << 24)) bpe_fail(path, "token id " + std::to_string(max_id) + " is too large (max 2^24 - 1)");
@@ -581,7 +486,7 @@ void BpeTokenizer::Impl::load(const json& j) {
     }
     known[id] = 1;
   }
-  for (const Added& a : added_tokens) {
+  for (const AddedEntry& a : added_tokens) {
     const std::string form = a.normalized ? normalizer.normalize(a.content) : a.content;
     if (byte_level) decoded[a.id] = decoder_bytes(form);
     else token_string[a.id] = a.content;
