@@ -20,6 +20,20 @@ if [ "$PHASE" = A ]; then
   say "gate: $(tail -1 "$LOGS/gate.log") at $(elapsed) s"
   wait $oracle
   say "$(tail -1 "$LOGS/oracle.log")"; cp "$LOGS/oracle.log" "$OUT/"
+  # statecut's tokenizers against both oracles on the untrimmed files: Golden_Tokenizers over a folder per tokenizer
+  cmake --build "$BUILD" --target tokenizer_oracle >"$LOGS/build_oracle.log" 2>&1 || keep "$LOGS/build_oracle.log"
+  READ="gpt2 gpt-neox-20b olmo-dolma2 olmo-gpt-neox-20b-pii-special olmo-gpt-neox-dolma-v1_5 phi-2 phi-3-mini mistral-7b-v0.1 whisper-large-v3 roberta-base chatglm"
+  for src in hf tf; do
+    root="$WORK/oracle_$src"
+    for g in "$OUT"/tok/*.jsonl; do
+      n=$(basename "$g" .jsonl); [ "$src" = hf ] && [ "${n%.tf}" != "$n" ] && continue
+      [ "$src" = tf ] && { [ "${n%.tf}" = "$n" ] && continue; n=${n%.tf}; }
+      case " $READ " in *" $n "*) ;; *) continue ;; esac  # the ones statecut reads; the others it refuses in one line
+      mkdir -p "$root/$n" && cp "$WORK/tok/files/$n"/tokenizer.* "$root/$n/" && cp "$g" "$root/$n/golden.jsonl"
+    done
+    STATECUT_TOKENIZER_ORACLE="$root" "$BUILD/tests/tokenizer_oracle" >"$OUT/golden_tokenizers_$src.log" 2>&1
+    say "Golden_Tokenizers against $src: rc=$? $(grep -cE '^[a-z].*: [0-9]+ texts' "$OUT/golden_tokenizers_$src.log") folders"
+  done
   if [ "$(elapsed)" -lt 400 ]; then
     configure_and_build
     checkpoint dn13 && pruned dn13 && profile_decode dn13_p50 256 && profile_decode dn13 256

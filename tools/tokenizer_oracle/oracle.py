@@ -6,7 +6,8 @@ every folder under ROOT holding a tokenizer.json: the golden files statecut's to
 
 Writes OUT/<name>.jsonl ({"text", "ids", "decoded"}: encode(text, add_special_tokens=False).ids and
 decode(ids, skip_special_tokens=False)) over the texts plus each tokenizer's added tokens set in context,
-OUT/<name>.tf.jsonl (the texts where AutoTokenizer disagrees with the json alone) and OUT/oracle.log.
+OUT/<name>.tf.jsonl (the same from transformers' AutoTokenizer on the folder: its ids and its decode) and
+OUT/oracle.log (where the two disagree).
 """
 import json, os, sys
 root, texts_path, out = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -41,14 +42,15 @@ for name in sorted(os.listdir(root)):
   if transformers is None: continue
   try:
     at = transformers.AutoTokenizer.from_pretrained(d, local_files_only=True)
-    diff = 0
+    diff = ddiff = 0
     with open(os.path.join(out, name + ".tf.jsonl"), "w", encoding="utf-8") as f:
       for t in mine:
         a = at(t, add_special_tokens=False)["input_ids"]
         b = tok.encode(t, add_special_tokens=False).ids
-        if a != b:
-          diff += 1
-          f.write(json.dumps({"text": t, "ids": a, "tokenizers_ids": b}, ensure_ascii=False) + "\n")
-    say(name, "transformers", type(at).__name__, "differs on", diff, "texts")
+        da = at.decode(a, skip_special_tokens=False)
+        diff += a != b
+        ddiff += a == b and da != tok.decode(b, skip_special_tokens=False)
+        f.write(json.dumps({"text": t, "ids": a, "decoded": da}, ensure_ascii=False) + "\n")
+    say(name, "transformers", type(at).__name__, "ids differ from tokenizers' on", diff, "texts, decodes on", ddiff)
   except Exception as e:
     say(name, "transformers failed:", repr(e)[:300])
