@@ -13,6 +13,9 @@ std::string TextStream::push(int64_t id) {
     read_ = prefix_ = ids_.size();
     return tok_.decode({id});
   }
+  // A run of byte-fallback pieces decodes as a whole (HF's ByteFallback: valid UTF-8, else U+FFFD per byte): no
+  // text of it is final until a piece of another kind follows.
+  if (tok_.byte_piece(id)) return {};
   const std::vector<int64_t> before(ids_.begin() + static_cast<std::ptrdiff_t>(prefix_),
                                     ids_.begin() + static_cast<std::ptrdiff_t>(read_));
   const std::vector<int64_t> now(ids_.begin() + static_cast<std::ptrdiff_t>(prefix_), ids_.end());

@@ -1,6 +1,8 @@
 /// Streaming detokenizer for `statecut generate`: token ids arrive one at a time, text leaves as soon as it is final.
 ///   push(id): text = decode(ids[p, end)) − decode(ids[p, r)), emitted only when it does not end in U+FFFD (a
-///             multi-byte character still incomplete); then p ← r, r ← end.  finish(): whatever is left.
+///             multi-byte character still incomplete) and id is no byte-fallback piece (a run of <0xHH> pieces
+///             decodes as a whole: valid UTF-8, else one U+FFFD per byte, so its text is final only once another
+///             piece follows); then p ← r, r ← end.  finish(): whatever is left.
 /// Decoding from an offset p a few tokens back (not from the start) keeps each step O(1) and lets tokenizers whose
 /// decode depends on the neighbouring piece (SentencePiece's leading-space rule) agree with decode(all ids): the
 /// concatenation of every push() and finish() equals Tokenizer::decode of all the ids whenever decode is

@@ -50,7 +50,8 @@ struct AddedSet {
                        [&](int32_t a, int32_t b) { return tokens[a].pattern.size() > tokens[b].pattern.size(); });
   }
 
-  /// Calls text(piece) for the text between tokens and token(id) for each token, in order (HF's find_matches).
+  /// Calls text(piece) for the text between tokens and token(id) for each token, in order (HF's find_matches: the
+  /// leftmost-longest matches on the raw text, each then widened by its lstrip/rstrip, never back past the previous).
   template <class Text, class Token>
   void split(std::string_view s, Text&& text, Token&& token) const {
     size_t done = 0, pos = 0;
@@ -81,7 +82,11 @@ struct AddedSet {
       }
       if (start > done) text(s.substr(done, start - done));
       token(hit->id);
-      done = pos = stop;
+      // The next match is searched from this match's end, not from past its rstrip: tokenizers finds every match
+      // on the raw text first (Aho-Corasick) and strips after, so a token may start inside the whitespace the last
+      // one took ("<X> <Y>" with <X> rstrip and " <Y>" a token: both, audit 26 D2).
+      pos += hit->pattern.size();
+      done = stop;
     }
     if (done < s.size()) text(s.substr(done));
   }

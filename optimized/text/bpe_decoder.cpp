@@ -40,8 +40,32 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 
 }  // namespace
 
+std::string metaspace_scheme(const json& s, const std::string& path, const std::string& what) {
+  const bool given = s.contains("prepend_scheme") && !s["prepend_scheme"].is_null();
+  if (given && !s["prepend_scheme"].is_string()) decoder_fail(path, what + " prepend_scheme is not a string");
+  const bool aps = !s.contains("add_prefix_space") || s["add_prefix_space"].is_null() || s["add_prefix_space"].get<bool>();
+  const std::string scheme = given ? s["prepend_scheme"].get<std::string>() : aps ? "always" : "never";
+  if (scheme != "always" && scheme != "first" && scheme != "never")
+    decoder_fail(path, what + " prepend_scheme '" + scheme + "' is none of always, first, never");
+  if (s.contains("add_prefix_space") && !aps && (!given || scheme != "never"))
+    decoder_fail(path, what + " add_prefix_space false does not match its prepend_scheme (tokenizers refuses the file)");
+  return scheme;
+}
+
+std::string metaspace_replacement(const json& s, const std::string& path, const std::string& what) {
+  const std::string r = string_field(s, "replacement", path, what);
+  size_t bad = 0;
+  if (r.empty() || utf8::valid_seq(r, 0, bad) != r.size())
+    decoder_fail(path, what + " replacement '" + r + "' is not one character (tokenizers refuses the file)");
+  return r;
+}
+
 BpeDecoder BpeDecoder::from_json(const json& d, const std::string& path) {
   BpeDecoder out;
+  if (d.is_null()) {
+    out.joiner_ = " ";
+    return out;
+  }
   std::vector<json> steps;
   const std::string type = d.is_object() ? d.value("type", std::string("(none)")) : std::string("null");
   if (type == "Sequence" && d.contains("decoders") && d["decoders"].is_array())
@@ -73,14 +97,8 @@ BpeDecoder BpeDecoder::from_json(const json& d, const std::string& path) {
       st.start = s["start"].get<size_t>(), st.stop = s["stop"].get<size_t>();
     } else if (t == "Metaspace") {
       st.kind = Kind::Metaspace;
-      st.to = string_field(s, "replacement", path, "decoder Metaspace");
-      // prepend_scheme (tokenizers >= 0.15) or the older add_prefix_space
-      const std::string scheme = s.contains("prepend_scheme") && s["prepend_scheme"].is_string()
-                                     ? s["prepend_scheme"].get<std::string>()
-                                     : s.value("add_prefix_space", true) ? "always" : "never";
-      if (scheme != "always" && scheme != "first" && scheme != "never")
-        decoder_fail(path, "decoder Metaspace prepend_scheme '" + scheme + "' is none of always, first, never");
-      st.first_drops = scheme != "never";
+      st.to = metaspace_replacement(s, path, "decoder Metaspace");
+      st.first_drops = metaspace_scheme(s, path, "decoder Metaspace") != "never";
     } else {
       decoder_fail(path, "unsupported decoder '" + t +
                              "' (byte-level BPE takes ByteLevel; character BPE Replace, ByteFallback, Fuse, Strip, "
@@ -147,7 +165,7 @@ std::string BpeDecoder::decode(std::vector<std::string> tokens) const {
     }
   }
   std::string out;
-  for (const auto& t : tokens) out += t;
+  for (size_t i = 0; i < tokens.size(); ++i) out += (i ? joiner_ : std::string()) + tokens[i];
   return out;
 }
 

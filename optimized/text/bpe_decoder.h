@@ -8,13 +8,22 @@
 ///   Strip(c, start, stop) in every token, up to `start` leading and `stop` trailing characters c removed
 ///   Metaspace(r, scheme)  in every token r -> " ", except that the first token loses every r when the scheme is not
 ///                         "never" (HF's quirk, kept)
-/// A Sequence of these, or one alone. Byte-level BPE keeps its own ByteLevel decoder (bpe_tokenizer.h).
+/// A Sequence of these, or one alone; null (no decoder): the token strings joined by " ", as tokenizers does. Byte-level
+/// BPE keeps its own ByteLevel decoder (bpe_tokenizer.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace statecut {
+
+/// A Metaspace step's (pre-tokenizer or decoder) prepend scheme, "always", "first" or "never", as tokenizers reads
+/// it: prepend_scheme when given, else from the older add_prefix_space (default true: "always"); add_prefix_space
+/// false with any scheme but "never" is a file tokenizers refuses, and so is a replacement that is not one
+/// character. Throws std::runtime_error "<path>: <what> ...".
+std::string metaspace_scheme(const nlohmann::json& step, const std::string& path, const std::string& what);
+/// The step's replacement (one character); throws as above.
+std::string metaspace_replacement(const nlohmann::json& step, const std::string& path, const std::string& what);
 
 class BpeDecoder {
  public:
@@ -31,6 +40,7 @@ class BpeDecoder {
     bool first_drops = true;  // Metaspace: the first token drops its replacements (scheme not "never")
   };
   std::vector<Step> steps_;
+  std::string joiner_;  // " " without a decoder
 };
 
 }  // namespace statecut

@@ -74,6 +74,7 @@ struct BpeTokenizer::Impl {
   MergeTable merges;
   std::array<int32_t, 256> byte_id{};  // vocab id of each byte's character, -1 when absent
   int32_t unk_id = -1;
+  std::string missing_unk;  // an unk_token the vocab lacks: an error only for a text that needs it
   bool fuse_unk = false, ignore_merges = false, byte_fallback = false;
   BpeNormalizer normalizer;
   /// false: the model's symbols are characters (SentencePiece converted to BPE: Llama 2, Mistral, Phi-3), read with
@@ -121,6 +122,9 @@ struct BpeTokenizer::Impl {
       sym.push_back({id, n - 1, n + 1, false});
     };
     auto unknown = [&] {
+      if (!missing_unk.empty())
+        throw std::runtime_error(path + ": the text needs unk_token '" + missing_unk +
+                                 "', which is not in the vocab (tokenizers fails on it too)");
       if (unk_id < 0) return;  // HF drops the character
       if (pending_unk >= 0 && !fuse_unk) push(pending_unk);
       pending_unk = unk_id;
@@ -305,9 +309,14 @@ void BpeTokenizer::Impl::load_model(const json& m) {
   if (!str_or_empty("end_of_word_suffix").empty()) bpe_fail(path, "unsupported BPE end_of_word_suffix");
   if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() != 0.0)
     bpe_fail(path, "unsupported BPE dropout (encode would be random)");
-  byte_fallback = m.value("byte_fallback", false);
-  fuse_unk = m.value("fuse_unk", false);
-  ignore_merges = m.value("ignore_merges", false);
+  const auto flag = [&](const char* key) {  // tokenizers reads a missing or null flag as false
+    if (!m.contains(key) || m[key].is_null()) return false;
+    if (!m[key].is_boolean()) bpe_fail(path, std::string("model \"") + key + "\" is not true or false");
+    return m[key].get<bool>();
+  };
+  byte_fallback = flag("byte_fallback");
+  fuse_unk = flag("fuse_unk");
+  ignore_merges = flag("ignore_merges");
   if (!m.contains("vocab") || !m["vocab"].is_object()) bpe_fail(path, "model has no \"vocab\" object");
   if (!m.contains("merges") || !m["merges"].is_array()) bpe_fail(path, "model has no \"merges\" list");
   vocab.reserve(m["vocab"].size());
@@ -325,9 +334,10 @@ void BpeTokenizer::Impl::load_model(const json& m) {
     fallback_id[b] = it == vocab.end() ? -1 : it->second;
   }
   if (const std::string unk = str_or_empty("unk_token"); !unk.empty()) {
+    // tokenizers loads a file whose unk_token is not in the vocab and fails only on a text that needs it
     auto it = vocab.find(unk);
-    if (it == vocab.end()) bpe_fail(path, "unk_token '" + unk + "' is not in the vocab");
-    unk_id = it->second;
+    if (it == vocab.end()) missing_unk = unk;
+    else unk_id = it->second;
   }
   auto id_of = [&](const std::string& t, size_t rank) {
     auto it = vocab.find(t);
@@ -337,6 +347,9 @@ void BpeTokenizer::Impl::load_model(const json& m) {
   merges.reserve(m["merges"].size());
   size_t rank = 0;
   for (const auto& e : m["merges"]) {
+    if (e.type() != m["merges"].front().type())
+      bpe_fail(path, "merge " + std::to_string(rank) + ": the merges mix \"a b\" strings and [\"a\", \"b\"] pairs "
+                     "(tokenizers refuses the file)");
     std::string a, b;
     if (e.is_string()) {  // legacy "a b"; HF skips "#version" lines
       const std::string s = e.get<std::string>();
@@ -389,20 +402,12 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
       splits.push_back({SplitRegex(regex, path), behavior, s["invert"].get<bool>()});
     } else if (t == "Metaspace") {
       if (i + 1 != steps.size()) bpe_fail(path, "unsupported pre_tokenizer: Metaspace before another pre-tokenizer");
-      if (!s.contains("replacement") || !s["replacement"].is_string() || s["replacement"].get<std::string>().empty())
-        bpe_fail(path, "pre_tokenizer Metaspace lacks its \"replacement\"");
       metaspace.on = true;
-      metaspace.replacement = s["replacement"].get<std::string>();
-      metaspace.split = s.value("split", true);
-      // prepend_scheme (tokenizers >= 0.15), else the older add_prefix_space (true: always)
-      const std::string scheme = s.contains("prepend_scheme") && s["prepend_scheme"].is_string()
-                                     ? s["prepend_scheme"].get<std::string>()
-                                     : s.value("add_prefix_space", true) ? "always" : "never";
+      metaspace.replacement = metaspace_replacement(s, path, "pre_tokenizer Metaspace");
+      metaspace.split = s.contains("split") && !s["split"].is_null() ? s["split"].get<bool>() : true;
+      const std::string scheme = metaspace_scheme(s, path, "pre_tokenizer Metaspace");
       using Scheme = Metaspace::Scheme;
-      if (scheme == "always") metaspace.scheme = Scheme::Always;
-      else if (scheme == "first") metaspace.scheme = Scheme::First;
-      else if (scheme == "never") metaspace.scheme = Scheme::Never;
-      else bpe_fail(path, "pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is none of always, first, never");
+      metaspace.scheme = scheme == "always" ? Scheme::Always : scheme == "first" ? Scheme::First : Scheme::Never;
     } else {
       bpe_fail(path, "unsupported pre_tokenizer '" + t + "' (only Split, then ByteLevel or Metaspace)");
     }
@@ -414,6 +419,10 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
 
 void BpeTokenizer::Impl::load(const json& j) {
   if (!j.is_object()) bpe_fail(path, "not a JSON object");
+  for (const auto& [key, v] : j.items())  // tokenizers' Tokenizer struct denies unknown fields
+    if (key != "version" && key != "truncation" && key != "padding" && key != "added_tokens" && key != "normalizer" &&
+        key != "pre_tokenizer" && key != "model" && key != "post_processor" && key != "decoder")
+      bpe_fail(path, "unknown top-level key '" + key + "' (tokenizers refuses the file)");
   // tokenizers reads format 1.0 only ("Unknown tokenizer version"); a file without the key it reads as 1.0.
   if (j.contains("version") && !(j["version"].is_string() && j["version"].get<std::string>() == "1.0"))
     bpe_fail(path, "unknown tokenizer version " + j["version"].dump() + " (tokenizers reads \"1.0\")");
@@ -555,6 +564,11 @@ std::string BpeTokenizer::decode(const std::vector<int64_t>& ids) const {
 
 std::string BpeTokenizer::token_bytes(int64_t id) const {
   return id >= 0 && id < vocab_size() ? impl_->raw_bytes[id] : std::string();
+}
+
+bool BpeTokenizer::byte_fallback_token(int64_t id) const {
+  if (impl_->byte_level || id < 0) return false;
+  return std::find(impl_->fallback_id.begin(), impl_->fallback_id.end(), static_cast<int32_t>(id)) != impl_->fallback_id.end();
 }
 
 int64_t BpeTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->known.size()); }

@@ -61,6 +61,8 @@ class BpeTokenizer {
   std::string decode(const std::vector<int64_t>& ids) const;
   /// Raw bytes token `id` stands for (added tokens: their content; "" for an id that is not a token).
   std::string token_bytes(int64_t id) const;
+  /// A character BPE's byte-fallback token <0xHH> (false for byte-level BPE, whose tokens are all bytes already).
+  bool byte_fallback_token(int64_t id) const;
   /// Max id + 1 over the vocab and the added tokens.
   int64_t vocab_size() const;
 

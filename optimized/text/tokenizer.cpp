@@ -144,9 +144,7 @@ struct Tokenizer::Impl {
   std::string bpe_path;
   std::string helper;      // statecut-spm
   std::vector<int64_t> piece_bytes;  // per id, read once at load
-  // SentencePiece beside a tokenizer.json statecut does not read: the json's added tokens with ids past the model's.
-  std::string json_path;
-  std::vector<std::pair<std::string, int64_t>> json_only_added;  // (content, id)
+  std::vector<uint8_t> byte_piece;   // per id: a byte-fallback piece (<0xHH>), decoded only with its whole run
 
   /// Runs the helper; throws "<model>: <problem>" on any failure.
   std::string call(const std::string& mode, const std::string& input) const {
@@ -168,47 +166,6 @@ struct Tokenizer::Impl {
 };
 
 namespace {
-/// tokenizer.json's added tokens (its parsed JSON, null when unreadable) whose id is >= vocab: (content, id).
-std::vector<std::pair<std::string, int64_t>> added_tokens_beyond(const nlohmann::json& j, int64_t vocab) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  if (!j.is_object() || !j.contains("added_tokens") || !j["added_tokens"].is_array()) return out;
-  for (const auto& a : j["added_tokens"]) {
-    if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["id"].is_number_integer() ||
-        !a["content"].is_string())
-      continue;
-    const int64_t id = a["id"].get<int64_t>();
-    const std::string content = a["content"].get<std::string>();
-    if (id >= vocab && !content.empty()) out.emplace_back(content, id);
-  }
-  return out;
-}
-
-/// Whether a tokenizer.json is the fast tokenizer's conversion of a SentencePiece model (Llama 2, Mistral, Gemma,
-/// T5): a byte_fallback BPE, a Unigram model, or the "▁" space marker (Metaspace, Prepend, ByteFallback steps) —
-/// the same tokenizer as the tokenizer.model beside it. Any other json is a tokenizer of its own.
-bool sentencepiece_conversion(const nlohmann::json& j) {
-  if (!j.is_object()) return false;
-  if (j.contains("model") && j["model"].is_object()) {
-    const nlohmann::json& m = j["model"];
-    if (m.value("type", std::string()) == "Unigram") return true;
-    if (m.contains("byte_fallback") && m["byte_fallback"].is_boolean() && m["byte_fallback"].get<bool>()) return true;
-  }
-  const std::function<bool(const nlohmann::json&)> marks = [&](const nlohmann::json& x) {
-    if (x.is_object()) {
-      const std::string type = x.contains("type") && x["type"].is_string() ? x["type"].get<std::string>() : "";
-      if (type == "Metaspace" || type == "Prepend" || type == "ByteFallback") return true;
-      for (const auto& [key, v] : x.items())
-        if (marks(v)) return true;
-    } else if (x.is_array()) {
-      for (const auto& v : x)
-        if (marks(v)) return true;
-    }
-    return false;
-  };
-  for (const char* part : {"normalizer", "pre_tokenizer", "decoder"})
-    if (j.contains(part) && marks(j[part])) return true;
-  return false;
-}
 
 /// Whether a file starts like a tiktoken rank file: lines "<base64> <decimal rank>".
 bool looks_like_tiktoken(const std::string& path) {
@@ -256,6 +213,8 @@ Tokenizer Tokenizer::for_tokenizer_json(const std::string& path) {
   t.impl_->piece_bytes.resize(static_cast<std::size_t>(b.vocab_size()));
   for (int64_t i = 0; i < b.vocab_size(); ++i)
     t.impl_->piece_bytes[static_cast<std::size_t>(i)] = static_cast<int64_t>(b.token_bytes(i).size());
+  t.impl_->byte_piece.resize(t.impl_->piece_bytes.size());
+  for (int64_t i = 0; i < b.vocab_size(); ++i) t.impl_->byte_piece[static_cast<std::size_t>(i)] = b.byte_fallback_token(i);
   return t;
 #else
   throw std::runtime_error(path + ": tokenizer.json needs PCRE2, which this build of statecut lacks (libpcre2-dev)");
@@ -273,34 +232,25 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
       throw std::runtime_error(p + ": not a regular file (a directory?); expected the tokenizer file");
   }
   const bool has_json = fs::exists(json_path);
-  if (has_json && fs::exists(path)) {
-    // Both: tokenizer.json is what transformers' (fast) tokenizer reads. It wins whenever statecut reads it. Only a
-    // json that converts the SentencePiece model (byte_fallback BPE: Llama 2, Mistral, Gemma) leaves tokenizer.model,
-    // the same vocabulary, except for tokens the json adds beyond it (a fine-tune's <|im_start|>): encode() refuses
-    // text that holds one instead of splitting it into pieces HF would not. Any other json statecut cannot read is
-    // an error: the model beside it may be another tokenizer, and its ids would be wrong without a word.
-    std::exception_ptr json_error;
+  // tokenizer.json is what transformers' fast tokenizer reads, so it decides whenever it is there, beside a
+  // tokenizer.model too: SentencePiece's own ids differ from the json's (a dummy "▁" before a leading space, special
+  // tokens read as text: 84 of 639 texts on Mistral's), so a json statecut cannot read is an error naming it, never a
+  // silent switch to the model (audit 26 D3).
+  if (has_json) {
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
     try {
       return for_tokenizer_json(json_path);
-    } catch (const std::exception&) {
-      json_error = std::current_exception();
+    } catch (const std::exception& e) {
+      if (!fs::exists(path)) throw;
+      throw std::runtime_error(std::string(e.what()) +
+                               "; statecut does not fall back to the tokenizer.model beside it, whose SentencePiece ids "
+                               "differ from transformers' (move the json away to use the model)");
     }
+#else
+    throw std::runtime_error(json_path + ": tokenizer.json needs PCRE2, which this build of statecut lacks (libpcre2-dev)");
 #endif
-    std::ifstream in(json_path, std::ios::binary);
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);  // once, for both uses
-    if (!sentencepiece_conversion(j)) {
-      if (json_error) std::rethrow_exception(json_error);
-      throw std::runtime_error(json_path + ": a tokenizer.json of its own beside tokenizer.model, and this build "
-                               "reads no tokenizer.json (built without PCRE2)");
-    }
-    Tokenizer spm = for_checkpoint_sentencepiece(path);
-    spm.impl_->json_path = json_path;
-    spm.impl_->json_only_added = added_tokens_beyond(j, spm.vocab_size());
-    return spm;
   }
   if (!fs::exists(path)) {
-    if (has_json) return for_tokenizer_json(json_path);
     // A tokenizer in a format statecut does not read: text cannot be read, whatever the vocabulary.
     const std::string unread = unread_tokenizer_file(dir);
     if (!unread.empty()) {
@@ -343,6 +293,7 @@ Tokenizer Tokenizer::for_checkpoint_sentencepiece(const std::string& path) {
     if (!(in >> id >> b >> kind) || id != i || b < 0)
       throw std::runtime_error(path + ": statecut-spm gave malformed piece " + std::to_string(i));
     t.impl_->piece_bytes[static_cast<std::size_t>(i)] = b;
+    t.impl_->byte_piece.push_back(kind == "byte");
   }
   return t;
 }
@@ -374,13 +325,6 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text) const {
   if (impl_->bpe) return impl_->bpe->encode(text);
 #endif
   if (text.empty()) return ids;
-  for (const auto& [content, id] : impl_->json_only_added)
-    if (text.find(content) != std::string::npos)
-      throw std::runtime_error(impl_->json_path + ": the text holds \"" + content + "\", a token (id " +
-                               std::to_string(id) + ") this file adds beyond " + impl_->model_path + "'s " +
-                               std::to_string(impl_->piece_bytes.size()) +
-                               " pieces; statecut reads the SentencePiece model here (it does not read this file's "
-                               "BPE), which would split it into other ids than transformers gives");
   const std::string out = impl_->call("encode", text);
   const char* p = out.c_str();
   char* end = nullptr;
@@ -447,6 +391,10 @@ std::vector<std::string> Tokenizer::decode_batch(const std::vector<std::vector<i
     p = nl + 1 + len;
   }
   return out;
+}
+
+bool Tokenizer::byte_piece(int64_t id) const {
+  return id >= 0 && id < static_cast<int64_t>(impl_->byte_piece.size()) && impl_->byte_piece[static_cast<std::size_t>(id)];
 }
 
 int64_t Tokenizer::bytes_of(int64_t id) const {

@@ -3,11 +3,8 @@
 ///                          byte_fallback as Llama 2, Mistral, Phi-3), also beside a tokenizer.model: it is what
 ///                          transformers' fast tokenizer reads (SentencePiece itself differs: a dummy "▁" before a text
 ///                          that starts with a space, added tokens kept as text)
-///   tokenizer.model        SentencePiece, when there is no tokenizer.json, or beside a json statecut cannot read only
-///                          when that json converts this model (byte_fallback BPE, Unigram or the U+2581 space marker):
-///                          the same tokenizer. Text holding one of the json's added tokens with an id
-///                          past the model's vocabulary is refused (SentencePiece cannot give it). Any other json
-///                          statecut cannot read is its error, never a silent switch to the model
+///   tokenizer.model        SentencePiece, when there is no tokenizer.json. A json statecut cannot read is its error,
+///                          never a silent switch to the model beside it
 ///   only other tokenizer   vocab.json / merges.txt (slow BPE), vocab.txt, spiece.model, *.tiktoken, tekken.json:
 ///   files                  none, naming the file (never byte-level, whatever the vocabulary)
 ///   neither, vocab 256     byte-level (ids 0..255, one per UTF-8 byte: what the shipped byte models use)
@@ -72,6 +69,9 @@ class Tokenizer {
   /// control and unknown pieces 0 (so a text with characters outside the vocabulary, or a model that adds a
   /// dummy-prefix space, sums to slightly less or one more than the text's length).
   int64_t bytes_of(int64_t id) const;
+  /// A byte-fallback piece (<0xHH> of a character BPE, a byte piece of SentencePiece): its run of such pieces decodes
+  /// as a whole (valid UTF-8, else one U+FFFD per byte), so a streamed decode waits for the run to end.
+  bool byte_piece(int64_t id) const;
   int64_t vocab_size() const;
 
  private:

@@ -62,7 +62,7 @@ json tiny_tokenizer() {
           {"post_processor", nullptr},
           {"decoder", byte_level(true)},
           {"model",
-           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), "ab c"})}}}};
+           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), json::array({"ab", "c"})})}}}};
 }
 
 /// Writes `text` to a fresh file in the temp folder and returns its path (the caller removes it).
@@ -134,8 +134,11 @@ TEST(BadInput_BpeTokenizer, unsupportedModelIsOneLineError) {
 
 TEST(BadInput_BpeTokenizer, brokenMergesNameTheMerge) {
   expect_refused([](json& j) { j["model"]["merges"].push_back(json::array({"x", "qq"})); }, "merge 2: 'qq'");
-  expect_refused([](json& j) { j["model"]["merges"].push_back("a b c"); }, "merge 2 is not");
-  expect_refused([](json& j) { j["model"]["merges"].push_back(7); }, "merge 2 is neither");
+  expect_refused([](json& j) { j["model"]["merges"] = json::array({"a b", "ab c", "a b c"}); }, "merge 2 is not");
+  expect_refused([](json& j) { j["model"]["merges"] = json::array({7}); }, "merge 0 is neither");
+  // tokenizers reads one form or the other, not both in one list (audit 26)
+  expect_refused([](json& j) { j["model"]["merges"].push_back("a bc"); },
+                 "merge 2: the merges mix \"a b\" strings and [\"a\", \"b\"] pairs");
   expect_refused([](json& j) { j["model"]["vocab"]["ab"] = "x"; }, "vocab id of 'ab'");
   expect_refused([](json& j) { j["model"]["vocab"]["zz"] = 2000000000; }, "token id 2000000000 is too large");
 }
@@ -148,7 +151,7 @@ TEST(BadInput_BpeTokenizer, unsupportedNormalizerIsOneLineError) {
 
 TEST(BadInput_BpeTokenizer, unsupportedPreTokenizerIsOneLineError) {
   expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "unsupported pre_tokenizer 'Whitespace'");
-  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace lacks its \"replacement\"");
+  expect_refused([](json& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}}; }, "pre_tokenizer Metaspace has no string \"replacement\"");
   // Without ByteLevel the model's symbols are characters: a ByteLevel decoder then does not fit.
   expect_refused([](json& j) { j["pre_tokenizer"] = nullptr; }, "unsupported decoder ByteLevel without a ByteLevel pre-tokenizer");
   expect_refused(
@@ -210,6 +213,58 @@ TEST(BadInput_BpeTokenizer, addedTokenIdsAreTheOnesTokenizersAssigns) {
   for (const char* field : {"lstrip", "rstrip", "normalized", "special", "single_word"})
     expect_refused([&](json& k) { k["added_tokens"][0].erase(field); },
                    "added token \"<eos>\" lacks a true/false \"" + std::string(field) + "\"");
+}
+
+// tokenizers finds the added tokens on the raw text first and strips after: a token that starts inside the
+// whitespace an rstrip token took is still found (audit 26 D2; the ids are what HF tokenizers 0.23.2 gives on this
+// file). The scan resumed past the stripped space and read " <Y>" as text.
+TEST(BadInput_BpeTokenizer, aTokenStartingInTheWhitespaceAnRstripTokenTookIsStillFound) {
+  json j = tiny_tokenizer();
+  j["added_tokens"] = json::array({added("<X>", 258, true), added(" <Y>", 259)});
+  const std::string path = write_temp(j.dump());
+  const BpeTokenizer tok = BpeTokenizer::from_file(path);
+  fs::remove(path);
+  EXPECT_EQ(tok.encode("<X> <Y>"), (std::vector<int64_t>{258, 259}));
+  EXPECT_EQ(tok.encode("<X>  <Y>c"), (std::vector<int64_t>{258, 259, 'c'}));
+}
+
+// Files tokenizers refuses are refused (audit 26 D4, D5): an unknown top-level key; a Metaspace whose
+// add_prefix_space false disagrees with its prepend_scheme (none given means "always"), or whose replacement is not
+// one character. Files it reads are read (D6): a null flag is false, and an unk_token the vocab lacks fails only a
+// text that needs it.
+TEST(BadInput_BpeTokenizer, whatTokenizersRefusesIsRefusedAndWhatItReadsIsRead) {
+  expect_refused([](json& j) { j["extra_field"] = 1; }, "unknown top-level key 'extra_field'");
+  const json ms = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false}};
+  const auto char_bpe = [](json& j, const json& pre) {
+    j["pre_tokenizer"] = pre;
+    j["decoder"] = {{"type", "Fuse"}};
+  };
+  expect_refused([&](json& j) { char_bpe(j, ms); }, "add_prefix_space false does not match its prepend_scheme");
+  json first = ms;
+  first["prepend_scheme"] = "first";
+  expect_refused([&](json& j) { char_bpe(j, first); }, "add_prefix_space false does not match its prepend_scheme");
+  json two = {{"type", "Metaspace"}, {"replacement", "\u2581\u2581"}};
+  expect_refused([&](json& j) { char_bpe(j, two); }, "replacement '\u2581\u2581' is not one character");
+  json never = ms;
+  never["prepend_scheme"] = "never";
+  json j = tiny_tokenizer();
+  char_bpe(j, never);
+  j["model"]["fuse_unk"] = nullptr;
+  j["model"]["unk_token"] = "<nope>";
+  const std::string path = write_temp(j.dump());
+  const BpeTokenizer tok = BpeTokenizer::from_file(path);
+  fs::remove(path);
+  EXPECT_EQ(tok.encode("abc"), (std::vector<int64_t>{257}));
+  j["decoder"] = nullptr;  // no decoder: tokenizers joins the token strings with " "
+  const std::string path2 = write_temp(j.dump());
+  EXPECT_EQ(BpeTokenizer::from_file(path2).decode({257, 256}), "abc ab");
+  fs::remove(path2);
+  try {
+    tok.encode("ab\xE2\x82\xAC");  // "€": no such character in this vocab, so it needs the missing unk
+    ADD_FAILURE() << "a text needing the missing unk_token encoded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs unk_token '<nope>'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(BadInput_BpeTokenizer, unsupportedDecoderIsOneLineError) {

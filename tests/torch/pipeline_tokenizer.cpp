@@ -87,29 +87,23 @@ std::string error_of(F f) {
   return {};
 }
 
-// Beside a tokenizer.json statecut does not read that converts the model (a byte_fallback BPE, here without a
-// decoder; Llama 2's, Mistral's and Phi-3's are read: Golden_Tokenizers), tokenizer.model is used — the same
-// ids for plain text — but a token the json adds past the model's 256 pieces cannot come out of SentencePiece: text
-// holding it is refused naming the json, not split into pieces transformers would not give.
-TEST_F(Golden_SentencePiece, unreadableJsonLeavesTheModelAndItsAddedTokensAreRefused) {
+// Beside a tokenizer.model, a tokenizer.json statecut cannot read is an error naming the json, even one that converts
+// the model (a byte_fallback BPE, here without a decoder): SentencePiece's own ids differ from the json's, which
+// transformers reads (a dummy "▁" before a leading space, special tokens read as text; audit 26 D3). Without the
+// json the model is used.
+TEST_F(BadInput_SentencePiece, anUnreadableJsonBesideTheModelIsAnErrorNotASwitchToTheModel) {
   TempDir d("spm_json");
   fs::copy_file(kPipelineSpm / "tokenizer.model", d.path / "tokenizer.model");
   std::ofstream(d.path / "tokenizer.json")
       << R"({"model": {"type": "BPE", "byte_fallback": true, "vocab": {}, "merges": []},
              "added_tokens": [{"id": 0, "content": "<unk>", "special": true},
                               {"id": 300, "content": "<|im_start|>", "special": true}]})";
-  const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
-  EXPECT_EQ(tok.describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
-  const Tokenizer alone = Tokenizer::for_checkpoint(kPipelineSpm.string());
-  EXPECT_EQ(tok.encode("def f(x): return x"), alone.encode("def f(x): return x"));
-  try {
-    tok.encode("a <|im_start|> b");
-    FAIL() << "an added token past the vocabulary was split into pieces";
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind((d.path / "tokenizer.json").string() + ": the text holds \"<|im_start|>\", a token (id 300)", 0), 0u)
-        << msg;
-  }
+  const std::string msg = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
+  EXPECT_EQ(msg.rfind((d.path / "tokenizer.json").string() + ": ", 0), 0u) << msg;
+  EXPECT_NE(msg.find("does not fall back to the tokenizer.model"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  fs::remove(d.path / "tokenizer.json");
+  EXPECT_EQ(Tokenizer::for_checkpoint(d.path.string()).describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
 }
 
 TEST_F(BadInput_SentencePiece, brokenModelFileIsOneLineNamingIt) {
@@ -259,10 +253,11 @@ TEST_F(BadInput_SentencePiece, anUnreadableJsonOfItsOwnIsAnErrorNotASwitchToTheM
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
   EXPECT_NE(msg.find("NFKC"), std::string::npos) << msg;
 #endif
-  // The same unreadable json marked as a SentencePiece conversion (Metaspace) leaves the model.
+  // The same unreadable json marked as a SentencePiece conversion (Metaspace) is refused the same way.
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}};
   std::ofstream(d.path / "tokenizer.json") << j.dump();
-  EXPECT_EQ(Tokenizer::for_checkpoint(d.path.string()).describe(), "sentencepiece:" + (d.path / "tokenizer.model").string());
+  const std::string again = error_of([&] { Tokenizer::for_checkpoint(d.path.string()); });
+  EXPECT_EQ(again.rfind((d.path / "tokenizer.json").string() + ": ", 0), 0u) << again;
 }
 
 // Tokenizer files of a format statecut does not read (GPT-2's slow vocab.json + merges.txt) make text unreadable,

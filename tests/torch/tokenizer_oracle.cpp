@@ -14,6 +14,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -87,4 +88,46 @@ TEST(Golden_Tokenizers, realTokenizersOfOtherModelsGiveHfIdsAndDecodes) {
     EXPECT_GT(lines, 0);
     std::cout << dir.filename().string() << ": " << lines << " texts, " << tok.describe() << "\n";
   }
+}
+
+/// Random id sequences, byte-fallback pieces among them (a run of <0xHH> pieces decodes as a whole: valid UTF-8, else
+/// one U+FFFD per byte), streamed a token at a time as `statecut generate` prints them, add up to decode() of the
+/// whole sequence, and never to invalid UTF-8 (audit 26 D1: a stream printed "s<" before the run turned out
+/// invalid). Seed STATECUT_SEED (default 26).
+TEST(Golden_Tokenizers, aStreamedDecodeOfRandomIdsAddsUpToTheDecode) {
+#ifdef STATECUT_SPM_PATH
+  ::setenv("STATECUT_SPM", STATECUT_SPM_PATH, 1);
+#endif
+  const char* env = std::getenv("STATECUT_SEED");
+  const uint64_t seed = env && *env ? std::strtoull(env, nullptr, 10) : 26;
+  std::cout << "seed " << seed << "\n";
+  std::mt19937_64 rng(seed);
+  int with_bytes = 0;
+  for (const auto& dir : oracle_folders()) {
+    SCOPED_TRACE(dir.string());
+    const Tokenizer tok = Tokenizer::for_checkpoint(dir.string());
+    std::vector<int64_t> pool, bytes;
+    std::ifstream in(dir / "golden.jsonl");
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty())
+        for (int64_t id : nlohmann::json::parse(line).at("ids").get<std::vector<int64_t>>()) pool.push_back(id);
+    for (int64_t id = 0; id < tok.vocab_size(); ++id)
+      if (tok.byte_piece(id)) bytes.push_back(id);
+    if (pool.empty()) continue;
+    with_bytes += !bytes.empty();
+    for (int seq = 0; seq < 50; ++seq) {
+      std::vector<int64_t> ids;
+      for (int i = 0; i < 24; ++i) {
+        const bool byte = !bytes.empty() && rng() % 2 == 0;  // half byte pieces, in runs
+        ids.push_back(byte ? bytes[rng() % bytes.size()] : pool[rng() % pool.size()]);
+      }
+      statecut::TextStream stream(tok);
+      std::string streamed;
+      for (int64_t id : ids) streamed += stream.push(id);
+      streamed += stream.finish();
+      const std::string dec = tok.decode(ids);
+      ASSERT_EQ(streamed, dec) << "ids " << nlohmann::json(ids).dump();
+    }
+  }
+  EXPECT_GT(with_bytes, 0) << "no folder has byte-fallback pieces";
 }
