@@ -245,7 +245,10 @@ struct BpeTokenizer::Impl {
     const std::string& r = metaspace.replacement;
     std::string m;
     m.reserve(piece.size() + r.size());
-    for (char c : piece) c == ' ' ? void(m += r) : void(m += c);
+    for (char c : piece) {
+      if (c == ' ') m += r;
+      else m += c;
+    }
     using Scheme = Metaspace::Scheme;
     if ((metaspace.scheme == Scheme::Always || (metaspace.scheme == Scheme::First && at_start)) && m.compare(0, r.size(), r) != 0)
       m.insert(0, r);
