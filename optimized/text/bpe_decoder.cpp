@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "optimized/text/bpe_normalizer.h"
 #include "optimized/text/utf8.h"
 
 namespace statecut {
@@ -31,11 +32,6 @@ int byte_token(const std::string& t) {
     v = v * 16 + d;
   }
   return v;
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  if (from.empty()) return;
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
 }
 
 }  // namespace
@@ -113,7 +109,7 @@ std::string BpeDecoder::decode(std::vector<std::string> tokens) const {
   for (const Step& st : steps_) {
     switch (st.kind) {
       case Kind::Replace:
-        for (auto& t : tokens) replace_all(t, st.from, st.to);
+        for (auto& t : tokens) t = replace_all(t, st.from, st.to);
         break;
       case Kind::ByteFallback: {
         std::vector<std::string> out;
@@ -160,7 +156,7 @@ std::string BpeDecoder::decode(std::vector<std::string> tokens) const {
         }
         break;
       case Kind::Metaspace:
-        for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], st.to, i == 0 && st.first_drops ? "" : " ");
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = replace_all(tokens[i], st.to, i == 0 && st.first_drops ? "" : " ");
         break;
     }
   }

@@ -7,6 +7,19 @@
 
 namespace statecut {
 
+std::string replace_all(std::string_view s, const std::string& from, const std::string& to) {
+  if (from.empty()) return std::string(s);
+  std::string out;
+  size_t done = 0;
+  for (size_t at = s.find(from); at != std::string_view::npos; at = s.find(from, done)) {
+    out.append(s, done, at - done);
+    out += to;
+    done = at + from.size();
+  }
+  out.append(s, done, std::string_view::npos);
+  return out;
+}
+
 BpeNormalizer BpeNormalizer::from_json(const nlohmann::json& n, const std::string& path) {
   BpeNormalizer out;
   std::vector<nlohmann::json> steps;
@@ -53,18 +66,9 @@ std::string BpeNormalizer::normalize(std::string_view in) const {
       case Kind::Prepend:
         if (!s.empty()) s = st.a + s;
         break;
-      case Kind::Replace: {
-        std::string out;
-        size_t done = 0;
-        for (size_t at = s.find(st.a); at != std::string::npos; at = s.find(st.a, done)) {
-          out.append(s, done, at - done);
-          out += st.b;
-          done = at + st.a.size();
-        }
-        out.append(s, done, std::string::npos);
-        s = std::move(out);
+      case Kind::Replace:
+        s = replace_all(s, st.a, st.b);
         break;
-      }
     }
   }
   return s;

@@ -13,6 +13,10 @@
 
 namespace statecut {
 
+/// `s` with each `from` replaced by `to`, left to right, not overlapping (Rust's str::replace: tokenizers' Replace
+/// normalizer and decoder alike); an empty `from` leaves s as it is (the normalizer refuses one at load).
+std::string replace_all(std::string_view s, const std::string& from, const std::string& to);
+
 class BpeNormalizer {
  public:
   /// Reads the "normalizer" value; throws std::runtime_error "<path>: unsupported normalizer '<type>' ...".

@@ -88,6 +88,7 @@ struct BpeTokenizer::Impl {
   std::unique_ptr<BpeDecoder> char_decoder;
   std::vector<std::string> token_string;  // character BPE: id -> the token string the decoder starts from
   std::array<int32_t, 256> fallback_id{};  // character BPE: id of "<0xHH>", -1 when absent
+  std::unordered_map<int32_t, char> fallback_byte;  // its inverse: the byte of each "<0xHH>" id
   AddedSet raw_added, normalized_added;
   struct SplitStep {
     SplitRegex regex;
@@ -335,6 +336,7 @@ void BpeTokenizer::Impl::load_model(const json& m) {
     std::snprintf(name, sizeof name, "<0x%02X>", b);  // HF's format!("<{:#04X}>", b)
     it = vocab.find(name);
     fallback_id[b] = it == vocab.end() ? -1 : it->second;
+    if (fallback_id[b] >= 0) fallback_byte[fallback_id[b]] = static_cast<char>(b);
   }
   if (const std::string unk = str_or_empty("unk_token"); !unk.empty()) {
     // tokenizers loads a file whose unk_token is not in the vocab and fails only on a text that needs it
@@ -478,9 +480,6 @@ void BpeTokenizer::Impl::load(const json& j) {
   // Character BPE: the text a token stands for is its string with the space marker read as " " and a byte token
   // <0xHH> as its byte.
   const std::string marker = metaspace.on ? metaspace.replacement : std::string("\xE2\x96\x81");
-  std::unordered_map<int32_t, char> fallback_byte;
-  for (int b = 0; b < 256; ++b)
-    if (fallback_id[b] >= 0) fallback_byte[fallback_id[b]] = static_cast<char>(b);
   auto char_bytes = [&](const std::string& tok, int32_t id) {
     if (const auto it = fallback_byte.find(id); it != fallback_byte.end()) return std::string(1, it->second);
     std::string out;
@@ -571,7 +570,7 @@ std::string BpeTokenizer::token_bytes(int64_t id) const {
 
 bool BpeTokenizer::byte_fallback_token(int64_t id) const {
   if (impl_->byte_level || id < 0) return false;
-  return std::find(impl_->fallback_id.begin(), impl_->fallback_id.end(), static_cast<int32_t>(id)) != impl_->fallback_id.end();
+  return impl_->fallback_byte.count(static_cast<int32_t>(id)) > 0;
 }
 
 int64_t BpeTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->known.size()); }

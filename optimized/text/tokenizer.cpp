@@ -7,8 +7,6 @@
 #include "optimized/text/tokenizer.h"
 #include "optimized/text/utf8.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
 #include <poll.h>
 #include <spawn.h>
@@ -23,7 +21,6 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -210,11 +207,10 @@ Tokenizer Tokenizer::for_tokenizer_json(const std::string& path) {
   t.impl_->bpe = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_file(path));
   t.impl_->bpe_path = path;
   const BpeTokenizer& b = *t.impl_->bpe;
-  t.impl_->piece_bytes.resize(static_cast<std::size_t>(b.vocab_size()));
-  for (int64_t i = 0; i < b.vocab_size(); ++i)
-    t.impl_->piece_bytes[static_cast<std::size_t>(i)] = static_cast<int64_t>(b.token_bytes(i).size());
-  t.impl_->byte_piece.resize(t.impl_->piece_bytes.size());
-  for (int64_t i = 0; i < b.vocab_size(); ++i) t.impl_->byte_piece[static_cast<std::size_t>(i)] = b.byte_fallback_token(i);
+  for (int64_t i = 0; i < b.vocab_size(); ++i) {
+    t.impl_->piece_bytes.push_back(static_cast<int64_t>(b.token_bytes(i).size()));
+    t.impl_->byte_piece.push_back(b.byte_fallback_token(i));
+  }
   return t;
 #else
   throw std::runtime_error(path + ": tokenizer.json needs PCRE2, which this build of statecut lacks (libpcre2-dev)");

@@ -109,7 +109,7 @@ void check_chunk_recurrent(Context& ctx, std::vector<CheckResult>& out) {
     ctx.say("forward in recurrent mode");
     Worst w;
     for (int64_t b = 0; b < ctx.ids.size(0); ++b) {  // a window at a time: one window's logits held, not N
-      const torch::Tensor lr = ctx.model->forward(ctx.ids.slice(0, b, b + 1).to(ctx.device), fo).logits;
+      const torch::Tensor lr = ctx.forward_window(*ctx.model, b, ctx.device, fo).logits;
       w.add(rel_err(lr[0], ctx.fwd.logits[b]), "window " + std::to_string(b));
     }
     m.figure = w.figure();

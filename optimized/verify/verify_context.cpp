@@ -72,7 +72,7 @@ bool Context::ensure_f64() {
       // 4 x 512 tokens: 2.5 GB less). Models return fp32 logits, so logits64 keeps them in fp32.
       std::vector<torch::Tensor> lg, hid;
       for (int64_t b = 0; b < ids.size(0); ++b) {
-        const ForwardResult r = model64->forward(ids.slice(0, b, b + 1).to(dev), fo);
+        const ForwardResult r = forward_window(*model64, b, dev, fo);
         lg.push_back(r.logits.to(torch::kCPU));
         hid.push_back(r.hidden_states.back().to(torch::kCPU, torch::kFloat64));
       }
@@ -88,6 +88,10 @@ bool Context::ensure_f64() {
     }
   }
   return *f64_ok_;
+}
+
+ForwardResult Context::forward_window(CausalLM& m, int64_t b, torch::Device dev, const ForwardOptions& fo) const {
+  return m.forward(ids.slice(0, b, b + 1).to(dev), fo);
 }
 
 const std::vector<double>& Context::f64_distances() {
@@ -113,7 +117,7 @@ double Context::f64_sensitivity() {
     }
     double worst = 0;
     for (int64_t b = 0; b < ids.size(0); ++b) {
-      const torch::Tensor lg = m->forward(ids.slice(0, b, b + 1).to(device64), ForwardOptions()).logits;
+      const torch::Tensor lg = forward_window(*m, b, device64, ForwardOptions()).logits;
       worst = std::max(worst, rel_err(lg[0], logits64[b]));
     }
     f64_sensitivity_ = worst;

@@ -76,6 +76,10 @@ struct Context {
   /// cannot run. Needs ensure_f64().
   double f64_sensitivity();
 
+  /// Model m's forward of window b alone (ids[b : b + 1]) on `dev`: rows that need only one window's logits at a time
+  /// hold one window's (at a 152k vocabulary, 512 tokens of fp32 logits are 0.3 GB), not N.
+  ForwardResult forward_window(CausalLM& m, int64_t b, torch::Device dev, const ForwardOptions& fo) const;
+
   void say(const std::string& line) const;
 
  private:
