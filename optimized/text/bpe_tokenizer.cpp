@@ -17,6 +17,7 @@
 #include "optimized/text/bpe_normalizer.h"
 #include "optimized/text/bpe_tables.h"
 #include "optimized/text/split_regex.h"
+#include "optimized/text/transformers_class.h"
 #include "optimized/text/unicode_nfc.h"
 #include "optimized/text/utf8.h"
 
@@ -515,7 +516,7 @@ BpeTokenizer::BpeTokenizer(BpeTokenizer&&) noexcept = default;
 BpeTokenizer& BpeTokenizer::operator=(BpeTokenizer&&) noexcept = default;
 BpeTokenizer::~BpeTokenizer() = default;
 
-BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
+BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path, const TransformersClass* cls) {
   BpeTokenizer t;
   t.impl_->path = tokenizer_json_path;
   std::ifstream in(tokenizer_json_path, std::ios::binary);
@@ -533,6 +534,7 @@ BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path) {
     bpe_fail(tokenizer_json_path, std::string("malformed JSON: ") + e.what());
   }
   try {
+    if (cls) apply_transformers_class(j, *cls, tokenizer_json_path);
     t.impl_->load(j);
   } catch (const json::exception& e) {  // a field of an unexpected JSON type
     bpe_fail(tokenizer_json_path, std::string("unexpected content: ") + e.what());

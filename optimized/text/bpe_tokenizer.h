@@ -46,10 +46,13 @@
 
 namespace statecut {
 
+struct TransformersClass;
+
 class BpeTokenizer {
  public:
-  /// Reads and checks `tokenizer_json_path`; throws std::runtime_error "<path>: <problem>" (one line).
-  static BpeTokenizer from_file(const std::string& tokenizer_json_path);
+  /// Reads and checks `tokenizer_json_path`; throws std::runtime_error "<path>: <problem>" (one line). With `cls`,
+  /// the pipeline transformers builds for that tokenizer class (transformers_class.h) replaces the file's.
+  static BpeTokenizer from_file(const std::string& tokenizer_json_path, const TransformersClass* cls = nullptr);
 
   BpeTokenizer(BpeTokenizer&&) noexcept;
   BpeTokenizer& operator=(BpeTokenizer&&) noexcept;

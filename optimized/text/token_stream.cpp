@@ -28,7 +28,7 @@ TokenStream read_tokens(const std::string& path, const Tokenizer& tok, int64_t v
   if (s.ids.empty()) throw std::runtime_error(path + ": empty: no tokens");
   for (size_t i = 0; i < s.ids.size(); ++i) {
     if (s.ids[i] < 0 || s.ids[i] >= vocab_size) {
-      const std::string tok_file = tok.describe().substr(tok.describe().find(':') + 1);
+      const std::string tok_file = tok.file();
       if (!io::is_token_file_name(path) && !tok.byte_level())  // the tokenizer is at fault, not the text
         throw std::runtime_error(tok_file + ": gives id " + std::to_string(s.ids[i]) + " (token " + std::to_string(i) +
                                  " of " + path + "), outside the model's vocabulary [0, " +

@@ -27,6 +27,7 @@
 #include "optimized/io/checkpoint.h"
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
 #include "optimized/text/bpe_tokenizer.h"
+#include "optimized/text/transformers_class.h"
 #endif
 
 extern char** environ;
@@ -139,6 +140,7 @@ struct Tokenizer::Impl {
   std::shared_ptr<const BpeTokenizer> bpe;  // tokenizer.json
 #endif
   std::string bpe_path;
+  std::string pipeline;    // the transformers class whose pipeline replaced the json's ("" when the json's own)
   std::string helper;      // statecut-spm
   std::vector<int64_t> piece_bytes;  // per id, read once at load
   std::vector<uint8_t> byte_piece;   // per id: a byte-fallback piece (<0xHH>), decoded only with its whole run
@@ -203,9 +205,12 @@ Tokenizer Tokenizer::bytes() { return Tokenizer(); }
 
 Tokenizer Tokenizer::for_tokenizer_json(const std::string& path) {
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
+  // The folder's tokenizer_config.json may name a class transformers builds its own pipeline for (LlamaTokenizer).
+  const TransformersClass cls = read_transformers_class(fs::path(path).parent_path().string());
   Tokenizer t;
-  t.impl_->bpe = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_file(path));
+  t.impl_->bpe = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_file(path, &cls));
   t.impl_->bpe_path = path;
+  t.impl_->pipeline = describe_pipeline(cls);
   const BpeTokenizer& b = *t.impl_->bpe;
   for (int64_t i = 0; i < b.vocab_size(); ++i) {
     t.impl_->piece_bytes.push_back(static_cast<int64_t>(b.token_bytes(i).size()));
@@ -301,11 +306,16 @@ std::string Tokenizer::unavailable_reason() const {
 }
 const std::string& Tokenizer::unavailable_fact() const { return impl_->unavailable; }
 
+std::string Tokenizer::file() const {
+  return !impl_->bpe_path.empty() ? impl_->bpe_path : impl_->model_path;
+}
+
 bool Tokenizer::byte_level() const { return available() && impl_->model_path.empty() && impl_->bpe_path.empty(); }
 
 std::string Tokenizer::describe() const {
   if (!available()) return "none";
-  if (!impl_->bpe_path.empty()) return "bpe:" + impl_->bpe_path;
+  if (!impl_->bpe_path.empty())
+    return "bpe:" + impl_->bpe_path + (impl_->pipeline.empty() ? "" : " as transformers' " + impl_->pipeline);
   return byte_level() ? std::string("bytes") : "sentencepiece:" + impl_->model_path;
 }
 

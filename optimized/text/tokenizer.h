@@ -2,7 +2,9 @@
 ///   tokenizer.json         BPE (bpe_tokenizer.h: byte-level as Qwen2/3/3.5, GPT-2, GPT-NeoX, Llama-3, OLMo; with
 ///                          byte_fallback as Llama 2, Mistral, Phi-3), also beside a tokenizer.model: it is what
 ///                          transformers' fast tokenizer reads (SentencePiece itself differs: a dummy "▁" before a text
-///                          that starts with a space, added tokens kept as text)
+///                          that starts with a space, added tokens kept as text). Where tokenizer_config.json names
+///                          LlamaTokenizer, the json's vocab and merges in the pipeline transformers 5 builds for that
+///                          class instead of the json's own (transformers_class.h): transformers' ids, not tokenizers'
 ///   tokenizer.model        SentencePiece, when there is no tokenizer.json. A json statecut cannot read is its error,
 ///                          never a silent switch to the model beside it
 ///   only other tokenizer   vocab.json / merges.txt (slow BPE), vocab.txt, spiece.model, *.tiktoken, tekken.json:
@@ -40,8 +42,8 @@ class Tokenizer {
   /// file is there but does not load (or the SentencePiece helper is missing), "<dir>: ..." when there is none
   /// and the vocabulary is not byte-level.
   static Tokenizer for_checkpoint(const std::string& dir, TokenizerChoice choice = TokenizerChoice::Auto);
-  /// -1 when !available().
-  /// A tokenizer.json file (byte-level BPE); throws "<path>: <problem>", naming what is unsupported.
+  /// A tokenizer.json file, read as transformers reads it with the tokenizer_config.json beside it
+  /// (transformers_class.h); throws "<path>: <problem>", naming what is unsupported.
   static Tokenizer for_tokenizer_json(const std::string& path);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -55,8 +57,11 @@ class Tokenizer {
   /// files already and needs the tokenizer for something else (eval's byte count).
   const std::string& unavailable_fact() const;
   bool byte_level() const;
-  /// "bytes" or "sentencepiece:<path>".
+  /// "bytes", "sentencepiece:<path>", "bpe:<path>", or "bpe:<path> as transformers' LlamaTokenizer (Metaspace,
+  /// prepend first)" where tokenizer_config.json names a class transformers builds its own pipeline for.
   std::string describe() const;
+  /// The tokenizer file read ("" for byte-level).
+  std::string file() const;
   std::vector<int64_t> encode(const std::string& text) const;
   /// Ids → text: byte-level the bytes themselves (an id >= 256 throws), tokenizer.json HF's decode (special tokens
   /// kept, unknown ids skipped, invalid UTF-8 read lossily), SentencePiece DecodeIds through statecut-spm (an id outside

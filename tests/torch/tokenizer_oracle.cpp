@@ -1,5 +1,7 @@
 /// The checkpoint-folder tokenizer (Tokenizer::for_checkpoint: tokenizer.json read in C++, or tokenizer.model through
-/// statecut-spm beside a json that converts it) against HF tokenizers 0.23.2 on the real tokenizers of other models.
+/// statecut-spm beside a json that converts it) against HF tokenizers 0.23.2 on the real tokenizers of other models,
+/// and against transformers 5's AutoTokenizer where the folder's tokenizer_config.json names a class transformers builds
+/// its own pipeline for (phi-3-mini-transformers: LlamaTokenizer).
 ///
 /// Every folder under tests/data/tokenizers/ holds a tokenizer and golden.jsonl ({"text", "ids", "decoded"}: HF's
 /// encode(text, add_special_tokens=False).ids and decode(ids, skip_special_tokens=False), made by
