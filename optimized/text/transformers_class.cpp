@@ -1,8 +1,10 @@
-// The pipeline transformers 5 builds for a tokenizer class (transformers_class.h).
+// The class transformers 5 picks for a tokenizer folder and the pipeline it builds (transformers_class.h).
 #include "optimized/text/transformers_class.h"
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <stdexcept>
 
 namespace statecut {
@@ -13,7 +15,65 @@ namespace fs = std::filesystem;
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
 
-// A flag transformers reads with Python truthiness; only the JSON forms a saved config has are accepted.
+const char* const kBackend = "TokenizersBackend";
+const std::string kMeta = "\xE2\x96\x81";  // ▁
+
+// TOKENIZER_MAPPING_NAMES (models/auto/tokenization_auto.py), the model types of the families statecut reads and
+// their neighbours; the types of MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS without an entry map to TokenizersBackend.
+const std::map<std::string, std::string>& registered_classes() {
+  static const std::map<std::string, std::string> m = [] {
+    std::map<std::string, std::string> r;
+    for (const char* t : {"gpt_neox", "mamba", "mamba2", "falcon_mamba", "mpt", "olmo", "olmoe", "rwkv", "xlstm"})
+      r[t] = "GPTNeoXTokenizer";
+    for (const char* t : {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl", "qwen3_vl_moe"})
+      r[t] = "Qwen2Tokenizer";
+    for (const char* t : {"qwen3_5", "qwen3_5_moe"}) r[t] = "Qwen3_5Tokenizer";
+    for (const char* t : {"gpt2", "gpt_neo", "gptj", "opt", "phi", "starcoder2", "dbrx", "codegen"})
+      r[t] = "GPT2Tokenizer";
+    r["code_llama"] = "CodeLlamaTokenizer";
+    for (const char* t : {"gemma", "gemma2", "gemma3", "gemma3_text"}) r[t] = "GemmaTokenizer";
+    for (const char* t : {"mistral", "mixtral", "mistral3", "ministral", "ministral3", "pixtral", "voxtral",
+                          "granite", "granitemoe", "granitemoehybrid", "granitemoeshared", "olmo2", "olmo3",
+                          "olmo_hybrid", "flex_olmo", "gpt_bigcode", "stablelm", "glm", "glm4", "glm4_moe",
+                          "persimmon", "phi3", "phi3_v", "phimoe", "deepseek_v2", "deepseek_v3", "jamba",
+                          "internlm2", "nemotron", "llava", "llava_next", "minicpm3", "ernie4_5", "ernie4_5_moe"})
+      r[t] = kBackend;
+    return r;
+  }();
+  return m;
+}
+
+std::string without_fast(std::string c) {
+  const std::string fast = "Fast";
+  if (c.size() > fast.size() && c.compare(c.size() - fast.size(), fast.size(), fast) == 0) c.resize(c.size() - fast.size());
+  return c == "PreTrainedTokenizer" || c == "PreTrainedTokenizer" + fast ? kBackend : c;
+}
+
+const std::set<std::string>& byte_level_classes() {
+  static const std::set<std::string> s = {"GPT2Tokenizer",  "RobertaTokenizer", "CodeGenTokenizer", "WhisperTokenizer",
+                                          "GPTNeoXTokenizer", "Qwen2Tokenizer", "Qwen3_5Tokenizer"};
+  return s;
+}
+
+json read_object(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail(p.string(), "cannot open");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    fail(p.string(), std::string("malformed JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(p.string(), "not a JSON object");
+  return j;
+}
+
+std::string string_key(const json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  if (!j[key].is_string()) fail(path, std::string(key) + " is not a string");
+  return j[key].get<std::string>();
+}
+
 int tri_state(const json& cfg, const char* key, const std::string& path) {  // -1 unset or null, 0 false, 1 true
   if (!cfg.contains(key) || cfg[key].is_null()) return -1;
   if (!cfg[key].is_boolean()) fail(path, std::string(key) + " is " + cfg[key].dump() + ", not true, false or null");
@@ -30,77 +90,138 @@ bool mentions_byte_level(const json& step) {  // a step, or a Sequence holding o
   return false;
 }
 
+const char* kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* kQwen35Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+json byte_level_step(bool add_prefix_space, bool use_regex) {
+  return {{"type", "ByteLevel"}, {"add_prefix_space", add_prefix_space}, {"trim_offsets", true}, {"use_regex", use_regex}};
+}
+
 }  // namespace
+
+std::string resolve_tokenizer_class(const std::string& declared, const std::string& model_type) {
+  const std::string hub = declared.empty() ? "" : without_fast(declared);
+  const auto& reg = registered_classes();
+  const auto it = model_type.empty() ? reg.end() : reg.find(model_type);
+  if (!hub.empty() && it != reg.end() && it->second != hub)
+    return it->second == kBackend || model_type == "qwen2" ? it->second : hub;
+  if (!hub.empty()) return hub;
+  return it != reg.end() ? it->second : kBackend;
+}
 
 TransformersClass read_transformers_class(const std::string& dir) {
   TransformersClass c;
-  const fs::path p = fs::path(dir) / "tokenizer_config.json";
   std::error_code ec;
-  if (!fs::exists(p, ec)) return c;
-  c.config_path = p.string();
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail(c.config_path, "cannot open");
-  json cfg;
-  try {
-    cfg = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(c.config_path, std::string("malformed JSON: ") + e.what());
+  json cfg = json::object(), model_cfg = json::object();
+  const fs::path tc = fs::path(dir) / "tokenizer_config.json", mc = fs::path(dir) / "config.json";
+  if (fs::exists(tc, ec)) {
+    c.config_path = tc.string();
+    cfg = read_object(tc);
+    c.declared = string_key(cfg, "tokenizer_class", c.config_path);
   }
-  if (!cfg.is_object()) fail(c.config_path, "not a JSON object");
-  if (cfg.contains("tokenizer_class") && !cfg["tokenizer_class"].is_null()) {
-    if (!cfg["tokenizer_class"].is_string()) fail(c.config_path, "tokenizer_class is not a string");
-    c.name = cfg["tokenizer_class"].get<std::string>();
+  if (fs::exists(mc, ec)) {
+    model_cfg = read_object(mc);
+    c.model_type = string_key(model_cfg, "model_type", mc.string());
+    if (c.declared.empty()) c.declared = string_key(model_cfg, "tokenizer_class", mc.string());
   }
-  c.llama = c.name == "LlamaTokenizer" || c.name == "LlamaTokenizerFast";
+  c.resolved = resolve_tokenizer_class(c.declared, c.model_type);
   const int aps = tri_state(cfg, "add_prefix_space", c.config_path);
   const int legacy = tri_state(cfg, "legacy", c.config_path);
-  c.add_prefix_space = aps != 0;  // None -> True in LlamaTokenizer.__init__
-  // _get_prepend_scheme: "always" unless the tokenizer's legacy is falsy (its 5.x default False; null too) -> "first".
-  c.prepend_scheme = !c.add_prefix_space ? "never" : legacy == 1 ? "always" : "first";
+  using P = TransformersClass::Pipeline;
+  if (c.resolved == "LlamaTokenizer") {
+    c.pipeline = P::Llama;
+    c.add_prefix_space = aps != 0;  // None -> True in LlamaTokenizer.__init__
+    // _get_prepend_scheme: "always" unless the tokenizer's legacy is falsy (its 5.x default False; null too) -> "first".
+    c.prepend_scheme = !c.add_prefix_space ? "never" : legacy == 1 ? "always" : "first";
+  } else if (c.resolved == "CodeLlamaTokenizer") {
+    c.pipeline = P::CodeLlama;
+    c.add_prefix_space = aps != 0;
+    c.prepend_scheme = c.add_prefix_space ? "first" : "never";  // legacy is not read
+  } else if (c.resolved == "GemmaTokenizer") {
+    c.pipeline = P::Gemma;
+  } else if (byte_level_classes().count(c.resolved)) {
+    c.pipeline = P::ByteLevel;
+    c.add_prefix_space = aps == 1;  // None -> False
+    c.nfc = c.resolved == "GPTNeoXTokenizer" || c.resolved == "Qwen2Tokenizer" || c.resolved == "Qwen3_5Tokenizer";
+    if (c.resolved == "Qwen2Tokenizer") c.split_regex = kQwen2Regex;
+    if (c.resolved == "Qwen3_5Tokenizer") c.split_regex = kQwen35Regex;
+  }
   return c;
 }
 
 void apply_transformers_class(json& j, const TransformersClass& cls, const std::string& path) {
-  if (!cls.llama) return;
-  if (!j.is_object()) return;  // the reader names it
-  const std::string why = " under " + cls.name + " (" + cls.config_path + ")";
+  using P = TransformersClass::Pipeline;
+  if (cls.pipeline == P::Json || !j.is_object()) return;  // the reader names a non-object
+  const std::string why = " under " + cls.resolved + " (" + (cls.config_path.empty() ? "config.json's model_type '" +
+                          cls.model_type + "'" : cls.config_path) + ")";
   json model = j.contains("model") ? j["model"] : json();
   const std::string type = model.is_object() ? model.value("type", std::string(model.contains("merges") ? "BPE" : ""))
                                              : std::string();
   if (type != "BPE")
     fail(path, "model '" + (type.empty() ? std::string("(none)") : type) + "'" + why +
                    ": transformers builds that class as BPE from the json's vocab and merges");
-  if (mentions_byte_level(j.value("pre_tokenizer", json())) || mentions_byte_level(j.value("decoder", json())))
-    fail(path, "a ByteLevel pre-tokenizer or decoder" + why +
-                   ", which transformers replaces by Metaspace: its ids would not be the ones this byte-level "
-                   "vocabulary was trained with, and statecut does not guess (name PreTrainedTokenizerFast in "
-                   "tokenizer_config.json to read the json as it is)");
+  const bool json_byte_level =
+      mentions_byte_level(j.value("pre_tokenizer", json())) || mentions_byte_level(j.value("decoder", json()));
+  if (json_byte_level != (cls.pipeline == P::ByteLevel))
+    fail(path, std::string(json_byte_level ? "a ByteLevel pre-tokenizer or decoder" : "no ByteLevel pre-tokenizer") +
+                   why + ", which transformers reads as " + (json_byte_level ? "characters" : "bytes") +
+                   ": its ids would not be the ones this vocabulary was trained with, and statecut does not guess "
+                   "(name PreTrainedTokenizerFast in tokenizer_config.json to read the json as it is)");
   json m = json::object();
   m["type"] = "BPE";
   m["dropout"] = nullptr;
-  m["unk_token"] = nullptr;
+  m["unk_token"] = cls.pipeline == P::CodeLlama || cls.pipeline == P::Gemma ? json("<unk>") : json();
   m["continuing_subword_prefix"] = nullptr;
   m["end_of_word_suffix"] = nullptr;
-  m["fuse_unk"] = true;
-  m["byte_fallback"] = true;
+  m["fuse_unk"] = cls.pipeline != P::ByteLevel;
+  m["byte_fallback"] = cls.pipeline != P::ByteLevel;
   m["ignore_merges"] = false;
   m["vocab"] = model.contains("vocab") ? model["vocab"] : json::object();
   m["merges"] = model.contains("merges") ? model["merges"] : json::array();
   j["model"] = std::move(m);
-  j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"},
-                        {"prepend_scheme", cls.prepend_scheme}, {"split", false}};
   json decoders = json::array();
-  decoders.push_back({{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}});
+  if (cls.pipeline == P::ByteLevel) {
+    j["normalizer"] = cls.nfc ? json{{"type", "NFC"}} : json();
+    if (cls.split_regex.empty()) {
+      j["pre_tokenizer"] = byte_level_step(cls.add_prefix_space, true);
+    } else {
+      json split = {{"type", "Split"}, {"pattern", {{"Regex", cls.split_regex}}}, {"behavior", "Isolated"}, {"invert", false}};
+      j["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers", json::array({split, byte_level_step(cls.add_prefix_space, false)})}};
+    }
+    j["decoder"] = byte_level_step(true, true);
+    return;
+  }
+  if (cls.pipeline == P::Gemma) {
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", kMeta}};
+    j["pre_tokenizer"] = nullptr;  // its Split(" ") finds no space left after the normalizer
+  } else {
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", kMeta},
+                          {"prepend_scheme", cls.prepend_scheme}, {"split", false}};
+  }
+  decoders.push_back({{"type", "Replace"}, {"pattern", {{"String", kMeta}}}, {"content", " "}});
   decoders.push_back({{"type", "ByteFallback"}});
   decoders.push_back({{"type", "Fuse"}});
-  if (cls.add_prefix_space) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1u}, {"stop", 0u}});
+  if (cls.pipeline == P::CodeLlama || (cls.pipeline == P::Llama && cls.add_prefix_space))
+    decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1u}, {"stop", 0u}});
   j["decoder"] = {{"type", "Sequence"}, {"decoders", std::move(decoders)}};
 }
 
 std::string describe_pipeline(const TransformersClass& cls) {
-  if (!cls.llama) return "";
-  return cls.name + " (Metaspace, prepend " + cls.prepend_scheme + ")";
+  using P = TransformersClass::Pipeline;
+  switch (cls.pipeline) {
+    case P::Json: return "";
+    case P::Llama:
+    case P::CodeLlama: return cls.resolved + " (Metaspace, prepend " + cls.prepend_scheme + ")";
+    case P::Gemma: return cls.resolved + " (Replace ' ' -> '" + kMeta + "')";
+    case P::ByteLevel:
+      return cls.resolved + " (" + (cls.nfc ? "NFC, " : "") + (cls.split_regex.empty() ? "" : "its Split regex, ") +
+             "ByteLevel" + (cls.add_prefix_space ? " with a prefix space" : "") + ")";
+  }
+  return "";
 }
 
 }  // namespace statecut

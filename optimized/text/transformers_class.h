@@ -1,27 +1,38 @@
-/// The tokenizer class a checkpoint folder names, and the pipeline transformers 5 builds for it from tokenizer.json.
+/// The tokenizer class transformers 5's AutoTokenizer picks for a checkpoint folder, and the pipeline it builds for it
+/// from tokenizer.json.
 ///
-/// transformers 5's AutoTokenizer reads tokenizer.json as it is only for classes without their own `__init__`
-/// (TokenizersBackend, PreTrainedTokenizerFast, GPT2Tokenizer, ...). A class with one takes just the json's vocab,
-/// merges, added tokens and post-processor and builds the rest itself (tokenization_utils_tokenizers.py,
-/// convert_to_native_format). LlamaTokenizer (alias LlamaTokenizerFast; the class of Llama 2, Mistral, Phi-3 and of
-/// fla-hub's DeltaNet/Gated DeltaNet checkpoints, which ship Mistral's tokenizer) builds (models/llama/
-/// tokenization_llama.py):
-///   model        BPE(vocab, merges, fuse_unk=true, byte_fallback=true), no unk token, no dropout
-///   normalizer   none                      (the json's Prepend("▁") + Replace(" ", "▁") are dropped)
-///   pre_tokenizer Metaspace("▁", prepend_scheme, split=false), prepend_scheme
-///                  "never"  when add_prefix_space is false,
-///                  "first"  when it is true or unset and legacy is false, null or unset (5.x's default),
-///                  "always" when it is true or unset and legacy is true
-///   decoder      Replace("▁" -> " "), ByteFallback, Fuse, then Strip(" ", 1 leading) when add_prefix_space
-/// add_prefix_space and legacy come from tokenizer_config.json. On a json in Llama 2's form (Prepend + Replace
-/// normalizers) this gives other ids than tokenizers on the same json for a text that starts with a space or follows an
-/// added token ("first" vs the json's "▁" before every piece): 114 of 683 texts on Phi-3-mini, measured with
-/// transformers 5.17 (bench/README, 41st wave). statecut gives transformers' ids: they are what the model sees in a
-/// user's pipeline (AutoTokenizer, lm-eval).
+/// Which class (models/auto/tokenization_auto.py, 5.x after PR #44127): `hub` is tokenizer_config.json's
+/// tokenizer_class (else config.json's), "Fast" dropped; `registered` is the class its mapping gives config.json's
+/// model_type (table in transformers_class.cpp: gpt_neox/mamba/mamba2 GPTNeoXTokenizer, qwen2/qwen3/qwen3_next
+/// Qwen2Tokenizer, qwen3_5 Qwen3_5Tokenizer, gpt2/phi GPT2Tokenizer; mistral, mixtral, phi3 and the other types it
+/// routes to TokenizersBackend; llama, delta_net, gated_deltanet and unknown types have none).
+///   hub and registered both known and different: registered when it is TokenizersBackend (the json as it is) or the
+///     type is qwen2 (whose hub class transformers overrides); else hub
+///   hub only: hub            registered only: registered            neither: TokenizersBackend
 ///
-/// A json whose pre-tokenizer or decoder is ByteLevel under LlamaTokenizer is refused: transformers would read a
-/// byte-level vocabulary through Metaspace and give ids the model was not trained on, and statecut does not guess
-/// which of the two the model saw.
+/// What it builds: TokenizersBackend (alias PreTrainedTokenizerFast) and any class statecut does not know read
+/// tokenizer.json as it is. A class with its own `__init__` takes only the json's vocab, merges and added tokens
+/// (tokenization_utils_tokenizers.py, convert_to_native_format) and builds the rest itself:
+///   LlamaTokenizer     BPE(fuse_unk, byte_fallback, no unk), no normalizer, Metaspace("▁", split=false) with
+///                      prepend_scheme "never" when add_prefix_space is false, else "always" when legacy is true,
+///                      else "first" (legacy false, null or unset: 5.x's default); decoder Replace("▁" -> " "),
+///                      ByteFallback, Fuse, then Strip(" ", 1 leading) when add_prefix_space (unset: true)
+///   CodeLlamaTokenizer the same with unk "<unk>", prepend "first"/"never" from add_prefix_space alone, Strip always
+///   GemmaTokenizer     BPE(fuse_unk, byte_fallback, unk "<unk>"), normalizer Replace(" " -> "▁"), no prepend;
+///                      decoder Replace, ByteFallback, Fuse
+///   GPT2Tokenizer, RobertaTokenizer, CodeGenTokenizer, WhisperTokenizer
+///                      BPE (no unk, no byte_fallback, ignore_merges false), no normalizer, ByteLevel(add_prefix_space
+///                      (unset: false), GPT-2's regex), decoder ByteLevel
+///   GPTNeoXTokenizer   the same with an NFC normalizer
+///   Qwen2Tokenizer, Qwen3_5Tokenizer  NFC, Split(its regex, isolated), ByteLevel(add_prefix_space, no regex); Qwen3.5's
+///                      regex joins combining marks (\p{M}) to letters, the json Qwen3.5 ships has Qwen2's
+/// On Phi-3-mini's json (Llama 2's form: Prepend + Replace) without a config.json, transformers 5.17 gave other ids
+/// than tokenizers on 114 of 683 texts (bench/README, 41st wave); with model_type mistral it read Mistral's json as it
+/// is. statecut gives transformers' ids: they are what the model sees in a user's pipeline (AutoTokenizer, lm-eval).
+/// A class that does not fit the json (a Metaspace class over a ByteLevel json, or the reverse) is refused: transformers
+/// would give ids the model was not trained on, and statecut does not guess which of the two the model saw.
+/// Added tokens keep the json's ids and flags (transformers re-adds them in id order; the same ids for every file whose
+/// added ids follow the vocabulary).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,24 +40,31 @@
 namespace statecut {
 
 struct TransformersClass {
-  std::string name;            // tokenizer_config.json's tokenizer_class; "" without one
-  std::string config_path;     // the tokenizer_config.json read; "" when absent
-  bool llama = false;          // LlamaTokenizer / LlamaTokenizerFast: the pipeline above
-  bool add_prefix_space = true;
-  std::string prepend_scheme;  // llama: "always", "first" or "never"
+  enum class Pipeline { Json, Llama, CodeLlama, Gemma, ByteLevel };
+  std::string declared;     // tokenizer_config.json's tokenizer_class, else config.json's; "" without one
+  std::string model_type;   // config.json's; "" without one
+  std::string resolved;     // the class AutoTokenizer picks, "Fast" dropped
+  std::string config_path;  // the tokenizer_config.json read ("" when absent)
+  Pipeline pipeline = Pipeline::Json;
+  bool add_prefix_space = false;
+  std::string prepend_scheme;  // Metaspace classes: "always", "first" or "never"
+  bool nfc = false;            // ByteLevel classes: an NFC normalizer
+  std::string split_regex;     // ByteLevel classes: a Split(isolated) before ByteLevel(use_regex false); "" = GPT-2's regex
 };
 
-/// dir/tokenizer_config.json's class (none when the file is absent). Throws std::runtime_error
-/// "<dir>/tokenizer_config.json: <problem>" for a file transformers could not read (malformed JSON, not an object,
-/// tokenizer_class not a string, legacy or add_prefix_space not true, false or null).
+/// The class AutoTokenizer picks for `declared` (tokenizer_class, with or without "Fast") and `model_type` (rules above).
+std::string resolve_tokenizer_class(const std::string& declared, const std::string& model_type);
+
+/// The folder's class and pipeline, from dir/tokenizer_config.json and dir/config.json (either may be absent). Throws
+/// std::runtime_error "<file>: <problem>" for a file transformers could not read (malformed JSON, not an object,
+/// tokenizer_class or model_type not a string, legacy or add_prefix_space not true, false or null).
 TransformersClass read_transformers_class(const std::string& dir);
 
-/// Rewrites `tokenizer_json` (the parsed tokenizer.json at `path`) into the pipeline transformers builds for `cls`
-/// (nothing for a class that reads the json as it is). Throws std::runtime_error "<path>: ..." when the class does not
-/// fit the file (a model other than BPE, a ByteLevel pre-tokenizer or decoder).
+/// Rewrites `tokenizer_json` (the parsed tokenizer.json at `path`) into the pipeline of `cls` (nothing for Json).
+/// Throws std::runtime_error "<path>: ..." when the class does not fit the file.
 void apply_transformers_class(nlohmann::json& tokenizer_json, const TransformersClass& cls, const std::string& path);
 
-/// "" for a class that reads the json as it is; else e.g. "LlamaTokenizer (Metaspace, prepend first)".
+/// "" for the json as it is; else e.g. "LlamaTokenizer (Metaspace, prepend first)".
 std::string describe_pipeline(const TransformersClass& cls);
 
 }  // namespace statecut

@@ -7,6 +7,9 @@
 ///     and not when it already starts with one (after " " -> "▁")
 ///   legacy true: Metaspace "always": every piece, unless it starts with "▁"
 ///   add_prefix_space false: "never"
+/// Byte-level classes on a tiny byte-level BPE (the 256 byte symbols, id = byte): GPT2Tokenizer's add_prefix_space, and
+/// Qwen3_5Tokenizer's regex, which keeps a combining mark with its letter where Qwen2's cuts them apart.
+/// Which class AutoTokenizer picks from tokenizer_class and model_type: a table read from transformers' source.
 /// The real files (Phi-3-mini, Mistral) are held to transformers 5.17's ids by tests/torch/tokenizer_oracle.cpp.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -63,11 +66,60 @@ json llama2_form() {
             {"merges", json::array({kMeta + " a"})}}}};
 }
 
+/// GPT-2's byte -> character map, written out independently of the code under test.
+std::string byte_symbol(int b) {
+  auto printable = [](int k) { return (k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF); };
+  int cp = b;
+  if (!printable(b)) {
+    cp = 0x100;
+    for (int k = 0; k < b; ++k) cp += printable(k) ? 0 : 1;
+  }
+  std::string out;
+  if (cp < 0x80) return std::string(1, static_cast<char>(cp));
+  out += static_cast<char>(0xC0 | (cp >> 6));
+  out += static_cast<char>(0x80 | (cp & 0x3F));
+  return out;
+}
+
+/// A byte-level BPE in Qwen's form (NFC, Split(Qwen2's regex, isolated), ByteLevel without its regex): the 256 byte
+/// symbols with id = byte, "ab" 256, "abc" 257, and a chain of merges that joins the six bytes of Devanagari
+/// KA + VIRAMA (E0 A4 95 E0 A5 8D; the virama is a combining mark, \p{M}) into 261, through "KA" 258.
+json byte_level_form() {
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
+  vocab["ab"] = 256;
+  vocab["abc"] = 257;
+  const std::vector<int> bytes = {0xE0, 0xA4, 0x95, 0xE0, 0xA5, 0x8D};
+  json merges = json::array({"a b", "ab c"});
+  std::string left = byte_symbol(bytes[0]);
+  for (size_t i = 1; i < bytes.size(); ++i) {
+    merges.push_back(left + " " + byte_symbol(bytes[i]));
+    left += byte_symbol(bytes[i]);
+    if (i >= 2) vocab[left] = 256 + static_cast<int>(i);  // 258 (KA), 259, 260, 261 (KA + VIRAMA)
+    else vocab[left] = 300;
+  }
+  const json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  const std::string qwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  return {{"version", "1.0"},
+          {"added_tokens", json::array()},
+          {"normalizer", {{"type", "NFC"}}},
+          {"pre_tokenizer",
+           {{"type", "Sequence"},
+            {"pretokenizers",
+             json::array({{{"type", "Split"}, {"pattern", {{"Regex", qwen2}}}, {"behavior", "Isolated"}, {"invert", false}},
+                          bl})}}},
+          {"post_processor", nullptr},
+          {"decoder", bl},
+          {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
 /// A folder holding `tokenizer` as tokenizer.json and, unless null, `config` as tokenizer_config.json (or the text
 /// `config_text` verbatim); its files are removed at the end of the scope.
 struct Folder {
   fs::path dir;
-  Folder(const json& tokenizer, const json& config, const std::string& config_text = "") {
+  Folder(const json& tokenizer, const json& config, const std::string& config_text = "",
+         const std::string& model_type = "") {
     static std::atomic<int> n{0};
     dir = fs::temp_directory_path() / ("statecut-transformers-class-" + std::to_string(::getpid()) + "-" +
                                        std::to_string(n++));
@@ -77,11 +129,13 @@ struct Folder {
       std::ofstream(dir / "tokenizer_config.json") << config_text;
     else if (!config.is_null())
       std::ofstream(dir / "tokenizer_config.json") << config.dump();
+    if (!model_type.empty()) std::ofstream(dir / "config.json") << json{{"model_type", model_type}}.dump();
   }
   ~Folder() {
     std::error_code ec;
     fs::remove(dir / "tokenizer.json", ec);
     fs::remove(dir / "tokenizer_config.json", ec);
+    fs::remove(dir / "config.json", ec);
     fs::remove(dir, ec);
   }
   std::string json_path() const { return (dir / "tokenizer.json").string(); }
@@ -180,5 +234,67 @@ TEST(TransformersClass, aTokenizerConfigTransformersCannotReadIsOneLineErrorNami
       EXPECT_NE(msg.find(c.needle), std::string::npos) << msg;
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
+  }
+}
+
+TEST(TransformersClass, autoTokenizerPicksTheClassAsTransformers5Does) {
+  struct Case {
+    const char *declared, *model_type, *resolved;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"LlamaTokenizer", "", "LlamaTokenizer"},                 // no config.json: the class named
+           {"LlamaTokenizerFast", "delta_net", "LlamaTokenizer"},    // fla-hub: a type transformers has no entry for
+           {"LlamaTokenizer", "gated_deltanet", "LlamaTokenizer"},
+           {"LlamaTokenizer", "llama", "LlamaTokenizer"},            // llama has no entry either
+           {"LlamaTokenizer", "mistral", "TokenizersBackend"},       // registered TokenizersBackend: the json as it is
+           {"LlamaTokenizer", "phi3", "TokenizersBackend"},
+           {"", "mistral", "TokenizersBackend"},
+           {"", "mamba2", "GPTNeoXTokenizer"},                       // no class named: the registered one
+           {"GPTNeoXTokenizerFast", "mamba2", "GPTNeoXTokenizer"},
+           {"", "qwen3_5", "Qwen3_5Tokenizer"},
+           {"Qwen2Tokenizer", "qwen3_5", "Qwen2Tokenizer"},          // a specific class named wins...
+           {"LlamaTokenizer", "qwen2", "Qwen2Tokenizer"},            // ...except for qwen2, which transformers overrides
+           {"PreTrainedTokenizerFast", "qwen3", "TokenizersBackend"},
+           {"", "delta_net", "TokenizersBackend"},
+           {"", "", "TokenizersBackend"},
+           {"ChatGLMTokenizer", "", "ChatGLMTokenizer"}}) {          // unknown to statecut: read as the json
+    EXPECT_EQ(statecut::resolve_tokenizer_class(c.declared, c.model_type), c.resolved)
+        << c.declared << " / " << c.model_type;
+  }
+}
+
+TEST(TransformersClass, aModelTypeRoutingToTheBackendReadsTheJsonAsItIs) {
+  // Mistral's and Phi-3's checkpoints name LlamaTokenizer, but their model types read the json as it is.
+  EXPECT_EQ(Folder(llama2_form(), llama_config(false, json()), "", "phi3").load().encode(" a"), (Ids{3, 6}));
+  EXPECT_EQ(Folder(llama2_form(), llama_config(false, json()), "", "delta_net").load().encode(" a"), (Ids{6}));
+}
+
+TEST(TransformersClass, gpt2TokenizerTakesAddPrefixSpaceFromTheConfig) {
+  EXPECT_EQ(Folder(byte_level_form(), {{"tokenizer_class", "GPT2Tokenizer"}}).load().encode("abc"), (Ids{257}));
+  const BpeTokenizer t = Folder(byte_level_form(), {{"tokenizer_class", "GPT2Tokenizer"}, {"add_prefix_space", true}}).load();
+  EXPECT_EQ(t.encode("abc"), (Ids{32, 257}));  // " abc" cut by GPT-2's regex into one word: the space byte, then abc
+  EXPECT_EQ(t.decode({32, 257}), " abc");      // the ByteLevel decoder keeps the space
+}
+
+TEST(TransformersClass, qwen35KeepsACombiningMarkWithItsLetter) {
+  const std::string ka_virama = "\xE0\xA4\x95\xE0\xA5\x8D";  // U+0915 U+094D
+  // The json's (Qwen2's) regex: \p{L}+ takes KA, the virama (\p{M}) falls to the punctuation branch, a piece apart.
+  EXPECT_EQ(Folder(byte_level_form(), json()).load().encode(ka_virama), (Ids{258, 0xE0, 0xA5, 0x8D}));
+  EXPECT_EQ(Folder(byte_level_form(), json(), "", "qwen3").load().encode(ka_virama), (Ids{258, 0xE0, 0xA5, 0x8D}));
+  // Qwen3_5Tokenizer's [\p{L}\p{M}]+ keeps them one piece, which the merges join whole.
+  EXPECT_EQ(Folder(byte_level_form(), json(), "", "qwen3_5").load().encode(ka_virama), (Ids{261}));
+  EXPECT_EQ(Folder(byte_level_form(), {{"tokenizer_class", "Qwen2Tokenizer"}}, "", "qwen3_5").load().encode(ka_virama),
+            (Ids{258, 0xE0, 0xA5, 0x8D}));
+}
+
+TEST(TransformersClass, aByteLevelClassOverACharacterJsonIsRefused) {
+  const Folder f(llama2_form(), {{"tokenizer_class", "GPT2Tokenizer"}});
+  try {
+    f.load();
+    ADD_FAILURE() << "a character-level json was read as GPT2Tokenizer";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(f.json_path() + ": ", 0), 0u) << msg;
+    EXPECT_NE(msg.find("GPT2Tokenizer"), std::string::npos) << msg;
   }
 }
