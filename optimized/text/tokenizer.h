@@ -2,9 +2,10 @@
 ///   tokenizer.json         BPE (bpe_tokenizer.h: byte-level as Qwen2/3/3.5, GPT-2, GPT-NeoX, Llama-3, OLMo; with
 ///                          byte_fallback as Llama 2, Mistral, Phi-3), also beside a tokenizer.model: it is what
 ///                          transformers' fast tokenizer reads (SentencePiece itself differs: a dummy "▁" before a text
-///                          that starts with a space, added tokens kept as text). Where tokenizer_config.json names
-///                          LlamaTokenizer, the json's vocab and merges in the pipeline transformers 5 builds for that
-///                          class instead of the json's own (transformers_class.h): transformers' ids, not tokenizers'
+///                          that starts with a space, added tokens kept as text). Read as transformers 5's
+///                          AutoTokenizer reads it: the class it picks (tokenizer_config.json, config.json's
+///                          model_type) may build its own pipeline from the json's vocab and merges
+///                          (transformers_class.h): transformers' ids, not tokenizers'
 ///   tokenizer.model        SentencePiece, when there is no tokenizer.json. A json statecut cannot read is its error,
 ///                          never a silent switch to the model beside it
 ///   only other tokenizer   vocab.json / merges.txt (slow BPE), vocab.txt, spiece.model, *.tiktoken, tekken.json:
@@ -42,7 +43,7 @@ class Tokenizer {
   /// file is there but does not load (or the SentencePiece helper is missing), "<dir>: ..." when there is none
   /// and the vocabulary is not byte-level.
   static Tokenizer for_checkpoint(const std::string& dir, TokenizerChoice choice = TokenizerChoice::Auto);
-  /// A tokenizer.json file, read as transformers reads it with the tokenizer_config.json beside it
+  /// A tokenizer.json file, read as transformers reads it with the tokenizer_config.json and config.json beside it
   /// (transformers_class.h); throws "<path>: <problem>", naming what is unsupported.
   static Tokenizer for_tokenizer_json(const std::string& path);
 
@@ -58,7 +59,7 @@ class Tokenizer {
   const std::string& unavailable_fact() const;
   bool byte_level() const;
   /// "bytes", "sentencepiece:<path>", "bpe:<path>", or "bpe:<path> as transformers' LlamaTokenizer (Metaspace,
-  /// prepend first)" where tokenizer_config.json names a class transformers builds its own pipeline for.
+  /// prepend first)" where transformers picks a class that builds its own pipeline.
   std::string describe() const;
   /// The tokenizer file read ("" for byte-level).
   std::string file() const;
