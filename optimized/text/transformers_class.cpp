@@ -56,8 +56,16 @@ const std::set<std::string>& byte_level_classes() {
 }
 
 json read_object(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) fail(p.string(), "not a regular file (a directory?)");
   std::ifstream in(p, std::ios::binary);
   if (!in) fail(p.string(), "cannot open");
+  // Python's json.load refuses a UTF-8 byte order mark ("Unexpected UTF-8 BOM"); nlohmann would skip it.
+  char bom[3] = {};
+  if (in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')
+    fail(p.string(), "starts with a UTF-8 byte order mark, which transformers' json.load refuses");
+  in.clear();
+  in.seekg(0);
   json j;
   try {
     j = json::parse(in);
@@ -127,8 +135,14 @@ TransformersClass read_transformers_class(const std::string& dir) {
     if (c.declared.empty()) c.declared = string_key(model_cfg, "tokenizer_class", mc.string());
   }
   c.resolved = resolve_tokenizer_class(c.declared, c.model_type);
-  const int aps = tri_state(cfg, "add_prefix_space", c.config_path);
-  const int legacy = tri_state(cfg, "legacy", c.config_path);
+  if (cfg.contains("added_tokens_decoder") && !cfg["added_tokens_decoder"].is_null()) {
+    if (!cfg["added_tokens_decoder"].is_object()) fail(c.config_path, "added_tokens_decoder is not an object");
+    c.added_tokens_decoder = cfg["added_tokens_decoder"];
+  }
+  // Flags are read (and checked) only by the classes that read them: transformers passes the others on unread.
+  const bool metaspace = c.resolved == "LlamaTokenizer" || c.resolved == "CodeLlamaTokenizer";
+  const int aps = metaspace || byte_level_classes().count(c.resolved) ? tri_state(cfg, "add_prefix_space", c.config_path) : -1;
+  const int legacy = c.resolved == "LlamaTokenizer" ? tri_state(cfg, "legacy", c.config_path) : -1;
   using P = TransformersClass::Pipeline;
   if (c.resolved == "LlamaTokenizer") {
     c.pipeline = P::Llama;
@@ -151,11 +165,50 @@ TransformersClass read_transformers_class(const std::string& dir) {
   return c;
 }
 
+// tokenizer_config.json's added_tokens_decoder, as transformers adds it (tokenization_utils_base.py _from_pretrained,
+// TokenizersBackend.__init__): its entries in id order, each with its own flags, after the json's when the json is
+// read as it is (tokenizers' add_tokens: a content already there keeps its id and takes the new flags; a new content
+// gets the next id), in place of the json's when the class rebuilt the tokenizer (it starts without added tokens).
+void apply_added_tokens_decoder(json& j, const TransformersClass& cls) {
+  if (cls.added_tokens_decoder.empty()) return;
+  std::map<long long, json> by_id;
+  for (const auto& [key, v] : cls.added_tokens_decoder.items()) {
+    long long id = -1;
+    try {
+      size_t used = 0;
+      id = std::stoll(key, &used);
+      if (used != key.size() || id < 0) id = -1;
+    } catch (const std::exception&) {
+      id = -1;
+    }
+    if (id < 0) fail(cls.config_path, "added_tokens_decoder key '" + key + "' is not a token id");
+    if (!v.is_object() || !v.contains("content") || !v["content"].is_string())
+      fail(cls.config_path, "added_tokens_decoder entry " + key + " has no string content");
+    const bool special = v.contains("special") && v["special"].is_boolean() && v["special"].get<bool>();
+    json e = {{"id", id}, {"content", v["content"]}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+              {"normalized", !special}, {"special", special}};
+    for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized"}) {
+      if (!v.contains(flag) || v[flag].is_null()) continue;
+      if (!v[flag].is_boolean()) fail(cls.config_path, "added_tokens_decoder entry " + key + ": " + flag + " is not true or false");
+      e[flag] = v[flag];
+    }
+    by_id[id] = std::move(e);
+  }
+  json list = cls.pipeline == TransformersClass::Pipeline::Json && j.contains("added_tokens") && j["added_tokens"].is_array()
+                  ? j["added_tokens"]
+                  : json::array();
+  for (auto& [id, e] : by_id) list.push_back(std::move(e));
+  j["added_tokens"] = std::move(list);
+}
+
 void apply_transformers_class(json& j, const TransformersClass& cls, const std::string& path) {
   using P = TransformersClass::Pipeline;
-  if (cls.pipeline == P::Json || !j.is_object()) return;  // the reader names a non-object
-  const std::string why = " under " + cls.resolved + " (" + (cls.config_path.empty() ? "config.json's model_type '" +
-                          cls.model_type + "'" : cls.config_path) + ")";
+  if (!j.is_object()) return;  // the reader names it
+  apply_added_tokens_decoder(j, cls);
+  if (cls.pipeline == P::Json) return;
+  const std::string why = " under " + cls.resolved + ", the class transformers picks for " +
+                          (cls.declared.empty() ? std::string("no tokenizer_class") : "tokenizer_class '" + cls.declared + "'") +
+                          " and " + (cls.model_type.empty() ? std::string("no model_type") : "model_type '" + cls.model_type + "'");
   json model = j.contains("model") ? j["model"] : json();
   const std::string type = model.is_object() ? model.value("type", std::string(model.contains("merges") ? "BPE" : ""))
                                              : std::string();
@@ -167,8 +220,7 @@ void apply_transformers_class(json& j, const TransformersClass& cls, const std::
   if (json_byte_level != (cls.pipeline == P::ByteLevel))
     fail(path, std::string(json_byte_level ? "a ByteLevel pre-tokenizer or decoder" : "no ByteLevel pre-tokenizer") +
                    why + ", which transformers reads as " + (json_byte_level ? "characters" : "bytes") +
-                   ": its ids would not be the ones this vocabulary was trained with, and statecut does not guess "
-                   "(name PreTrainedTokenizerFast in tokenizer_config.json to read the json as it is)");
+                   ": its ids would not be the ones this vocabulary was trained with, and statecut does not guess");
   json m = json::object();
   m["type"] = "BPE";
   m["dropout"] = nullptr;
@@ -213,7 +265,10 @@ void apply_transformers_class(json& j, const TransformersClass& cls, const std::
 std::string describe_pipeline(const TransformersClass& cls) {
   using P = TransformersClass::Pipeline;
   switch (cls.pipeline) {
-    case P::Json: return "";
+    case P::Json:  // say so where a named class is not the one transformers uses
+      return cls.declared.empty() || without_fast(cls.declared) == cls.resolved
+                 ? ""
+                 : cls.resolved + " (the json as it is: model_type '" + cls.model_type + "' overrides " + cls.declared + ")";
     case P::Llama:
     case P::CodeLlama: return cls.resolved + " (Metaspace, prepend " + cls.prepend_scheme + ")";
     case P::Gemma: return cls.resolved + " (Replace ' ' -> '" + kMeta + "')";

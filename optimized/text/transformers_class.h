@@ -31,8 +31,10 @@
 /// is. statecut gives transformers' ids: they are what the model sees in a user's pipeline (AutoTokenizer, lm-eval).
 /// A class that does not fit the json (a Metaspace class over a ByteLevel json, or the reverse) is refused: transformers
 /// would give ids the model was not trained on, and statecut does not guess which of the two the model saw.
-/// Added tokens keep the json's ids and flags (transformers re-adds them in id order; the same ids for every file whose
-/// added ids follow the vocabulary).
+/// Added tokens: where tokenizer_config.json has added_tokens_decoder, its entries (in id order, with their own
+/// flags) are added after the json's when the json is read as it is, and replace them when the class rebuilds the
+/// tokenizer; ids as tokenizers assigns them (bpe_added_tokens.h). Named special tokens missing from both (a
+/// pad_token of its own) and split_special_tokens are not read.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -50,21 +52,24 @@ struct TransformersClass {
   std::string prepend_scheme;  // Metaspace classes: "always", "first" or "never"
   bool nfc = false;            // ByteLevel classes: an NFC normalizer
   std::string split_regex;     // ByteLevel classes: a Split(isolated) before ByteLevel(use_regex false); "" = GPT-2's regex
+  nlohmann::json added_tokens_decoder = nlohmann::json::object();  // tokenizer_config.json's, when it has one
 };
 
 /// The class AutoTokenizer picks for `declared` (tokenizer_class, with or without "Fast") and `model_type` (rules above).
 std::string resolve_tokenizer_class(const std::string& declared, const std::string& model_type);
 
 /// The folder's class and pipeline, from dir/tokenizer_config.json and dir/config.json (either may be absent). Throws
-/// std::runtime_error "<file>: <problem>" for a file transformers could not read (malformed JSON, not an object,
-/// tokenizer_class or model_type not a string, legacy or add_prefix_space not true, false or null).
+/// std::runtime_error "<file>: <problem>" for a file transformers could not read (not a regular file, malformed JSON,
+/// a byte order mark, not an object, tokenizer_class or model_type not a string, legacy or add_prefix_space not true,
+/// false or null where the class reads them, added_tokens_decoder not an object of id -> token).
 TransformersClass read_transformers_class(const std::string& dir);
 
 /// Rewrites `tokenizer_json` (the parsed tokenizer.json at `path`) into the pipeline of `cls` (nothing for Json).
 /// Throws std::runtime_error "<path>: ..." when the class does not fit the file.
 void apply_transformers_class(nlohmann::json& tokenizer_json, const TransformersClass& cls, const std::string& path);
 
-/// "" for the json as it is; else e.g. "LlamaTokenizer (Metaspace, prepend first)".
+/// "" for the json as it is under the class named (or none); else e.g. "LlamaTokenizer (Metaspace, prepend first)",
+/// or "TokenizersBackend (the json as it is: model_type 'mistral' overrides LlamaTokenizer)".
 std::string describe_pipeline(const TransformersClass& cls);
 
 }  // namespace statecut

@@ -197,7 +197,7 @@ TEST(TransformersClass, theFastAliasIsTheSameClassAndOtherClassesReadTheJson) {
     EXPECT_EQ(Folder(llama2_form(), cfg).load().encode(" a"), (Ids{3, 6})) << cfg.dump();
 }
 
-TEST(TransformersClass, aByteLevelJsonUnderLlamaTokenizerIsRefusedNamingBothFiles) {
+TEST(TransformersClass, aByteLevelJsonUnderLlamaTokenizerIsRefusedNamingTheClass) {
   json j = llama2_form();
   j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
@@ -209,7 +209,7 @@ TEST(TransformersClass, aByteLevelJsonUnderLlamaTokenizerIsRefusedNamingBothFile
     const std::string msg = e.what();
     EXPECT_EQ(msg.rfind(f.json_path() + ": ", 0), 0u) << msg;
     EXPECT_NE(msg.find("ByteLevel"), std::string::npos) << msg;
-    EXPECT_NE(msg.find((f.dir / "tokenizer_config.json").string()), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tokenizer_class 'LlamaTokenizer'"), std::string::npos) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
   }
 }
@@ -218,11 +218,14 @@ TEST(TransformersClass, aTokenizerConfigTransformersCannotReadIsOneLineErrorNami
   struct Case {
     std::string text, needle;
   };
-  for (const Case& c : std::vector<Case>{{"{\"tokenizer_class\": ", "malformed JSON"},
-                                         {"[1, 2]", "not a JSON object"},
-                                         {"{\"tokenizer_class\": 5}", "tokenizer_class is not a string"},
-                                         {"{\"legacy\": \"yes\"}", "legacy is \"yes\""},
-                                         {"{\"add_prefix_space\": 1}", "add_prefix_space is 1"}}) {
+  for (const Case& c : std::vector<Case>{
+           {"{\"tokenizer_class\": ", "malformed JSON"},
+           {"[1, 2]", "not a JSON object"},
+           {"\xEF\xBB\xBF{}", "byte order mark"},
+           {"{\"tokenizer_class\": 5}", "tokenizer_class is not a string"},
+           {"{\"tokenizer_class\": \"LlamaTokenizer\", \"legacy\": \"yes\"}", "legacy is \"yes\""},
+           {"{\"tokenizer_class\": \"LlamaTokenizer\", \"add_prefix_space\": 1}", "add_prefix_space is 1"},
+           {"{\"added_tokens_decoder\": [1]}", "added_tokens_decoder is not an object"}}) {
     const Folder f(llama2_form(), json(), c.text);
     const std::string cfg = (f.dir / "tokenizer_config.json").string();
     try {
@@ -235,6 +238,41 @@ TEST(TransformersClass, aTokenizerConfigTransformersCannotReadIsOneLineErrorNami
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
   }
+  // A folder in the file's place: named, not a stream error (nor a FIFO's endless read).
+  const Folder f(llama2_form(), json());
+  fs::create_directories(f.dir / "tokenizer_config.json" / "x");
+  try {
+    statecut::read_transformers_class(f.dir.string());
+    ADD_FAILURE() << "read a directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: not a regular file"), std::string::npos) << e.what();
+  }
+  fs::remove(f.dir / "tokenizer_config.json" / "x");
+}
+
+TEST(TransformersClass, aFlagOnlyAnotherClassReadsIsNotChecked) {
+  // transformers passes legacy on to TokenizersBackend unread: the file loads there, and here.
+  EXPECT_EQ(Folder(llama2_form(), {{"legacy", "yes"}}).load().encode(" a"), (Ids{3, 6}));
+}
+
+TEST(TransformersClass, theConfigsAddedTokensTakeTheirFlagsAndIds) {
+  json rstrip_s = {{"1", {{"content", "<s>"}, {"lstrip", false}, {"rstrip", true}, {"normalized", false},
+                          {"single_word", false}, {"special", true}}},
+                   {"7", {{"content", "<x>"}, {"special", true}}}};
+  // LlamaTokenizer rebuilds the tokenizer: only the config's tokens, <s> taking the space after it ("first": no ▁ then).
+  json cfg = llama_config(false, json());
+  EXPECT_EQ(Folder(llama2_form(), cfg).load().encode("<s> a"), (Ids{1, 6}));  // the json's <s>: " a" -> "▁a"
+  cfg["added_tokens_decoder"] = rstrip_s;
+  const BpeTokenizer t = Folder(llama2_form(), cfg).load();
+  EXPECT_EQ(t.encode("<s> a"), (Ids{1, 4}));
+  EXPECT_EQ(t.encode("<x>"), (Ids{7}));           // a token only the config has: the next id after the vocab's 7
+  EXPECT_NE(t.encode("</s>"), (Ids{2}));           // the json's </s> is not among the config's: text now
+  // The json as it is keeps its tokens and takes the config's flags for the same content.
+  json plain = {{"added_tokens_decoder", rstrip_s}};
+  const BpeTokenizer u = Folder(llama2_form(), plain).load();
+  EXPECT_EQ(Folder(llama2_form(), json::object()).load().encode("<s> a"), (Ids{1, 3, 6}));  // Prepend + Replace: "▁▁a"
+  EXPECT_EQ(u.encode("<s> a"), (Ids{1, 6}));  // rstrip took the space: "a" -> "▁a"
+  EXPECT_EQ(u.encode("</s>"), (Ids{2}));      // the json's own, kept
 }
 
 TEST(TransformersClass, autoTokenizerPicksTheClassAsTransformers5Does) {

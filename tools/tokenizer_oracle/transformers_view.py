@@ -63,9 +63,25 @@ elif cls in ("GPT2Tokenizer", "RobertaTokenizer", "CodeGenTokenizer", "WhisperTo
     tok["pre_tokenizer"] = bl(True)
   tok["decoder"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
 else:
+  bpe = None  # the json as it is
+# tokenizer_config.json's added_tokens_decoder (tokenization_utils_base.py _from_pretrained, TokenizersBackend.__init__):
+# its entries in id order, after the json's when the json is read as it is (same content: new flags, same id), alone
+# when the class rebuilt the tokenizer.
+atd = cfg.get("added_tokens_decoder") or {}
+if atd:
+  mine = []
+  for k in sorted(atd, key=int):
+    v = atd[k]; sp = bool(v.get("special", False))
+    mine.append({"id": int(k), "content": v["content"], "single_word": bool(v.get("single_word", False)),
+                 "lstrip": bool(v.get("lstrip", False)), "rstrip": bool(v.get("rstrip", False)),
+                 "normalized": v.get("normalized", not sp) if v.get("normalized") is not None else not sp,
+                 "special": sp})
+  tok["added_tokens"] = (tok.get("added_tokens", []) if bpe is None else []) + mine
+elif bpe is None:
   print(src, cls, "(the json as it is)")
   sys.exit(0)
-tok["model"] = bpe
+if bpe is not None:
+  tok["model"] = bpe
 os.makedirs(out, exist_ok=True)
 json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8"), ensure_ascii=False)
 print(src, cls, "->", out)
