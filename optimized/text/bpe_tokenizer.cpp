@@ -519,20 +519,8 @@ BpeTokenizer::~BpeTokenizer() = default;
 BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path, const TransformersClass* cls) {
   BpeTokenizer t;
   t.impl_->path = tokenizer_json_path;
-  std::ifstream in(tokenizer_json_path, std::ios::binary);
-  if (!in) bpe_fail(tokenizer_json_path, "cannot open");
-  // nlohmann skips a UTF-8 byte order mark; tokenizers' serde_json does not (it refuses the file at line 1 column 1).
-  char bom[3] = {};
-  if (in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')
-    bpe_fail(tokenizer_json_path, "starts with a UTF-8 byte order mark, which tokenizers refuses");
-  in.clear();
-  in.seekg(0);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    bpe_fail(tokenizer_json_path, std::string("malformed JSON: ") + e.what());
-  }
+  // tokenizers' serde_json refuses a byte order mark (line 1 column 1).
+  json j = read_hf_json(tokenizer_json_path, "tokenizers");
   try {
     if (cls) apply_transformers_class(j, *cls, tokenizer_json_path);
     t.impl_->load(j);

@@ -58,20 +58,7 @@ const std::set<std::string>& byte_level_classes() {
 json read_object(const fs::path& p) {
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) fail(p.string(), "not a regular file (a directory?)");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail(p.string(), "cannot open");
-  // Python's json.load refuses a UTF-8 byte order mark ("Unexpected UTF-8 BOM"); nlohmann would skip it.
-  char bom[3] = {};
-  if (in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')
-    fail(p.string(), "starts with a UTF-8 byte order mark, which transformers' json.load refuses");
-  in.clear();
-  in.seekg(0);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    fail(p.string(), std::string("malformed JSON: ") + e.what());
-  }
+  json j = read_hf_json(p.string(), "transformers' json.load");  // Python's: "Unexpected UTF-8 BOM"
   if (!j.is_object()) fail(p.string(), "not a JSON object");
   return j;
 }
@@ -108,6 +95,22 @@ json byte_level_step(bool add_prefix_space, bool use_regex) {
 }
 
 }  // namespace
+
+json read_hf_json(const std::string& path, const std::string& reader) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open");
+  // nlohmann skips a UTF-8 byte order mark; HF's readers do not.
+  char bom[3] = {};
+  if (in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')
+    fail(path, "starts with a UTF-8 byte order mark, which " + reader + " refuses");
+  in.clear();
+  in.seekg(0);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, std::string("malformed JSON: ") + e.what());
+  }
+}
 
 std::string resolve_tokenizer_class(const std::string& declared, const std::string& model_type) {
   const std::string hub = declared.empty() ? "" : without_fast(declared);

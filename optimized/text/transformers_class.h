@@ -55,6 +55,11 @@ struct TransformersClass {
   nlohmann::json added_tokens_decoder = nlohmann::json::object();  // tokenizer_config.json's, when it has one
 };
 
+/// A JSON file as HF's readers take it: a UTF-8 byte order mark refused (nlohmann would skip it). Throws
+/// std::runtime_error "<path>: cannot open", "...: starts with a UTF-8 byte order mark, which <reader> refuses" or
+/// "...: malformed JSON: ...".
+nlohmann::json read_hf_json(const std::string& path, const std::string& reader);
+
 /// The class AutoTokenizer picks for `declared` (tokenizer_class, with or without "Fast") and `model_type` (rules above).
 std::string resolve_tokenizer_class(const std::string& declared, const std::string& model_type);
 
