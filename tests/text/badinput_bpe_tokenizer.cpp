@@ -13,31 +13,14 @@
 #include <unistd.h>
 
 #include "optimized/text/bpe_tokenizer.h"
+#include "tests/text/gpt2_byte_symbol.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using statecut::BpeTokenizer;
+using statecut::test::byte_symbol;
 
 namespace {
-
-/// GPT-2's byte -> character map, written out independently of the code under test.
-std::string byte_symbol(int b) {
-  const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-  int cp = b;
-  if (!printable) {
-    cp = 0x100;
-    for (int k = 0; k < b; ++k)
-      if (!((k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF))) ++cp;
-  }
-  std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return out;
-}
 
 /// A ByteLevel step with every field tokenizers requires (add_prefix_space, trim_offsets).
 json byte_level(bool use_regex) {

@@ -25,18 +25,20 @@
 
 #include "optimized/text/bpe_tokenizer.h"
 #include "optimized/text/transformers_class.h"
+#include "tests/text/gpt2_byte_symbol.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using statecut::BpeTokenizer;
 using statecut::TransformersClass;
+using statecut::test::byte_symbol;
 using Ids = std::vector<int64_t>;
 
 namespace {
 
 const std::string kMeta = "\xE2\x96\x81";  // ▁
 
-json added(const std::string& content, int64_t id) {
+json special_token(const std::string& content, int64_t id) {
   return {{"id", id},       {"content", content}, {"single_word", false}, {"lstrip", false},
           {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
@@ -44,7 +46,7 @@ json added(const std::string& content, int64_t id) {
 /// Llama 2's tokenizer.json form, tiny.
 json llama2_form() {
   return {{"version", "1.0"},
-          {"added_tokens", json::array({added("<unk>", 0), added("<s>", 1), added("</s>", 2)})},
+          {"added_tokens", json::array({special_token("<unk>", 0), special_token("<s>", 1), special_token("</s>", 2)})},
           {"normalizer",
            {{"type", "Sequence"},
             {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", kMeta}},
@@ -64,21 +66,6 @@ json llama2_form() {
             {"byte_fallback", true},
             {"vocab", {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {kMeta, 3}, {"a", 4}, {"b", 5}, {kMeta + "a", 6}}},
             {"merges", json::array({kMeta + " a"})}}}};
-}
-
-/// GPT-2's byte -> character map, written out independently of the code under test.
-std::string byte_symbol(int b) {
-  auto printable = [](int k) { return (k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF); };
-  int cp = b;
-  if (!printable(b)) {
-    cp = 0x100;
-    for (int k = 0; k < b; ++k) cp += printable(k) ? 0 : 1;
-  }
-  std::string out;
-  if (cp < 0x80) return std::string(1, static_cast<char>(cp));
-  out += static_cast<char>(0xC0 | (cp >> 6));
-  out += static_cast<char>(0x80 | (cp & 0x3F));
-  return out;
 }
 
 /// A byte-level BPE in Qwen's form (NFC, Split(Qwen2's regex, isolated), ByteLevel without its regex): the 256 byte
