@@ -142,6 +142,22 @@ TransformersClass read_transformers_class(const std::string& dir) {
     if (!cfg["added_tokens_decoder"].is_object()) fail(c.config_path, "added_tokens_decoder is not an object");
     c.added_tokens_decoder = cfg["added_tokens_decoder"];
   }
+  // Named special tokens (a string, or a token object with its flags), and the lists of extra ones.
+  auto named = [&](const json& v) {
+    if (v.is_string() && !v.get<std::string>().empty()) {
+      c.named_special_tokens.push_back({{"content", v}, {"lstrip", false}, {"rstrip", false}, {"single_word", false}});
+    } else if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+      json e = {{"content", v["content"]}, {"lstrip", false}, {"rstrip", false}, {"single_word", false}};
+      for (const char* flag : {"lstrip", "rstrip", "single_word"})
+        if (v.contains(flag) && v[flag].is_boolean()) e[flag] = v[flag];
+      c.named_special_tokens.push_back(std::move(e));
+    }
+  };
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+    if (cfg.contains(key)) named(cfg[key]);
+  for (const char* key : {"additional_special_tokens", "extra_special_tokens"})
+    if (cfg.contains(key) && (cfg[key].is_array() || cfg[key].is_object()))
+      for (const json& v : cfg[key]) named(v);
   // Flags are read (and checked) only by the classes that read them: transformers passes the others on unread.
   const bool metaspace = c.resolved == "LlamaTokenizer" || c.resolved == "CodeLlamaTokenizer";
   const int aps = metaspace || byte_level_classes().count(c.resolved) ? tri_state(cfg, "add_prefix_space", c.config_path) : -1;
@@ -168,12 +184,31 @@ TransformersClass read_transformers_class(const std::string& dir) {
   return c;
 }
 
+// Then every named special token whose content is not an added token yet is added (TokenizersBackend.__init__), as
+// AddedToken(content, special=True): not normalized, its own lstrip/rstrip when the config writes a token object.
+void apply_named_special_tokens(json& j, const TransformersClass& cls) {
+  if (cls.named_special_tokens.empty()) return;
+  json list = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : json::array();
+  std::set<std::string> have;
+  for (const json& a : list)
+    if (a.is_object() && a.contains("content") && a["content"].is_string()) have.insert(a["content"].get<std::string>());
+  for (const json& t : cls.named_special_tokens) {
+    if (!have.insert(t["content"].get<std::string>()).second) continue;
+    json e = t;
+    e["id"] = 0;  // ids are assigned by content on load (bpe_added_tokens.h): the vocab's, else the next free one
+    e["normalized"] = false;
+    e["special"] = true;
+    list.push_back(std::move(e));
+  }
+  j["added_tokens"] = std::move(list);
+}
+
 // tokenizer_config.json's added_tokens_decoder, as transformers adds it (tokenization_utils_base.py _from_pretrained,
 // TokenizersBackend.__init__): its entries in id order, each with its own flags, after the json's when the json is
 // read as it is (tokenizers' add_tokens: a content already there keeps its id and takes the new flags; a new content
 // gets the next id), in place of the json's when the class rebuilt the tokenizer (it starts without added tokens).
 void apply_added_tokens_decoder(json& j, const TransformersClass& cls) {
-  if (cls.added_tokens_decoder.empty()) return;
+  if (cls.added_tokens_decoder.empty()) return apply_named_special_tokens(j, cls);
   std::map<long long, json> by_id;
   for (const auto& [key, v] : cls.added_tokens_decoder.items()) {
     long long id = -1;
@@ -202,6 +237,7 @@ void apply_added_tokens_decoder(json& j, const TransformersClass& cls) {
                   : json::array();
   for (auto& [id, e] : by_id) list.push_back(std::move(e));
   j["added_tokens"] = std::move(list);
+  apply_named_special_tokens(j, cls);
 }
 
 void apply_transformers_class(json& j, const TransformersClass& cls, const std::string& path) {

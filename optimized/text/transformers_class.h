@@ -33,11 +33,13 @@
 /// would give ids the model was not trained on, and statecut does not guess which of the two the model saw.
 /// Added tokens: where tokenizer_config.json has added_tokens_decoder, its entries (in id order, with their own
 /// flags) are added after the json's when the json is read as it is, and replace them when the class rebuilds the
-/// tokenizer; ids as tokenizers assigns them (bpe_added_tokens.h). Named special tokens missing from both (a
-/// pad_token of its own) and split_special_tokens are not read.
+/// tokenizer; then each named special token (bos_token ... mask_token, additional/extra_special_tokens) not among
+/// them is added as a special token; ids as tokenizers assigns them (bpe_added_tokens.h). split_special_tokens is not
+/// read.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace statecut {
 
@@ -53,6 +55,7 @@ struct TransformersClass {
   bool nfc = false;            // ByteLevel classes: an NFC normalizer
   std::string split_regex;     // ByteLevel classes: a Split(isolated) before ByteLevel(use_regex false); "" = GPT-2's regex
   nlohmann::json added_tokens_decoder = nlohmann::json::object();  // tokenizer_config.json's, when it has one
+  std::vector<nlohmann::json> named_special_tokens;  // its bos/eos/unk/sep/pad/cls/mask and extra special tokens
 };
 
 /// A JSON file as HF's readers take it: a UTF-8 byte order mark refused (nlohmann would skip it). Throws

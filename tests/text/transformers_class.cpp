@@ -260,6 +260,10 @@ TEST(TransformersClass, theConfigsAddedTokensTakeTheirFlagsAndIds) {
   EXPECT_EQ(Folder(llama2_form(), json::object()).load().encode("<s> a"), (Ids{1, 3, 6}));  // Prepend + Replace: "▁▁a"
   EXPECT_EQ(u.encode("<s> a"), (Ids{1, 6}));  // rstrip took the space: "a" -> "▁a"
   EXPECT_EQ(u.encode("</s>"), (Ids{2}));      // the json's own, kept
+  // A named special token neither list has is added too, as a special token with the next id.
+  EXPECT_EQ(Folder(llama2_form(), {{"pad_token", "<pad>"}}).load().encode("a<pad>"), (Ids{6, 7}));
+  EXPECT_EQ(Folder(llama2_form(), {{"pad_token", {{"content", "<s>"}, {"rstrip", true}}}}).load().encode("<s> a"),
+            (Ids{1, 3, 6}));  // already an added token: its json flags stay (no rstrip)
 }
 
 TEST(TransformersClass, autoTokenizerPicksTheClassAsTransformers5Does) {

@@ -77,7 +77,23 @@ if atd:
                  "normalized": v.get("normalized", not sp) if v.get("normalized") is not None else not sp,
                  "special": sp})
   tok["added_tokens"] = (tok.get("added_tokens", []) if bpe is None else []) + mine
-elif bpe is None:
+# then every named special token not yet among the added tokens, as AddedToken(content, special=True)
+named = [cfg.get(k) for k in "bos_token eos_token unk_token sep_token pad_token cls_token mask_token".split()]
+for k in ("additional_special_tokens", "extra_special_tokens"):
+  v = cfg.get(k) or []
+  named += list(v.values()) if isinstance(v, dict) else list(v)
+have = {a["content"] for a in tok.get("added_tokens", [])}
+extra = []
+for v in named:
+  c = v if isinstance(v, str) else (v or {}).get("content") if isinstance(v, dict) else None
+  if not c or c in have: continue
+  have.add(c)
+  d = v if isinstance(v, dict) else {}
+  extra.append({"id": 0, "content": c, "single_word": bool(d.get("single_word", False)), "lstrip": bool(d.get("lstrip", False)),
+                "rstrip": bool(d.get("rstrip", False)), "normalized": False, "special": True})
+if extra:
+  tok["added_tokens"] = tok.get("added_tokens", []) + extra
+if not atd and not extra and bpe is None:
   print(src, cls, "(the json as it is)")
   sys.exit(0)
 if bpe is not None:
