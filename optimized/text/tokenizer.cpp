@@ -205,7 +205,8 @@ Tokenizer Tokenizer::bytes() { return Tokenizer(); }
 
 Tokenizer Tokenizer::for_tokenizer_json(const std::string& path) {
 #ifdef STATECUT_HAVE_BPE_TOKENIZER
-  // The folder's tokenizer_config.json may name a class transformers builds its own pipeline for (LlamaTokenizer).
+  // The folder's tokenizer_config.json and config.json decide the class transformers picks, which may build its own
+  // pipeline from the json (transformers_class.h).
   const TransformersClass cls = read_transformers_class(fs::path(path).parent_path().string());
   Tokenizer t;
   t.impl_->bpe = std::make_shared<const BpeTokenizer>(BpeTokenizer::from_file(path, &cls));
