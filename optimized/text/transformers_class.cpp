@@ -159,24 +159,23 @@ TransformersClass read_transformers_class(const std::string& dir) {
     if (cfg.contains(key) && (cfg[key].is_array() || cfg[key].is_object()))
       for (const json& v : cfg[key]) named(v);
   // Flags are read (and checked) only by the classes that read them: transformers passes the others on unread.
-  const bool metaspace = c.resolved == "LlamaTokenizer" || c.resolved == "CodeLlamaTokenizer";
-  const int aps = metaspace || byte_level_classes().count(c.resolved) ? tri_state(cfg, "add_prefix_space", c.config_path) : -1;
-  const int legacy = c.resolved == "LlamaTokenizer" ? tri_state(cfg, "legacy", c.config_path) : -1;
+  const auto flag = [&](const char* key) { return tri_state(cfg, key, c.config_path); };
   using P = TransformersClass::Pipeline;
   if (c.resolved == "LlamaTokenizer") {
     c.pipeline = P::Llama;
-    c.add_prefix_space = aps != 0;  // None -> True in LlamaTokenizer.__init__
+    c.add_prefix_space = flag("add_prefix_space") != 0;  // None -> True in LlamaTokenizer.__init__
     // _get_prepend_scheme: "always" unless the tokenizer's legacy is falsy (its 5.x default False; null too) -> "first".
+    const int legacy = flag("legacy");
     c.prepend_scheme = !c.add_prefix_space ? "never" : legacy == 1 ? "always" : "first";
   } else if (c.resolved == "CodeLlamaTokenizer") {
     c.pipeline = P::CodeLlama;
-    c.add_prefix_space = aps != 0;
+    c.add_prefix_space = flag("add_prefix_space") != 0;
     c.prepend_scheme = c.add_prefix_space ? "first" : "never";  // legacy is not read
   } else if (c.resolved == "GemmaTokenizer") {
     c.pipeline = P::Gemma;
   } else if (byte_level_classes().count(c.resolved)) {
     c.pipeline = P::ByteLevel;
-    c.add_prefix_space = aps == 1;  // None -> False
+    c.add_prefix_space = flag("add_prefix_space") == 1;  // None -> False
     c.nfc = c.resolved == "GPTNeoXTokenizer" || c.resolved == "Qwen2Tokenizer" || c.resolved == "Qwen3_5Tokenizer";
     if (c.resolved == "Qwen2Tokenizer") c.split_regex = kQwen2Regex;
     if (c.resolved == "Qwen3_5Tokenizer") c.split_regex = kQwen35Regex;
@@ -184,31 +183,12 @@ TransformersClass read_transformers_class(const std::string& dir) {
   return c;
 }
 
-// Then every named special token whose content is not an added token yet is added (TokenizersBackend.__init__), as
-// AddedToken(content, special=True): not normalized, its own lstrip/rstrip when the config writes a token object.
-void apply_named_special_tokens(json& j, const TransformersClass& cls) {
-  if (cls.named_special_tokens.empty()) return;
-  json list = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : json::array();
-  std::set<std::string> have;
-  for (const json& a : list)
-    if (a.is_object() && a.contains("content") && a["content"].is_string()) have.insert(a["content"].get<std::string>());
-  for (const json& t : cls.named_special_tokens) {
-    if (!have.insert(t["content"].get<std::string>()).second) continue;
-    json e = t;
-    e["id"] = 0;  // ids are assigned by content on load (bpe_added_tokens.h): the vocab's, else the next free one
-    e["normalized"] = false;
-    e["special"] = true;
-    list.push_back(std::move(e));
-  }
-  j["added_tokens"] = std::move(list);
-}
-
 // tokenizer_config.json's added_tokens_decoder, as transformers adds it (tokenization_utils_base.py _from_pretrained,
 // TokenizersBackend.__init__): its entries in id order, each with its own flags, after the json's when the json is
 // read as it is (tokenizers' add_tokens: a content already there keeps its id and takes the new flags; a new content
 // gets the next id), in place of the json's when the class rebuilt the tokenizer (it starts without added tokens).
 void apply_added_tokens_decoder(json& j, const TransformersClass& cls) {
-  if (cls.added_tokens_decoder.empty()) return apply_named_special_tokens(j, cls);
+  if (cls.added_tokens_decoder.empty()) return;
   std::map<long long, json> by_id;
   for (const auto& [key, v] : cls.added_tokens_decoder.items()) {
     long long id = -1;
@@ -237,13 +217,32 @@ void apply_added_tokens_decoder(json& j, const TransformersClass& cls) {
                   : json::array();
   for (auto& [id, e] : by_id) list.push_back(std::move(e));
   j["added_tokens"] = std::move(list);
-  apply_named_special_tokens(j, cls);
+}
+
+// Then every named special token whose content is not an added token yet is added (TokenizersBackend.__init__), as
+// AddedToken(content, special=True): not normalized, its own lstrip/rstrip when the config writes a token object.
+void apply_named_special_tokens(json& j, const TransformersClass& cls) {
+  if (cls.named_special_tokens.empty()) return;
+  json list = j.contains("added_tokens") && j["added_tokens"].is_array() ? j["added_tokens"] : json::array();
+  std::set<std::string> have;
+  for (const json& a : list)
+    if (a.is_object() && a.contains("content") && a["content"].is_string()) have.insert(a["content"].get<std::string>());
+  for (const json& t : cls.named_special_tokens) {
+    if (!have.insert(t["content"].get<std::string>()).second) continue;
+    json e = t;
+    e["id"] = 0;  // ids are assigned by content on load (bpe_added_tokens.h): the vocab's, else the next free one
+    e["normalized"] = false;
+    e["special"] = true;
+    list.push_back(std::move(e));
+  }
+  j["added_tokens"] = std::move(list);
 }
 
 void apply_transformers_class(json& j, const TransformersClass& cls, const std::string& path) {
   using P = TransformersClass::Pipeline;
   if (!j.is_object()) return;  // the reader names it
   apply_added_tokens_decoder(j, cls);
+  apply_named_special_tokens(j, cls);
   if (cls.pipeline == P::Json) return;
   const std::string why = " under " + cls.resolved + ", the class transformers picks for " +
                           (cls.declared.empty() ? std::string("no tokenizer_class") : "tokenizer_class '" + cls.declared + "'") +

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -140,6 +141,20 @@ json llama_config(const json& legacy, const json& add_prefix_space) {
   return c;
 }
 
+/// `act` must throw one std::runtime_error line that starts with "<file>: " and contains every needle.
+void expect_one_line_error(const std::function<void()>& act, const std::string& file,
+                           const std::vector<std::string>& needles) {
+  try {
+    act();
+    ADD_FAILURE() << "no error; expected one naming " << file;
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.rfind(file + ": ", 0), 0u) << msg;
+    for (const std::string& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << n << " in " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 
 TEST(TransformersClass, withoutAConfigTheJsonIsReadAsItIs) {
@@ -189,16 +204,7 @@ TEST(TransformersClass, aByteLevelJsonUnderLlamaTokenizerIsRefusedNamingTheClass
   j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", true}};
   const Folder f(j, {{"tokenizer_class", "LlamaTokenizer"}});
-  try {
-    f.load();
-    ADD_FAILURE() << "a byte-level json was read as LlamaTokenizer";
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(f.json_path() + ": ", 0), 0u) << msg;
-    EXPECT_NE(msg.find("ByteLevel"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("tokenizer_class 'LlamaTokenizer'"), std::string::npos) << msg;
-    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  }
+  expect_one_line_error([&] { f.load(); }, f.json_path(), {"ByteLevel", "tokenizer_class 'LlamaTokenizer'"});
 }
 
 TEST(TransformersClass, aTokenizerConfigTransformersCannotReadIsOneLineErrorNamingIt) {
@@ -215,25 +221,13 @@ TEST(TransformersClass, aTokenizerConfigTransformersCannotReadIsOneLineErrorNami
            {"{\"added_tokens_decoder\": [1]}", "added_tokens_decoder is not an object"}}) {
     const Folder f(llama2_form(), json(), c.text);
     const std::string cfg = (f.dir / "tokenizer_config.json").string();
-    try {
-      statecut::read_transformers_class(f.dir.string());
-      ADD_FAILURE() << "read " << c.text;
-    } catch (const std::runtime_error& e) {
-      const std::string msg = e.what();
-      EXPECT_EQ(msg.rfind(cfg + ": ", 0), 0u) << msg;
-      EXPECT_NE(msg.find(c.needle), std::string::npos) << msg;
-      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    }
+    expect_one_line_error([&] { statecut::read_transformers_class(f.dir.string()); }, cfg, {c.needle});
   }
   // A folder in the file's place: named, not a stream error (nor a FIFO's endless read).
   const Folder f(llama2_form(), json());
   fs::create_directories(f.dir / "tokenizer_config.json" / "x");
-  try {
-    statecut::read_transformers_class(f.dir.string());
-    ADD_FAILURE() << "read a directory";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: not a regular file"), std::string::npos) << e.what();
-  }
+  expect_one_line_error([&] { statecut::read_transformers_class(f.dir.string()); },
+                        (f.dir / "tokenizer_config.json").string(), {"not a regular file"});
   fs::remove(f.dir / "tokenizer_config.json" / "x");
 }
 
@@ -318,12 +312,5 @@ TEST(TransformersClass, qwen35KeepsACombiningMarkWithItsLetter) {
 
 TEST(TransformersClass, aByteLevelClassOverACharacterJsonIsRefused) {
   const Folder f(llama2_form(), {{"tokenizer_class", "GPT2Tokenizer"}});
-  try {
-    f.load();
-    ADD_FAILURE() << "a character-level json was read as GPT2Tokenizer";
-  } catch (const std::runtime_error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(msg.rfind(f.json_path() + ": ", 0), 0u) << msg;
-    EXPECT_NE(msg.find("GPT2Tokenizer"), std::string::npos) << msg;
-  }
+  expect_one_line_error([&] { f.load(); }, f.json_path(), {"GPT2Tokenizer"});
 }
