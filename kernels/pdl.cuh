@@ -3,12 +3,22 @@
 // ms of its 1.33 and ~150 small kernels the rest). A kernel launched with programmatic stream serialization may be
 // scheduled while the kernel before it in the stream is still finishing; it must not read what that kernel writes
 // before `pdl_wait()` (griddepcontrol.wait: returns once every prerequisite grid has completed and its memory is
-// visible; a no-op in a kernel launched without the attribute). The kernels here call it first thing and never
-// trigger early, so a dependent's blocks are scheduled only as its primary's blocks exit: what overlaps is the launch
-// of the next grid, not its work (the seventh wave's attempt, with each GEMV lane loading weights before the wait,
-// held SM slots early and was slower). On by default; STATECUT_PDL=0 turns it off. Measured (bench/README.md, 21st
-// wave): batch-1 steps 3-9% faster (DeltaNet 1.3B 1.360 -> 1.234 ms, Gated DeltaNet 1.474 -> 1.366), batches 64 and
-// 256 unchanged within 1% (their time is in cuBLAS and the decode kernel), decode_equivalence's CUDA cases 108/108.
+// visible; a no-op in a kernel launched without the attribute). The kernels here call it first thing: before any
+// read of what an earlier kernel wrote, and before any write (the caching allocator may hand a kernel memory that the
+// one before it still reads). On by default; STATECUT_PDL=0 turns it off. Measured (bench/README.md, 21st wave):
+// batch-1 steps 3-9% faster (DeltaNet 1.3B 1.360 -> 1.234 ms, Gated DeltaNet 1.474 -> 1.366), batches 64 and 256
+// unchanged within 1% (their time is in cuBLAS and the decode kernel), decode_equivalence's CUDA cases 108/108.
+//
+// The trigger (griddepcontrol.launch_dependents, issued by wait() just before it waits): once every block of a grid
+// has issued it, the next grid's blocks may be scheduled on free SM slots at once instead of as this grid's blocks
+// exit. They park in their own wait, except that the skinny GEMM (kernels/skinny_gemm.cu) first streams its weights
+// into shared memory: weights never depend on an earlier kernel. A dependent launches only after all of its
+// primary's blocks are resident, so parked blocks never keep a primary's blocks off the SMs. Measured (43rd wave, an
+// H100, the 97 projections of a DeltaNet 1.3B step with a norm-like kernel after each, as one graph): at 8 rows
+// cuBLAS 1.499 ms, the skinny GEMM without the trigger 1.537, with it 1.262; at 64 rows 1.558 / 1.735 / 1.429. On
+// whole steps (`statecut bench`, same call), the trigger alone (cuBLAS kept) took DeltaNet 1.3B at batch 8 from
+// 1.827 to 1.726 ms and Gated DeltaNet from 2.315 to 2.188; batch 1, 64 and 256 moved by less than 1.5%.
+// STATECUT_PDL_TRIGGER=0 at build time (a CUDA define) leaves it out: the benchmarks' "before".
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -18,9 +28,24 @@
 
 namespace statecut::cuda::pdl {
 
+#ifndef STATECUT_PDL_TRIGGER
+#define STATECUT_PDL_TRIGGER 1
+#endif
+
+/// Lets the next grid launch (when built with the trigger), then waits for the grid before this one.
 __device__ __forceinline__ void wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if STATECUT_PDL_TRIGGER
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+/// The trigger alone: for a kernel that has work to do before it waits (the skinny GEMM's weight loads).
+__device__ __forceinline__ void trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && STATECUT_PDL_TRIGGER
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 

@@ -13,6 +13,7 @@
 
 #ifdef STATECUT_WITH_CUDA_KERNELS
 #include "kernels/binding/fused_layer_ops_torch.h"
+#include "kernels/binding/skinny_gemm_torch.h"
 #endif
 
 namespace statecut {
@@ -186,8 +187,10 @@ torch::Tensor causal_conv1d_libtorch(const torch::Tensor& x, const torch::Tensor
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  // A decode step at batch 1: the small-batch GEMV instead of cuBLAS (fused_layer_ops.h, fused_gemv_pays).
+  // A decode step at batch 1: the small-batch GEMV instead of cuBLAS (fused_layer_ops.h, fused_gemv_pays); at 2-64
+  // rows (a batched step) the weight-streaming GEMM (skinny_gemm_torch.h, skinny_gemm_pays).
   if (x.is_cuda() && cuda::fused_gemv_pays(x, w) && fused_ops_apply({x, w})) return cuda::fused_gemv(x, w);
+  if (x.is_cuda() && cuda::skinny_gemm_pays(x, w) && fused_ops_apply({x, w})) return cuda::skinny_gemm(x, w);
 #endif
   return torch::matmul(x, w.t());
 }

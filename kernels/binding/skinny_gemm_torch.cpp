@@ -1,0 +1,49 @@
+// LibTorch binding of the skinny GEMM (skinny_gemm_torch.h).
+#include "kernels/binding/skinny_gemm_torch.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <cstdint>
+
+#include "kernels/binding/fused_layer_ops_torch.h"
+#include "kernels/device_env.h"
+#include "kernels/skinny_gemm.h"
+
+namespace statecut::cuda {
+
+bool skinny_gemm_apply(const at::Tensor& x, const at::Tensor& w) {
+  if (!x.defined() || !w.defined() || !x.is_cuda() || w.device() != x.device() || w.dim() != 2 || x.dim() < 1)
+    return false;
+  if (x.scalar_type() != at::kBFloat16 || w.scalar_type() != at::kBFloat16) return false;
+  const int64_t K = w.size(1), N = w.size(0);
+  if (x.size(-1) != K || K < 8 || K % 8 != 0 || N < 1 || N > 0x7fffffff || K > 0x7fffffff) return false;
+  if (!x.is_contiguous() || !w.is_contiguous()) return false;
+  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  const int64_t M = x.numel() / K;
+  if (M < 1 || M > kSkinnyGemmMaxRows || !al(x) || !al(w)) return false;
+  const c10::cuda::CUDAGuard guard(x.device());
+  return skinny_gemm_device_ok();
+}
+
+bool skinny_gemm_pays(const at::Tensor& x, const at::Tensor& w) {
+  static const bool on = env_switch_on("STATECUT_SKINNY_GEMM");
+  if (!on || !x.defined() || !w.defined() || w.dim() != 2 || w.size(1) == 0) return false;
+  const int64_t M = x.numel() / w.size(1);
+  return M >= 2 && M <= kSkinnyGemmPaysRows && skinny_gemm_apply(x, w);
+}
+
+at::Tensor skinny_gemm(const at::Tensor& x, const at::Tensor& w) {
+  TORCH_CHECK(skinny_gemm_apply(x, w), "statecut skinny gemm: unsupported inputs ", x.sizes(), " x ", w.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t K = w.size(1), N = w.size(0), M = x.numel() / K;
+  auto shape = x.sizes().vec();
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
+  check_launch(skinny_gemm_bf16(x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
+                                static_cast<int>(K), true, at::cuda::getCurrentCUDAStream()),
+               "skinny_gemm");
+  return y;
+}
+
+}  // namespace statecut::cuda

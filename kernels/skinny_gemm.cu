@@ -1,0 +1,396 @@
+// The weight-streaming GEMM of a batched decode step (kernels/skinny_gemm.h has the math and the rounding).
+#include "kernels/skinny_gemm.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "kernels/pdl.cuh"
+#include "kernels/wgmma_bf16.cuh"
+
+namespace statecut::cuda {
+namespace {
+
+constexpr int kTileRows = 128;  // rows of w a block owns: two consumer warpgroups of 64 (wgmma's M)
+constexpr int kKSlice = 64;     // k per box: one 128-byte swizzle row of bf16
+// Consecutive 64-wide k boxes a stage holds. Measured (43rd wave, H100, a DeltaNet 1.3B step's GEMMs): two boxes a
+// stage (256 contiguous bytes of each weight row) were as fast at 2-64 rows and 21% slower at 256.
+constexpr int kBoxes = 1;
+constexpr int kThreads = 288;   // warps 0-7: the two consumer warpgroups; warp 8: the producer
+constexpr int kRedPad = 4;      // the partial tile's row pad: [NB][128 + 4] fp32 puts a warp's 32 stores in 32 banks
+constexpr int kMaxCluster = 8;  // the portable cluster size
+
+/// Shared memory of the kernel for x's rows rounded up to NB: one block an SM, up to 8 stages in ~200 KB. Measured
+/// (43rd wave, H100): two blocks an SM of ~110 KB each were as fast on the GEMMs alone and 6-12% slower once each
+/// block triggers its dependents early (kernels/pdl.cuh).
+template <int NB>
+struct Plan {
+  static constexpr int kWBox = kTileRows * kKSlice * 2;
+  static constexpr int kXBox = NB * kKSlice * 2;
+  static constexpr int kWBytes = kBoxes * kWBox;
+  static constexpr int kXBytes = kBoxes * kXBox;
+  static constexpr int kStageBytes = kWBytes + kXBytes;
+  static constexpr int kBudget = 200 * 1024;
+  static constexpr int kStages = kBudget / kStageBytes < 8 ? kBudget / kStageBytes : 8;
+  static constexpr int kRedBytes = NB * (kTileRows + kRedPad) * 4;
+  static constexpr int kSmem = kStages * kStageBytes + 1024 + 2 * kStages * 8;  // + alignment slack + barriers
+  static_assert(kStages >= 2, "a ring of at least two stages");
+  static_assert(kRedBytes <= kStages * kStageBytes, "the partial tile reuses the stages");
+  static_assert(kStageBytes % 1024 == 0, "each stage starts on a 1024-byte swizzle atom");
+};
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+/// One 2-D box of `map` at (c0 along k, c1 along rows) into shared memory at dst, completing on bar.
+__device__ __forceinline__ void tma_load(const CUtensorMap* map, uint32_t dst, uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_size() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float4 load_remote(uint32_t local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+/// The wgmma descriptor of a K-major tile with 128-byte swizzle at shared address `addr`: rows of 128 bytes, 8-row
+/// atoms 1024 bytes apart (the stride byte offset), the leading byte offset unused (16) for this swizzle.
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(16 >> 4) << 16) |
+         (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
+}
+
+template <int NB>
+__device__ __forceinline__ void mma(float* d, uint64_t a, uint64_t b) {
+  if constexpr (NB == 8) wgmma::wgmma_n8(d, a, b);
+  else if constexpr (NB == 16) wgmma::wgmma_n16(d, a, b);
+  else if constexpr (NB == 32) wgmma::wgmma_n32(d, a, b);
+  else if constexpr (NB == 64) wgmma::wgmma_n64(d, a, b);
+  else if constexpr (NB == 128) wgmma::wgmma_n128(d, a, b);
+  else wgmma::wgmma_n256(d, a, b);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+/// One block: w's rows [128 t, 128 t + 128) against x's M rows over the cluster rank's share of the k slices; the
+/// cluster's blocks (consecutive along x of the grid) share t. See skinny_gemm.h.
+template <int NB>
+__global__ void __launch_bounds__(kThreads, 1)
+    skinny_gemm_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
+                       __nv_bfloat16* __restrict__ y, int M, int N, int kslices) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl::trigger();  // the next grid may launch and stream its own weights (kernels/pdl.cuh)
+  using P = Plan<NB>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
+  const uint32_t base = smem_addr(smem);
+  const uint32_t full0 = base + P::kStages * P::kStageBytes, empty0 = full0 + 8 * P::kStages;
+  auto full = [&](int s) { return full0 + 8 * s; };
+  auto empty = [&](int s) { return empty0 + 8 * s; };
+  auto w_at = [&](int s) { return base + s * P::kStageBytes; };
+  auto x_at = [&](int s) { return base + s * P::kStageBytes + P::kWBytes; };
+
+  const int cs = static_cast<int>(cluster_size()), rank = static_cast<int>(cluster_rank());
+  const int tile = static_cast<int>(blockIdx.x) / cs;
+  const int k0 = static_cast<int>(static_cast<int64_t>(kslices) * rank / cs);
+  const int steps = static_cast<int>(static_cast<int64_t>(kslices) * (rank + 1) / cs) - k0;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < P::kStages; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 256);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  float d[NB / 2];
+#pragma unroll
+  for (int i = 0; i < NB / 2; ++i) d[i] = 0.f;
+
+  if (warp == 8) {
+    if (lane == 0) {
+      // The weights first: they do not depend on the kernel before this one, x does.
+      const int pre = steps < P::kStages ? steps : P::kStages;
+      const auto load_w = [&](int i, int s) {
+        for (int b = 0; b < kBoxes; ++b)
+          tma_load(&tw, w_at(s) + b * P::kWBox, full(s), ((k0 + i) * kBoxes + b) * kKSlice, tile * kTileRows);
+      };
+      const auto load_x = [&](int i, int s) {
+        for (int b = 0; b < kBoxes; ++b)
+          tma_load(&tx, x_at(s) + b * P::kXBox, full(s), ((k0 + i) * kBoxes + b) * kKSlice, 0);
+      };
+      for (int i = 0; i < pre; ++i) mbar_expect_tx(full(i), P::kStageBytes), load_w(i, i);
+      pdl::wait();
+      for (int i = 0; i < pre; ++i) load_x(i, i);
+      for (int i = pre; i < steps; ++i) {
+        const int s = i % P::kStages;
+        mbar_wait(empty(s), static_cast<uint32_t>((i / P::kStages - 1) & 1));
+        mbar_expect_tx(full(s), P::kStageBytes);
+        load_w(i, s);
+        load_x(i, s);
+      }
+    }
+  } else {
+    const int wg = warp >> 2;
+    for (int i = 0; i < steps; ++i) {
+      const int s = i % P::kStages;
+      mbar_wait(full(s), static_cast<uint32_t>((i / P::kStages) & 1));
+      asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b)
+#pragma unroll
+        for (int kk = 0; kk < kKSlice / 16; ++kk)
+          mma<NB>(d, smem_desc(w_at(s) + b * P::kWBox + wg * 64 * 128 + kk * 32),
+                  smem_desc(x_at(s) + b * P::kXBox + kk * 32));
+      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+      if (i > 0) mbar_arrive(empty((i - 1) % P::kStages));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  __syncthreads();  // every stage read and every copy landed: the stages become the partial tile
+
+  // The partial tile, x's row major: red[c][r] for w's row r of the tile and x's row c.
+  float* red = reinterpret_cast<float*>(smem);
+  constexpr int ld = kTileRows + kRedPad;
+  if (warp < 8) {
+    const int r = (warp >> 2) * 64 + 16 * (warp & 3) + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < NB / 8; ++j) {
+      const int c = 8 * j + 2 * (lane & 3);
+      red[c * ld + r] = d[4 * j];
+      red[(c + 1) * ld + r] = d[4 * j + 1];
+      red[c * ld + r + 8] = d[4 * j + 2];
+      red[(c + 1) * ld + r + 8] = d[4 * j + 3];
+    }
+  }
+  cluster_sync();
+  pdl::wait();  // y may be memory the kernel before this one still reads
+
+  // This block writes x's rows m = rank, rank + cs, ...: the cluster's partials added in rank order.
+  const int rows = M < NB ? M : NB, n0 = tile * kTileRows;
+  const bool vec = N % 4 == 0;
+  for (int idx = static_cast<int>(threadIdx.x);; idx += kThreads) {
+    const int m = rank + cs * (idx >> 5), q = idx & 31;
+    if (m >= rows) break;
+    const int n = n0 + 4 * q;
+    if (n >= N) continue;
+    const uint32_t local = smem_addr(red + m * ld + 4 * q);
+    float4 acc = load_remote(local, 0);
+    for (int r2 = 1; r2 < cs; ++r2) {
+      const float4 v = load_remote(local, static_cast<uint32_t>(r2));
+      acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    __nv_bfloat16* out = y + static_cast<int64_t>(m) * N + n;
+    if (vec) {
+      __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x, acc.y), hi = __floats2bfloat162_rn(acc.z, acc.w);
+      uint2 packed;
+      packed.x = *reinterpret_cast<uint32_t*>(&lo);
+      packed.y = *reinterpret_cast<uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(out) = packed;
+    } else {
+      const float a[4] = {acc.x, acc.y, acc.z, acc.w};
+      for (int e = 0; e < 4 && n + e < N; ++e) out[e] = __float2bfloat16_rn(a[e]);
+    }
+  }
+  cluster_sync();  // no block leaves while another still reads its partial tile
+#else
+  __trap();  // sm_90a only: skinny_gemm_device_ok() keeps other chips away
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/// The tensor map of a row-major bf16 [rows, K] matrix read in boxes of box_rows x 64 with 128-byte swizzle; rows
+/// and k past the end read as zeros.
+bool make_map(CUtensorMap* map, const void* p, int rows, int K, int box_rows) {
+  const auto fn = encode_fn();
+  if (fn == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
+  const cuuint32_t box[2] = {kKSlice, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p), dims, strides, box, elem,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+int rows_bucket(int M) {
+  int nb = 8;
+  while (nb < M) nb *= 2;
+  return nb;
+}
+
+template <int NB>
+void* kernel_of() {
+  return reinterpret_cast<void*>(&skinny_gemm_kernel<NB>);
+}
+
+void* kernel_for(int nb) {
+  switch (nb) {
+    case 8: return kernel_of<8>();
+    case 16: return kernel_of<16>();
+    case 32: return kernel_of<32>();
+    case 64: return kernel_of<64>();
+    case 128: return kernel_of<128>();
+    default: return kernel_of<256>();
+  }
+}
+
+int smem_for(int nb) {
+  switch (nb) {
+    case 8: return Plan<8>::kSmem;
+    case 16: return Plan<16>::kSmem;
+    case 32: return Plan<32>::kSmem;
+    case 64: return Plan<64>::kSmem;
+    case 128: return Plan<128>::kSmem;
+    default: return Plan<256>::kSmem;
+  }
+}
+
+/// How many clusters of `cs` blocks of the NB kernel the current device holds at once (0 when it cannot say).
+int active_clusters(int nb, int cs) {
+  static std::mutex mu;
+  static int cache[9][kMaxCluster + 1] = {};  // [log2 nb][cs], -1 = asked, none
+  int lg = 0;
+  while ((8 << lg) < nb) ++lg;
+  std::lock_guard<std::mutex> lock(mu);
+  int& c = cache[lg][cs];
+  if (c == 0) {
+    void* k = kernel_for(nb);
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_for(nb));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(cs * 16));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(smem_for(nb));
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = static_cast<unsigned>(cs), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    int n = 0;
+    c = cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0 ? n : -1;
+    if (c < 0) cudaGetLastError();
+  }
+  return c > 0 ? c : 0;
+}
+
+/// The smallest cluster whose blocks (tiles x cs) cover 0.65 of the SMs, at most 8 and at most one k slice a block.
+/// Measured on an H100 (bench/README.md, 43rd wave, every cluster size timed on the 1.3B shapes at 8 and 64 rows):
+/// the fastest was the smallest split that keeps ~85-100 of its 132 SMs streaming — more, smaller blocks pay their
+/// fixed cost (ramp, reduction) more often than they gain bandwidth.
+int pick_cluster(int nb, int tiles, int kslices) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
+               ? n
+               : 132;
+  }();
+  int cs = 1;
+  while (cs < kMaxCluster && cs < kslices && static_cast<int64_t>(tiles) * cs * 100 < 65LL * sms &&
+         active_clusters(nb, cs + 1) > 0)
+    ++cs;
+  return cs;
+}
+
+}  // namespace
+
+bool skinny_gemm_device_ok() {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0 && encode_fn() != nullptr;
+}
+
+int skinny_gemm_cluster(int M, int N, int K) {
+  return pick_cluster(rows_bucket(M), (N + kTileRows - 1) / kTileRows, (K + kBoxes * kKSlice - 1) / (kBoxes * kKSlice));
+}
+
+cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N, int K, bool dependent,
+                             cudaStream_t s, int cluster) {
+  const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (M < 1 || M > kSkinnyGemmMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w) || !al(y))
+    return cudaErrorInvalidValue;
+  const int nb = rows_bucket(M), tiles = (N + kTileRows - 1) / kTileRows;
+  int kslices = (K + kBoxes * kKSlice - 1) / (kBoxes * kKSlice);
+  CUtensorMap tw, tx;
+  if (!make_map(&tw, w, N, K, kTileRows) || !make_map(&tx, x, M, K, nb)) return cudaErrorInvalidValue;
+  const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
+  void* k = kernel_for(nb);
+  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_for(nb));
+  if (e != cudaSuccess) return e;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles * cs));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem_for(nb));
+  cfg.stream = s;
+  cudaLaunchAttribute at[2];
+  at[0].id = cudaLaunchAttributeClusterDimension;
+  at[0].val.clusterDim.x = static_cast<unsigned>(cs), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+  at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = at;
+  cfg.numAttrs = dependent && pdl::enabled() ? 2 : 1;
+  __nv_bfloat16* yp = static_cast<__nv_bfloat16*>(y);
+  void* args[] = {&tw, &tx, &yp, &M, &N, &kslices};
+  return cudaLaunchKernelExC(&cfg, k, args);
+}
+
+}  // namespace statecut::cuda
