@@ -6,7 +6,10 @@
 #      k16 step read at half the offset) must fail skinny_gemm_cuda; `statecut bench` of DeltaNet 1.3B and Gated
 #      DeltaNet 1.3B against their 50% prunes at batch 1, 8, 64, 256 in three forms: new, new with cuBLAS
 #      (STATECUT_SKINNY_GEMM=0), before; then bench/skinny_gemm_step.cu (the projections of a step, ours vs cuBLAS).
-# Run: bash bench/h200_wave43.sh A
+#   B  the trigger made a runtime switch that batch 1 leaves off (kernels/pdl.cuh, trigger_for): one build, the GPU
+#      tests of the step kernels, `statecut bench` at 1, 8, 64, 256 as it is and with STATECUT_PDL_TRIGGER=0
+#      STATECUT_SKINNY_GEMM=0 (the tree before this wave), batch 1 and 8 twice.
+# Run: bash bench/h200_wave43.sh A|B
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w43
@@ -41,6 +44,19 @@ if [ "$PHASE" = A ]; then
       SKINNY_NO_SHAPES=1 timeout 90 "$LOGS/skinny_gemm_step" >"$OUT/skinny_gemm_step.log" 2>&1
     say "skinny_gemm_step rc=$? at $(elapsed) s"
   fi
+fi
+if [ "$PHASE" = B ]; then
+  configure_and_build skinny_gemm_cuda fused_ops_cuda decode_equivalence decode_fold_cuda mamba2_step_cuda
+  run_tests skinny_gemm_cuda fused_ops_cuda decode_equivalence decode_fold_cuda mamba2_step_cuda
+  for n in dn13 gdn13; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && pruned $n || continue
+    bench_decode $n new 1,8,64,256
+    STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode $n before 1,8,64,256
+    bench_decode $n new_again 1,8
+    STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode $n before_again 1,8
+  done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -148,9 +148,9 @@ float time_step(const std::vector<Gemm>& g, const std::vector<bf16*>& ws, bf16* 
 }
 
 /// A stand-in for the small kernels between a step's GEMMs (norms, conv, silu·mul): a warp per row of z [M, 2048]
-/// forms its rms and rescales the row in place; waits (and triggers) as the project's kernels do (kernels/pdl.cuh).
+/// forms its rms and rescales the row in place; triggers and waits as the project's kernels do (kernels/pdl.cuh).
 __global__ void mock_norm(bf16* z, int M) {
-  statecut::cuda::pdl::wait();
+  statecut::cuda::pdl::trigger_then_wait(M >= 2);
   const int row = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= M) return;
   bf16* r = z + static_cast<size_t>(row) * 2048;

@@ -33,8 +33,8 @@ template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                      RowsArg z, T* __restrict__ y,
                                                                      T* __restrict__ sum, int64_t rows, int D,
-                                                                     float eps, float w_offset) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+                                                                     float eps, float w_offset, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int64_t r = static_cast<int64_t>(blockIdx.x) * (kNormThreads / 32) + (threadIdx.x >> 5);
   if (r >= rows) return;
   detail::warp_norm_row<T, G, V, Add>(static_cast<const T*>(x.p) + x.offset(r),
@@ -47,8 +47,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_warp_kernel(RowsArg x, 
 template <typename T, int G, int V, bool Add>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(RowsArg x, RowsArg d, const T* __restrict__ w,
                                                                 RowsArg z, T* __restrict__ y, T* __restrict__ sum,
-                                                                int D, float eps, float w_offset) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+                                                                int D, float eps, float w_offset, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   __shared__ float part[kNormThreads / 32];
   const int64_t r = blockIdx.x;
   detail::block_norm_row<T, G, V, Add>(static_cast<const T*>(x.p) + x.offset(r),
@@ -67,8 +67,8 @@ constexpr int kStepThreads = 128;
 template <typename T, int W, int V>
 __global__ void __launch_bounds__(kStepThreads) conv1d_step_kernel(RowsArg x, T* state, const T* __restrict__ w,
                                                                    const T* __restrict__ bias, T* __restrict__ y,
-                                                                   int C, bool silu) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+                                                                   int C, bool silu, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int c0 = (static_cast<int>(blockIdx.y) * kStepThreads + static_cast<int>(threadIdx.x)) * V;
   if (c0 >= C) return;
   const int64_t b = blockIdx.x;
@@ -167,8 +167,9 @@ __global__ void __launch_bounds__(kSeqThreads) conv1d_seq_kernel(RowsArg x, cons
 // several SMs; one block per row took 3.2 µs there, the launch itself ~1.
 constexpr int kSiluThreads = 256, kSiluCols = 2048;
 template <typename T, int V>
-__global__ void __launch_bounds__(kSiluThreads) silu_mul_kernel(RowsArg a, RowsArg b, T* __restrict__ y, int D) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+__global__ void __launch_bounds__(kSiluThreads) silu_mul_kernel(RowsArg a, RowsArg b, T* __restrict__ y, int D,
+                                                                bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int64_t r = blockIdx.x;
   const T* ar = static_cast<const T*>(a.p) + a.offset(r);
   const T* br = static_cast<const T*>(b.p) + b.offset(r);
@@ -202,10 +203,10 @@ void launch_norm_v(RowsArg x, RowsArg d, RowsArg z, const NormArgs& n, cudaStrea
     constexpr int kRowsPerBlock = kNormThreads / 32;
     pdl::launch(rms_norm_warp_kernel<T, G, V, Add>, dim3(static_cast<unsigned>((n.rows + kRowsPerBlock - 1) / kRowsPerBlock)),
                 dim3(kNormThreads), 0, s, x, d, wp, z, static_cast<T*>(n.y), static_cast<T*>(n.sum), n.rows, n.D,
-                n.eps, n.w_offset);
+                n.eps, n.w_offset, pdl::trigger_for(n.rows));
   } else {
     pdl::launch(rms_norm_kernel<T, G, V, Add>, dim3(static_cast<unsigned>(n.rows)), dim3(kNormThreads), 0, s, x, d, wp,
-                z, static_cast<T*>(n.y), static_cast<T*>(n.sum), n.D, n.eps, n.w_offset);
+                z, static_cast<T*>(n.y), static_cast<T*>(n.sum), n.D, n.eps, n.w_offset, pdl::trigger_for(n.rows));
   }
 }
 
@@ -258,7 +259,8 @@ void launch_conv_step(bool vec, RowsArg x, void* state, const void* w, const voi
     constexpr int V = decltype(v)::value;
     const dim3 grid(static_cast<unsigned>(B), static_cast<unsigned>((C + V * kStepThreads - 1) / (V * kStepThreads)));
     pdl::launch(conv1d_step_kernel<T, W, V>, grid, dim3(kStepThreads), 0, s, x, static_cast<T*>(state),
-                static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), C, silu);
+                static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<T*>(y), C, silu,
+                pdl::trigger_for(B));
   };
   if (vec)
     go(std::integral_constant<int, 8>{});
@@ -346,9 +348,11 @@ void launch_silu_mul(RowsArg a, RowsArg b, void* y, int64_t rows, int D, cudaStr
   const bool vec = rows_aligned16(a, rows, D) && rows_aligned16(b, rows, D) && reinterpret_cast<uintptr_t>(y) % 16 == 0;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((D + kSiluCols - 1) / kSiluCols));
   if (vec)
-    pdl::launch(silu_mul_kernel<T, 8>, grid, dim3(kSiluThreads), 0, s, a, b, static_cast<T*>(y), D);
+    pdl::launch(silu_mul_kernel<T, 8>, grid, dim3(kSiluThreads), 0, s, a, b, static_cast<T*>(y), D,
+                pdl::trigger_for(rows));
   else
-    pdl::launch(silu_mul_kernel<T, 1>, grid, dim3(kSiluThreads), 0, s, a, b, static_cast<T*>(y), D);
+    pdl::launch(silu_mul_kernel<T, 1>, grid, dim3(kSiluThreads), 0, s, a, b, static_cast<T*>(y), D,
+                pdl::trigger_for(rows));
 }
 
 }  // namespace

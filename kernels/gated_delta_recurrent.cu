@@ -72,8 +72,8 @@ __device__ __forceinline__ float group_sum(float x) {
 // Block: 4 warps; a warp holds 32/LG groups of LG lanes; a group owns RPT consecutive rows v and, per lane, KPL
 // elements of K at k = (e/VEC)*LG*VEC + lane*VEC + e%VEC (coalesced along K).
 template <typename T, typename SS, int VEC, int KPL, int LG, int RPT, bool Packed>
-__global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+__global__ void __launch_bounds__(128) recurrent_vk_kernel(const GatedDeltaArgs a, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kGroups = 32 / LG;
   constexpr int kRowsPerBlock = 4 * kGroups * RPT;
   const int n = blockIdx.z, hv = blockIdx.y;
@@ -280,8 +280,8 @@ __device__ __forceinline__ void fold_norm_write(const GatedDeltaArgs& a, const f
 // minimum of 0 blocks: an explicit 1 changes ptxas's choice, to 160 registers at dk 64 and 128).
 template <typename T, typename SS, int VEC, int RPT, int W, bool Fold>
 __global__ void __launch_bounds__(W * 32, Fold && RPT <= 16 ? 512 / (W * 32) : 0)
-    recurrent_kv_kernel(const GatedDeltaArgs a) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+    recurrent_kv_kernel(const GatedDeltaArgs a, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   constexpr int kCols = 32 * VEC;
   __shared__ float qs[2][256], ks[2][256];
   __shared__ float red[2][2][W][kCols];
@@ -409,8 +409,10 @@ cudaError_t launch_vk(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int rows = 4 * (32 / LG) * RPT;
   dim3 grid((a.V + rows - 1) / rows, a.HV, a.N);
   if (a.q_stride == 0 && a.k_stride == 0 && a.v_stride == 0)
-    return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, true>, grid, dim3(128), 0, s, a);
-  return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, false>, grid, dim3(128), 0, s, a);
+    return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, true>, grid, dim3(128), 0, s, a,
+                       pdl::trigger_for(a.N));
+  return pdl::launch(recurrent_vk_kernel<T, SS, VEC, KPL, LG, RPT, false>, grid, dim3(128), 0, s, a,
+                     pdl::trigger_for(a.N));
 }
 
 template <typename T, typename SS>
@@ -439,8 +441,11 @@ cudaError_t launch_kv(const GatedDeltaArgs& a, cudaStream_t s) {
   constexpr int cols = 32 * VEC;
   dim3 grid((a.V + cols - 1) / cols, a.HV, a.N);
   if constexpr (std::is_same<SS, float>::value)  // the fold takes fp32 states only (check_fold): half the instances
-    if (a.fold) return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, true>, grid, dim3(W * 32), 0, s, a);
-  return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, false>, grid, dim3(W * 32), 0, s, a);
+    if (a.fold)
+      return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, true>, grid, dim3(W * 32), 0, s, a,
+                         pdl::trigger_for(a.N));
+  return pdl::launch(recurrent_kv_kernel<T, SS, VEC, RPT, W, false>, grid, dim3(W * 32), 0, s, a,
+                     pdl::trigger_for(a.N));
 }
 
 // Up to K = 64 four warps (16 rows per thread at K = 64, as 8 warps hold at K = 128): the per-step block

@@ -72,8 +72,8 @@ __device__ __forceinline__ float block_sum(float x) {
 template <typename T, typename R, int V>
 __global__ void __launch_bounds__(kThreads) residual_norm_kernel(const R* __restrict__ res, const T* __restrict__ delta,
                                                                  const T* __restrict__ w, R* __restrict__ sum,
-                                                                 T* __restrict__ y, int D, float eps) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+                                                                 T* __restrict__ y, int D, float eps, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int64_t r = blockIdx.x;
   const R* rr = res + r * D;
   const T* dr = delta ? delta + r * D : nullptr;
@@ -128,8 +128,8 @@ template <typename T, int V>
 __global__ void __launch_bounds__(kGatedThreads) gated_norm_kernel(const T* __restrict__ o, RowsArg x,
                                                                    const float* __restrict__ Dk, int P, RowsArg z,
                                                                    const T* __restrict__ w, T* __restrict__ y, int I,
-                                                                   float eps) {
-  pdl::wait();  // before reading what the previous kernel wrote (kernels/pdl.cuh)
+                                                                   float eps, bool trigger) {
+  pdl::trigger_then_wait(trigger);  // before reading what the previous kernel wrote (kernels/pdl.cuh)
   const int64_t r = blockIdx.x;
   const T* orow = o + r * I;
   const T* xr = static_cast<const T*>(x.p) + x.offset(r);
@@ -172,7 +172,7 @@ cudaError_t launch_residual(const void* res, const void* delta, const void* w, v
   const auto go = [&](auto kernel) {
     return pdl::launch(kernel, dim3(static_cast<unsigned>(rows)), dim3(kThreads), 0, s, static_cast<const R*>(res),
                        static_cast<const T*>(delta), static_cast<const T*>(w), static_cast<R*>(sum),
-                       static_cast<T*>(y), D, eps);
+                       static_cast<T*>(y), D, eps, pdl::trigger_for(rows));
   };
   return vec ? go(residual_norm_kernel<T, R, 8>) : go(residual_norm_kernel<T, R, 1>);
 }
@@ -184,7 +184,8 @@ cudaError_t launch_gated(const void* o, RowsArg x, const float* Dk, int P, RowsA
                    aligned16(y);
   const auto go = [&](auto kernel) {
     return pdl::launch(kernel, dim3(static_cast<unsigned>(rows)), dim3(kGatedThreads), 0, s,
-                       static_cast<const T*>(o), x, Dk, P, z, static_cast<const T*>(w), static_cast<T*>(y), I, eps);
+                       static_cast<const T*>(o), x, Dk, P, z, static_cast<const T*>(w), static_cast<T*>(y), I, eps,
+                       pdl::trigger_for(rows));
   };
   return vec ? go(gated_norm_kernel<T, 8>) : go(gated_norm_kernel<T, 1>);
 }

@@ -9,49 +9,62 @@
 // batch-1 steps 3-9% faster (DeltaNet 1.3B 1.360 -> 1.234 ms, Gated DeltaNet 1.474 -> 1.366), batches 64 and 256
 // unchanged within 1% (their time is in cuBLAS and the decode kernel), decode_equivalence's CUDA cases 108/108.
 //
-// The trigger (griddepcontrol.launch_dependents, issued by wait() just before it waits): once every block of a grid
-// has issued it, the next grid's blocks may be scheduled on free SM slots at once instead of as this grid's blocks
-// exit. They park in their own wait, except that the skinny GEMM (kernels/skinny_gemm.cu) first streams its weights
-// into shared memory: weights never depend on an earlier kernel. A dependent launches only after all of its
-// primary's blocks are resident, so parked blocks never keep a primary's blocks off the SMs. Measured (43rd wave, an
+// The trigger (griddepcontrol.launch_dependents, issued by trigger_then_wait(true) just before it waits): once every
+// block of a grid has issued it, the next grid's blocks may be scheduled on free SM slots at once instead of as this
+// grid's blocks exit. They park in their own wait, except that the skinny GEMM (kernels/skinny_gemm.cu) first streams
+// its weights into shared memory: weights never depend on an earlier kernel. A dependent launches only after all of
+// its primary's blocks are resident, so parked blocks never keep a primary's blocks off the SMs. The kernels of a
+// batched step trigger (trigger_for: 2 rows or more, where the skinny GEMM serves); at batch 1 they do not: there
+// the 38th wave (H200) measured early triggers before the GEMVs 5% slower. Measured (43rd wave, an
 // H100, the 97 projections of a DeltaNet 1.3B step with a norm-like kernel after each, as one graph): at 8 rows
 // cuBLAS 1.499 ms, the skinny GEMM without the trigger 1.537, with it 1.262; at 64 rows 1.558 / 1.735 / 1.429. On
-// whole steps (`statecut bench`, same call), the trigger alone (cuBLAS kept) took DeltaNet 1.3B at batch 8 from
-// 1.827 to 1.726 ms and Gated DeltaNet from 2.315 to 2.188; batch 1, 64 and 256 moved by less than 1.5%.
-// STATECUT_PDL_TRIGGER=0 at build time (a CUDA define) leaves it out: the benchmarks' "before".
+// whole steps (`statecut bench`, same call, first form: every kernel triggering), the trigger alone (cuBLAS kept)
+// took DeltaNet 1.3B at batch 8 from 1.827 to 1.726 ms and Gated DeltaNet from 2.315 to 2.188. This form (batched
+// steps only) with the skinny GEMM, against neither (STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0), same call, ms a
+// step: batch 1 1.322 / 1.322 (DeltaNet), 1.478 / 1.482 (Gated DeltaNet); batch 8 1.569 / 1.825, 2.084 / 2.311;
+// batch 64 2.904 / 3.027, 5.195 / 5.208; batch 256 6.648 / 6.687, 14.641 / 14.655.
+// STATECUT_PDL_TRIGGER=0 in the environment turns it off (the benchmarks' "before").
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "kernels/device_env.h"
 
 namespace statecut::cuda::pdl {
 
-#ifndef STATECUT_PDL_TRIGGER
-#define STATECUT_PDL_TRIGGER 1
-#endif
-
-/// Lets the next grid launch (when built with the trigger), then waits for the grid before this one.
 __device__ __forceinline__ void wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#if STATECUT_PDL_TRIGGER
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
 
-/// The trigger alone: for a kernel that has work to do before it waits (the skinny GEMM's weight loads).
-__device__ __forceinline__ void trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && STATECUT_PDL_TRIGGER
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+/// The trigger when `on`: the next grid may launch now (see above).
+__device__ __forceinline__ void trigger(bool on) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (on) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#else
+  (void)on;
 #endif
+}
+
+/// trigger(on), then wait(): the first statement of a decode step's kernels.
+__device__ __forceinline__ void trigger_then_wait(bool on) {
+  trigger(on);
+  wait();
 }
 
 inline bool enabled() {
   static const bool on = env_switch_on("STATECUT_PDL");
   return on;
+}
+
+/// Whether a kernel of a step over `rows` rows (sequences) triggers its dependents first thing: PDL on, 2 rows or
+/// more, and the environment does not say STATECUT_PDL_TRIGGER=0.
+inline bool trigger_for(int64_t rows) {
+  static const bool on = env_switch_on("STATECUT_PDL_TRIGGER");
+  return on && rows >= 2 && enabled();
 }
 
 /// kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent of the stream's previous kernel when

@@ -122,9 +122,9 @@ __device__ __forceinline__ void mma(float* d, uint64_t a, uint64_t b) {
 template <int NB>
 __global__ void __launch_bounds__(kThreads, 1)
     skinny_gemm_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
-                       __nv_bfloat16* __restrict__ y, int M, int N, int kslices) {
+                       __nv_bfloat16* __restrict__ y, int M, int N, int kslices, bool trigger) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  pdl::trigger();  // the next grid may launch and stream its own weights (kernels/pdl.cuh)
+  pdl::trigger(trigger);  // the next grid may launch and stream its own weights (kernels/pdl.cuh)
   using P = Plan<NB>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
@@ -389,7 +389,8 @@ cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N
   cfg.attrs = at;
   cfg.numAttrs = dependent && pdl::enabled() ? 2 : 1;
   __nv_bfloat16* yp = static_cast<__nv_bfloat16*>(y);
-  void* args[] = {&tw, &tx, &yp, &M, &N, &kslices};
+  bool trigger = dependent && pdl::trigger_for(M);
+  void* args[] = {&tw, &tx, &yp, &M, &N, &kslices, &trigger};
   return cudaLaunchKernelExC(&cfg, k, args);
 }
 

@@ -6,10 +6,11 @@
 namespace statecut::cuda {
 
 /// The most rows of x statecut::linear gives the skinny GEMM. Measured on an H100 (bench/README.md, 43rd wave, whole
-/// 1.3B decode steps under graphs, same call, the early trigger on both sides): against cuBLAS at batch 8, DeltaNet
-/// 1.726 -> 1.575 ms, its 50% prune 1.623 -> 1.437, Gated DeltaNet 2.188 -> 2.083, its prune 1.903 -> 1.670; at
-/// 64, 2.995 -> 2.905, 2.319 -> 2.257, 5.189 -> 5.189, 3.348 -> 3.267. From 128 rows on the projections alone ran
-/// 1.3-1.5x slower than cuBLAS (its 128 x rows tiles reach a fraction of the tensor peak cuBLAS's larger ones do).
+/// 1.3B decode steps under graphs, same call, kernels/pdl.cuh's early trigger on both sides): against cuBLAS at
+/// batch 8, DeltaNet 1.726 -> 1.575 ms, its 50% prune 1.623 -> 1.437, Gated DeltaNet 2.188 -> 2.083, its prune
+/// 1.903 -> 1.670; at 64, 2.995 -> 2.905, 2.319 -> 2.257, 5.189 -> 5.189, 3.348 -> 3.267. From 128 rows on the
+/// projections alone ran 1.3-1.5x slower than cuBLAS (its 128 x rows tiles reach a fraction of the tensor peak that
+/// cuBLAS's larger ones do).
 inline constexpr int64_t kSkinnyGemmPaysRows = 64;
 
 /// True when skinny_gemm serves x · wᵀ: both bf16 on one CUDA device of compute capability 9.0, x contiguous with
