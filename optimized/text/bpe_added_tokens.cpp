@@ -32,9 +32,11 @@ std::vector<AddedEntry> read_added_tokens(const nlohmann::json& j, const std::un
           fail("added token \"" + content + "\" lacks a true/false \"" + f + "\" (tokenizers refuses the file)");
       if (a["single_word"].get<bool>()) fail("unsupported added token option single_word true");
       if (content.empty()) continue;  // tokenizers ignores empty added tokens
-      AddedEntry t{content, 0, a["normalized"].get<bool>(), a["lstrip"].get<bool>(), a["rstrip"].get<bool>()};
+      AddedEntry t{content, 0, a["normalized"].get<bool>(), a["lstrip"].get<bool>(), a["rstrip"].get<bool>(),
+                   a["special"].get<bool>()};
       if (const auto it = by_content.find(content); it != by_content.end()) {
         t.id = added_tokens[it->second].id;
+        t.special = t.special || added_tokens[it->second].special;
         added_tokens[it->second] = t;
         continue;
       }

@@ -20,21 +20,25 @@ struct AddedEntry {
   std::string content;
   int32_t id;
   bool normalized, lstrip, rstrip;
+  bool special;  // tokenizers' special_tokens_set: once a content is added as special it stays so
 };
 
 /// The file's added tokens with the ids tokenizers gives them on load (AddedVocabulary::add_tokens), not the ones
 /// the file writes (it only logs a warning when they differ): a content already added keeps its id (the later
-/// entry's options win), a content in the model's vocab takes that id, any other the next id from the vocab's entry
+/// entry's options win, but special stays once set), a content in the model's vocab takes that id, any other the next id from the vocab's entry
 /// count up. The fields are required as tokenizers' AddedToken requires them (it has no defaults); empty contents are
 /// skipped. Throws std::runtime_error "<path>: ..." naming the token.
 std::vector<AddedEntry> read_added_tokens(const nlohmann::json& file, const std::unordered_map<std::string, int32_t>& vocab,
                                           const std::string& path);
 
-/// A token to cut out of text: its pattern (as matched), id and whitespace options.
+/// A token to cut out of text: its pattern (as matched), id and whitespace options. as_text: a special token under
+/// tokenizers' encode_special_tokens (transformers' split_special_tokens): its match is passed over and its text stays
+/// text, as AddedVocabulary::find_matches skips it (the matches after it are found as before).
 struct AddedToken {
   std::string pattern;  // content, normalized by the file's normalizer when the token is normalized
   int32_t id;
   bool lstrip, rstrip;
+  bool as_text = false;
 };
 
 /// Added tokens matched leftmost-longest; candidates indexed by first byte, longest first.
@@ -65,6 +69,10 @@ struct AddedSet {
       }
       if (!hit) {
         ++pos;
+        continue;
+      }
+      if (hit->as_text) {
+        pos += hit->pattern.size();
         continue;
       }
       size_t start = pos, stop = pos + hit->pattern.size(), bad = 0;

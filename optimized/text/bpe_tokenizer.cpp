@@ -289,7 +289,8 @@ struct BpeTokenizer::Impl {
     return std::move(st.ids);
   }
 
-  void load(const json& j);
+  /// encode_special_tokens: special added tokens are matched as text (transformers' split_special_tokens).
+  void load(const json& j, bool encode_special_tokens);
   void load_model(const json& m);
   /// tokenizers' serde structs have no defaults for these fields: a step without one is a file it refuses.
   void require_fields(const json& step, const char* what, std::initializer_list<const char*> fields) const {
@@ -423,7 +424,7 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& p) {
   byte_level = !steps.empty() && steps.back().value("type", std::string()) == "ByteLevel";
 }
 
-void BpeTokenizer::Impl::load(const json& j) {
+void BpeTokenizer::Impl::load(const json& j, bool encode_special_tokens) {
   if (!j.is_object()) bpe_fail(path, "not a JSON object");
   for (const auto& [key, v] : j.items())  // tokenizers' Tokenizer struct denies unknown fields
     if (key != "version" && key != "truncation" && key != "padding" && key != "added_tokens" && key != "normalizer" &&
@@ -505,7 +506,7 @@ void BpeTokenizer::Impl::load(const json& j) {
     raw_bytes[a.id] = a.content;
     known[a.id] = 1;
     AddedSet& set = a.normalized ? normalized_added : raw_added;
-    set.tokens.push_back({form, a.id, a.lstrip, a.rstrip});
+    set.tokens.push_back({form, a.id, a.lstrip, a.rstrip, encode_special_tokens && a.special});
   }
   raw_added.finish();
   normalized_added.finish();
@@ -523,7 +524,7 @@ BpeTokenizer BpeTokenizer::from_file(const std::string& tokenizer_json_path, con
   json j = read_hf_json(tokenizer_json_path, "tokenizers");
   try {
     if (cls) apply_transformers_class(j, *cls, tokenizer_json_path);
-    t.impl_->load(j);
+    t.impl_->load(j, cls && cls->split_special_tokens);
   } catch (const json::exception& e) {  // a field of an unexpected JSON type
     bpe_fail(tokenizer_json_path, std::string("unexpected content: ") + e.what());
   }

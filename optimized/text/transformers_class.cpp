@@ -160,6 +160,7 @@ TransformersClass read_transformers_class(const std::string& dir) {
       for (const json& v : cfg[key]) named(v);
   // Flags are read (and checked) only by the classes that read them: transformers passes the others on unread.
   const auto flag = [&](const char* key) { return tri_state(cfg, key, c.config_path); };
+  c.split_special_tokens = flag("split_special_tokens") == 1;  // read by every class (TokenizersBackend)
   using P = TransformersClass::Pipeline;
   if (c.resolved == "LlamaTokenizer") {
     c.pipeline = P::Llama;
@@ -300,7 +301,7 @@ void apply_transformers_class(json& j, const TransformersClass& cls, const std::
   j["decoder"] = {{"type", "Sequence"}, {"decoders", std::move(decoders)}};
 }
 
-std::string describe_pipeline(const TransformersClass& cls) {
+static std::string describe_class(const TransformersClass& cls) {
   using P = TransformersClass::Pipeline;
   switch (cls.pipeline) {
     case P::Json:  // say so where a named class is not the one transformers uses
@@ -315,6 +316,12 @@ std::string describe_pipeline(const TransformersClass& cls) {
              "ByteLevel" + (cls.add_prefix_space ? " with a prefix space" : "") + ")";
   }
   return "";
+}
+
+std::string describe_pipeline(const TransformersClass& cls) {
+  const std::string d = describe_class(cls);
+  if (!cls.split_special_tokens) return d;
+  return (d.empty() ? cls.resolved + " (" : d.substr(0, d.size() - 1) + ", ") + "special tokens split as text)";
 }
 
 }  // namespace statecut

@@ -37,8 +37,9 @@
 /// Added tokens: where tokenizer_config.json has added_tokens_decoder, its entries (in id order, with their own
 /// flags) are added after the json's when the json is read as it is, and replace them when the class rebuilds the
 /// tokenizer; then each named special token (bos_token ... mask_token, additional/extra_special_tokens) not among
-/// them is added as a special token; ids as tokenizers assigns them (bpe_added_tokens.h). split_special_tokens is not
-/// read.
+/// them is added as a special token; ids as tokenizers assigns them (bpe_added_tokens.h). split_special_tokens true
+/// (every class: TokenizersBackend sets tokenizers' encode_special_tokens from it) makes the special ones text when
+/// encoding: their ids still decode to their content, but no text is cut into them.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -59,6 +60,7 @@ struct TransformersClass {
   std::string split_regex;     // ByteLevel classes: a Split(isolated) before ByteLevel(use_regex false); "" = GPT-2's regex
   nlohmann::json added_tokens_decoder = nlohmann::json::object();  // tokenizer_config.json's, when it has one
   std::vector<nlohmann::json> named_special_tokens;  // its bos/eos/unk/sep/pad/cls/mask and extra special tokens
+  bool split_special_tokens = false;                  // tokenizer_config.json's (null: false)
 };
 
 /// A JSON file as HF's readers take it: a UTF-8 byte order mark refused (nlohmann would skip it). Throws
@@ -72,7 +74,8 @@ std::string resolve_tokenizer_class(const std::string& declared, const std::stri
 /// The folder's class and pipeline, from dir/tokenizer_config.json and dir/config.json (either may be absent). Throws
 /// std::runtime_error "<file>: <problem>" for a file transformers could not read (not a regular file, malformed JSON,
 /// a byte order mark, not an object, tokenizer_class or model_type not a string, legacy or add_prefix_space not true,
-/// false or null where the class reads them, added_tokens_decoder not an object of id -> token).
+/// false or null where the class reads them, split_special_tokens not true, false or null, added_tokens_decoder not
+/// an object of id -> token).
 TransformersClass read_transformers_class(const std::string& dir);
 
 /// Rewrites `tokenizer_json` (the parsed tokenizer.json at `path`) into the pipeline of `cls` (nothing for Json).

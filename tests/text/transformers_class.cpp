@@ -314,3 +314,34 @@ TEST(TransformersClass, aByteLevelClassOverACharacterJsonIsRefused) {
   const Folder f(llama2_form(), {{"tokenizer_class", "GPT2Tokenizer"}});
   expect_one_line_error([&] { f.load(); }, f.json_path(), {"GPT2Tokenizer"});
 }
+
+// split_special_tokens (every class reads it: TokenizersBackend sets tokenizers' encode_special_tokens): a special
+// token's text is encoded as text, a non-special added token is still cut out, and the special id still decodes.
+// Byte-level form, no merges across the pieces: "a<|s|>b" is the bytes a < | s | > b (Qwen2's regex cuts it into
+// a, <|, s, |>, b; no merge applies).
+TEST(TransformersClass, splitSpecialTokensEncodesSpecialTokensAsText) {
+  json j = byte_level_form();
+  j["added_tokens"] = json::array({special_token("<|s|>", 263)});
+  j["added_tokens"].push_back({{"id", 264}, {"content", "<y>"}, {"single_word", false}, {"lstrip", false},
+                               {"rstrip", false}, {"normalized", false}, {"special", false}});
+  const BpeTokenizer plain = Folder(j, json::object()).load();
+  const Ids s = plain.encode("<|s|>"), y = plain.encode("<y>");
+  ASSERT_EQ(s.size(), 1u);
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(plain.encode("a<|s|>b<y>"), (Ids{97, s[0], 98, y[0]}));
+  const Folder split(j, {{"split_special_tokens", true}});
+  const BpeTokenizer t = split.load();
+  EXPECT_EQ(t.encode("a<|s|>b<y>"), (Ids{97, '<', '|', 's', '|', '>', 98, y[0]}));
+  EXPECT_EQ(t.decode(s), "<|s|>");
+  EXPECT_EQ(Folder(j, {{"split_special_tokens", false}}).load().encode("a<|s|>b"), (Ids{97, s[0], 98}));
+  EXPECT_EQ(Folder(j, {{"split_special_tokens", nullptr}}).load().encode("a<|s|>b"), (Ids{97, s[0], 98}));
+  // Named in what statecut reports, whatever the class.
+  const std::string d = statecut::describe_pipeline(statecut::read_transformers_class(split.dir.string()));
+  EXPECT_NE(d.find("special tokens split as text"), std::string::npos) << d;
+  const Folder llama(llama2_form(), {{"tokenizer_class", "LlamaTokenizer"}, {"split_special_tokens", true}});
+  EXPECT_EQ(statecut::describe_pipeline(statecut::read_transformers_class(llama.dir.string())),
+            "LlamaTokenizer (Metaspace, prepend first, special tokens split as text)");
+  EXPECT_NE(llama.load().encode("<s>"), (Ids{1}));
+  const Folder bad(j, {{"split_special_tokens", "yes"}});
+  expect_one_line_error([&] { bad.load(); }, (bad.dir / "tokenizer_config.json").string(), {"split_special_tokens"});
+}
