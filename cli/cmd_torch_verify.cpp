@@ -60,8 +60,9 @@ statecut::cli::Command verify_cmd("verify", [](CLI::App& app) {
   app.add_option("--svg", a->svg, "new folder for report.svg: each check's figure over its limit, u per layer and "
                                  "head (written when a check fails too; not when the input cannot be read)");
   app.add_flag("--quiet", a->quiet, "no progress on stderr");
-  app.footer("Exit codes: 0 every check holds, 1 a check fails (the table names it), 2 the checkpoint, --source or "
-             "--text cannot be read (one line naming the file), or a usage error.");
+  app.footer("Exit codes: 0 every check holds, 1 a check fails (the table names it; a tokenizer file, tokenizer_config"
+             ".json included, that cannot be read fails the load check), 2 the checkpoint's config or weights, --source "
+             "or --text cannot be read (one line naming the file), or a usage error.");
   // An empty value would mean "every check" (--only), nothing (--skip) or no report (--svg): a usage error instead.
   for (const char* name : {"--only", "--skip", "--svg"})
     app.get_option(name)->check(CLI::Validator(
