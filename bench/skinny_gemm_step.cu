@@ -118,35 +118,6 @@ float time_graph(cudaGraphExec_t ge, cudaStream_t s, int reps) {
   return t[t.size() / 2];
 }
 
-/// The step's projections at M rows as one graph; ours (cublas == nullptr, cluster 0: the kernel's choice) or
-/// cuBLAS's. Returns ms a replay.
-float time_step(const std::vector<Gemm>& g, const std::vector<bf16*>& ws, bf16* x, bf16* y, int M,
-                cublasHandle_t cublas, cudaStream_t s, int cluster = 0, bool pdl = true) {
-  cudaGraph_t graph;
-  CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  const float one = 1.f, zero = 0.f;
-  for (size_t i = 0; i < g.size(); ++i) {
-    if (cublas) {
-      if (cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, g[i].N, M, g[i].K, &one, ws[i], CUDA_R_16BF, g[i].K, x,
-                       CUDA_R_16BF, g[i].K, &zero, y, CUDA_R_16BF, g[i].N, CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
-        std::fprintf(stderr, "cublasGemmEx failed\n");
-        std::exit(2);
-      }
-    } else {
-      CU(statecut::cuda::skinny_gemm_bf16(x, ws[i], y, M, g[i].N, g[i].K, pdl && i > 0, s, cluster));
-    }
-  }
-  CU(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t ge;
-  CU(cudaGraphInstantiate(&ge, graph, 0));
-  time_graph(ge, s, 3);
-  const float ms = time_graph(ge, s, 20);
-  CU(cudaGraphExecDestroy(ge));
-  CU(cudaGraphDestroy(graph));
-  return ms;
-}
-
 /// A stand-in for the small kernels between a step's GEMMs (norms, conv, silu·mul): a warp per row of z [M, 2048]
 /// forms its rms and rescales the row in place; triggers and waits as the project's kernels do (kernels/pdl.cuh).
 __global__ void mock_norm(bf16* z, int M) {
@@ -161,32 +132,37 @@ __global__ void mock_norm(bf16* z, int M) {
   for (int i = 0; i < 64; ++i) r[lane + 32 * i] = __float2bfloat16(v[i] * k);
 }
 
-/// The step's GEMMs with a mock_norm after each, as one graph. mode 0: cuBLAS, the mock a programmatic dependent
-/// (as the model launches them); 1: ours, the same. ms a replay.
-float time_chain(const std::vector<Gemm>& g, const std::vector<bf16*>& ws, bf16* x, bf16* y, bf16* z, int M,
-                 cublasHandle_t cublas, cudaStream_t s, int mode) {
+/// The step's projections at M rows as one graph, ms a replay: ours (cublas == nullptr; cluster 0: the kernel's
+/// choice; pdl: each a programmatic dependent of the one before) or cuBLAS's; with z, a mock_norm over z after each
+/// GEMM, launched as the model launches its small kernels (a programmatic dependent).
+float time_step(const std::vector<Gemm>& g, const std::vector<bf16*>& ws, bf16* x, bf16* y, int M,
+                cublasHandle_t cublas, cudaStream_t s, int cluster = 0, bool pdl = true, bf16* z = nullptr) {
   cudaGraph_t graph;
   CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   const float one = 1.f, zero = 0.f;
   for (size_t i = 0; i < g.size(); ++i) {
-    if (mode == 0) {
+    if (cublas) {
       if (cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, g[i].N, M, g[i].K, &one, ws[i], CUDA_R_16BF, g[i].K, x,
                        CUDA_R_16BF, g[i].K, &zero, y, CUDA_R_16BF, g[i].N, CUBLAS_COMPUTE_32F,
-                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+                       CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr, "cublasGemmEx failed\n");
         std::exit(2);
+      }
     } else {
-      CU(statecut::cuda::skinny_gemm_bf16(x, ws[i], y, M, g[i].N, g[i].K, true, s));
+      CU(statecut::cuda::skinny_gemm_bf16(x, ws[i], y, M, g[i].N, g[i].K, pdl && (i > 0 || z), s, cluster));
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((M + 7) / 8);
-    cfg.blockDim = dim3(256);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CU(cudaLaunchKernelEx(&cfg, mock_norm, z, M));
+    if (z) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3((M + 7) / 8);
+      cfg.blockDim = dim3(256);
+      cfg.stream = s;
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      CU(cudaLaunchKernelEx(&cfg, mock_norm, z, M));
+    }
   }
   CU(cudaStreamEndCapture(s, &graph));
   cudaGraphExec_t ge;
@@ -306,8 +282,8 @@ int main(int argc, char** argv) {
     CU(cudaMalloc(&z, 256 * 2048 * 2));
     CU(cudaMemset(z, 0, 256 * 2048 * 2));
     for (int M : {2, 8, 16, 32, 64, 128, 256}) {
-      const float c0 = time_chain(md.g, ws, x, y, z, M, cublas, s, 0);
-      const float c1 = time_chain(md.g, ws, x, y, z, M, cublas, s, 1);
+      const float c0 = time_step(md.g, ws, x, y, M, cublas, s, 0, true, z);
+      const float c1 = time_step(md.g, ws, x, y, M, nullptr, s, 0, true, z);
       std::printf("  rows %3d with a norm-like kernel after each GEMM: cuBLAS %.3f ms, ours %.3f (%.2fx)\n", M, c0,
                   c1, c0 / c1);
     }
