@@ -9,8 +9,9 @@
 
 namespace statecut::test {
 
-/// Round to nearest: 2^-9 for bf16 (8 stored mantissa bits), 2^-12 for fp16 (11).
-inline double unit_roundoff(torch::Dtype t) { return t == torch::kBFloat16 ? 0x1p-9 : 0x1p-12; }
+/// The unit roundoff of round to nearest: 2^-8 for bf16 (8 significant bits, 7 of them stored), 2^-11 for fp16 (11,
+/// 10 stored). (Until 2026-12-05 this returned half of it, and the tests' thresholds were written as twice that.)
+inline double unit_roundoff(torch::Dtype t) { return t == torch::kBFloat16 ? 0x1p-8 : 0x1p-11; }
 
 /// N(0, scale²) values rounded to t on the CUDA device (torch's global generator: seed it per test).
 inline torch::Tensor randn(std::vector<int64_t> shape, torch::Dtype t, double scale = 1.0) {
