@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -276,30 +277,25 @@ int rows_bucket(int M) {
   return nb;
 }
 
+/// The kernel instance for x's rows rounded up to NB, and the dynamic shared memory it is launched with.
+struct Variant {
+  void* kernel;
+  int smem;
+};
+
 template <int NB>
-void* kernel_of() {
-  return reinterpret_cast<void*>(&skinny_gemm_kernel<NB>);
+Variant variant_of() {
+  return {reinterpret_cast<void*>(&skinny_gemm_kernel<NB>), Plan<NB>::kSmem};
 }
 
-void* kernel_for(int nb) {
+Variant variant_for(int nb) {
   switch (nb) {
-    case 8: return kernel_of<8>();
-    case 16: return kernel_of<16>();
-    case 32: return kernel_of<32>();
-    case 64: return kernel_of<64>();
-    case 128: return kernel_of<128>();
-    default: return kernel_of<256>();
-  }
-}
-
-int smem_for(int nb) {
-  switch (nb) {
-    case 8: return Plan<8>::kSmem;
-    case 16: return Plan<16>::kSmem;
-    case 32: return Plan<32>::kSmem;
-    case 64: return Plan<64>::kSmem;
-    case 128: return Plan<128>::kSmem;
-    default: return Plan<256>::kSmem;
+    case 8: return variant_of<8>();
+    case 16: return variant_of<16>();
+    case 32: return variant_of<32>();
+    case 64: return variant_of<64>();
+    case 128: return variant_of<128>();
+    default: return variant_of<256>();
   }
 }
 
@@ -312,18 +308,18 @@ int active_clusters(int nb, int cs) {
   std::lock_guard<std::mutex> lock(mu);
   int& c = cache[lg][cs];
   if (c == 0) {
-    void* k = kernel_for(nb);
-    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_for(nb));
+    const Variant v = variant_for(nb);
+    cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(cs * 16));
     cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem_for(nb));
+    cfg.dynamicSmemBytes = static_cast<size_t>(v.smem);
     cudaLaunchAttribute at[1];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = static_cast<unsigned>(cs), at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
     cfg.attrs = at, cfg.numAttrs = 1;
     int n = 0;
-    c = cudaOccupancyMaxActiveClusters(&n, k, &cfg) == cudaSuccess && n > 0 ? n : -1;
+    c = cudaOccupancyMaxActiveClusters(&n, v.kernel, &cfg) == cudaSuccess && n > 0 ? n : -1;
     if (c < 0) cudaGetLastError();
   }
   return c > 0 ? c : 0;
@@ -351,12 +347,20 @@ int pick_cluster(int nb, int tiles, int kslices) {
 }  // namespace
 
 bool skinny_gemm_device_ok() {
-  int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0 && encode_fn() != nullptr;
+  // Asked on every statecut::linear call of a batched step (twice: whether it pays, then the entry's own check), so
+  // each device's answer is kept: 0 not asked yet, 1 runs it, 2 does not.
+  constexpr int kDevices = 64;
+  static std::atomic<int> known[kDevices] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (dev >= 0 && dev < kDevices && known[dev].load(std::memory_order_relaxed) != 0)
+    return known[dev].load(std::memory_order_relaxed) == 1;
+  int major = 0, minor = 0;
+  const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+                  major == 9 && minor == 0 && encode_fn() != nullptr;
+  if (dev >= 0 && dev < kDevices) known[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
+  return ok;
 }
 
 int skinny_gemm_cluster(int M, int N, int K) {
@@ -373,13 +377,13 @@ cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N
   CUtensorMap tw, tx;
   if (!make_map(&tw, w, N, K, kTileRows) || !make_map(&tx, x, M, K, nb)) return cudaErrorInvalidValue;
   const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
-  void* k = kernel_for(nb);
-  cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_for(nb));
+  const Variant v = variant_for(nb);
+  cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles * cs));
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem_for(nb));
+  cfg.dynamicSmemBytes = static_cast<size_t>(v.smem);
   cfg.stream = s;
   cudaLaunchAttribute at[2];
   at[0].id = cudaLaunchAttributeClusterDimension;
@@ -391,7 +395,7 @@ cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N
   __nv_bfloat16* yp = static_cast<__nv_bfloat16*>(y);
   bool trigger = dependent && pdl::trigger_for(M);
   void* args[] = {&tw, &tx, &yp, &M, &N, &kslices, &trigger};
-  return cudaLaunchKernelExC(&cfg, k, args);
+  return cudaLaunchKernelExC(&cfg, v.kernel, args);
 }
 
 }  // namespace statecut::cuda

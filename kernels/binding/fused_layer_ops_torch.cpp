@@ -94,15 +94,22 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps, 
   return norm(x, nullptr, w, eps, w_offset);
 }
 
-bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w) {
-  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  if (!x.defined() || !w.defined() || !x.is_cuda() || w.device() != x.device() || w.dim() != 2 || x.dim() < 1) return false;
-  if ((x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) || w.scalar_type() != x.scalar_type())
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+bool row_gemm_operands(const at::Tensor& x, const at::Tensor& w, int64_t max_rows) {
+  if (!x.defined() || !w.defined() || !x.is_cuda() || w.device() != x.device() || w.dim() != 2 || x.dim() < 1 ||
+      w.scalar_type() != x.scalar_type())
     return false;
-  const int64_t K = w.size(1);
-  if (x.size(-1) != K || K % 8 != 0 || K == 0 || !x.is_contiguous() || !w.is_contiguous()) return false;
+  const int64_t K = w.size(1), N = w.size(0);
+  if (x.size(-1) != K || K % 8 != 0 || K == 0 || K > 0x7fffffff || !x.is_contiguous() || !w.is_contiguous())
+    return false;
   const int64_t M = x.numel() / K;
-  return M >= 1 && M <= kGemvMaxRows && w.size(0) >= 1 && w.size(0) <= 0x7fffffff && al(x) && al(w);
+  return M >= 1 && M <= max_rows && N >= 1 && N <= 0x7fffffff && aligned16(x) && aligned16(w);
+}
+
+bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w) {
+  return row_gemm_operands(x, w, kGemvMaxRows) &&
+         (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf);
 }
 
 namespace {
@@ -140,12 +147,11 @@ at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
 
 bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w) {
   static const bool on = cuda::env_switch_on("STATECUT_NORM_GEMV");
-  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
   const auto alike = [&x](const at::Tensor& t) {
     return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
   };
-  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !al(nw)) return false;
-  if (delta.defined() && (!alike(delta) || delta.sizes() != x.sizes() || !al(delta))) return false;
+  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !aligned16(nw)) return false;
+  if (delta.defined() && (!alike(delta) || delta.sizes() != x.sizes() || !aligned16(delta))) return false;
   return w.size(1) <= kGemvNormMaxK;
 }
 

@@ -55,6 +55,12 @@ at::Tensor fused_conv1d_step(const at::Tensor& x, const at::Tensor& w, const at:
 at::Tensor fused_conv1d(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, bool silu,
                         const at::Tensor& init, at::Tensor* final_state);
 at::Tensor fused_silu_mul(const at::Tensor& a, const at::Tensor& b);
+/// Whether t's data starts on 16 bytes (the kernels' vector loads).
+bool aligned16(const at::Tensor& t);
+/// The operands of a row kernel's x · wᵀ (the GEMV here, the skinny GEMM of skinny_gemm_torch.h): both defined on
+/// one CUDA device in one dtype (which one is the caller's to check), w [N, K] contiguous with 1 <= N, K <= 2^31 - 1
+/// and K % 8 == 0, x [..., K] contiguous with 1..max_rows rows, both 16-byte aligned.
+bool row_gemm_operands(const at::Tensor& x, const at::Tensor& w, int64_t max_rows);
 /// True when fused_gemv serves x · wᵀ: one dtype (bf16/fp16) on one CUDA device, x contiguous with 1..8 rows, w
 /// contiguous [N, K], K % 8 == 0, both 16-byte aligned.
 bool fused_gemv_apply(const at::Tensor& x, const at::Tensor& w);

@@ -13,15 +13,7 @@
 namespace statecut::cuda {
 
 bool skinny_gemm_apply(const at::Tensor& x, const at::Tensor& w) {
-  if (!x.defined() || !w.defined() || !x.is_cuda() || w.device() != x.device() || w.dim() != 2 || x.dim() < 1)
-    return false;
-  if (x.scalar_type() != at::kBFloat16 || w.scalar_type() != at::kBFloat16) return false;
-  const int64_t K = w.size(1), N = w.size(0);
-  if (x.size(-1) != K || K < 8 || K % 8 != 0 || N < 1 || N > 0x7fffffff || K > 0x7fffffff) return false;
-  if (!x.is_contiguous() || !w.is_contiguous()) return false;
-  const auto al = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  const int64_t M = x.numel() / K;
-  if (M < 1 || M > kSkinnyGemmMaxRows || !al(x) || !al(w)) return false;
+  if (!row_gemm_operands(x, w, kSkinnyGemmMaxRows) || x.scalar_type() != at::kBFloat16) return false;
   const c10::cuda::CUDAGuard guard(x.device());
   return skinny_gemm_device_ok();
 }
