@@ -12,9 +12,10 @@
 // Launched as a programmatic dependent (kernels/pdl.cuh), a block loads its first weight slices before waiting on the
 // kernel before it: weights never depend on it, so their first bytes arrive while that kernel finishes.
 //
-// Rounding: each block sums its k range in fp32 in k order (wgmma's own order within each 16-wide slice), the
-// cluster adds the partials in rank order, then one rounding to bf16: |y - x·wᵀ| <= u_bf16 |x·wᵀ| + γ_K Σ_k |x w|
-// with γ_K the fp32 accumulation bound.
+// Rounding: each block sums its k range in k order, 16-wide groups at a time (wgmma adds each group to its fp32
+// accumulators after aligning the terms to the largest, keeping fewer bits than an fp32 add: ~2^-20 Σ|x w| a group
+// seen on an H100), the cluster adds the partials in rank order, then one rounding to bf16 (u = 2^-8). The tests hold
+// every element to |y - x·wᵀ| <= 2^-8 |x·wᵀ| + (⌈K/16⌉ + 1) · 2^-19 Σ_k |x w| (tests/gpu/skinny_gemm_cuda.cpp).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -29,7 +30,8 @@ bool skinny_gemm_device_ok();
 
 /// y = x · wᵀ in bf16 as above. Conditions (else cudaErrorInvalidValue, nothing launched): 1 <= M <= 256, N >= 1,
 /// K >= 8 with K % 8 == 0, x, w and y 16-byte aligned, skinny_gemm_device_ok(). `dependent`: launched as a
-/// programmatic dependent of the stream's previous kernel (unless STATECUT_PDL=0: kernels/pdl.cuh). `cluster` > 0 forces the k split (benchmarks), 0 picks it.
+/// programmatic dependent of the stream's previous kernel (unless STATECUT_PDL=0: kernels/pdl.cuh). `cluster` > 0
+/// forces the k split (benchmarks), 0 picks it.
 cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N, int K, bool dependent,
                              cudaStream_t s, int cluster = 0);
 

@@ -25,9 +25,9 @@ struct AddedEntry {
 
 /// The file's added tokens with the ids tokenizers gives them on load (AddedVocabulary::add_tokens), not the ones
 /// the file writes (it only logs a warning when they differ): a content already added keeps its id (the later
-/// entry's options win, but special stays once set), a content in the model's vocab takes that id, any other the next id from the vocab's entry
-/// count up. The fields are required as tokenizers' AddedToken requires them (it has no defaults); empty contents are
-/// skipped. Throws std::runtime_error "<path>: ..." naming the token.
+/// entry's options win, but special stays once set), a content in the model's vocab takes that id, any other the
+/// next id from the vocab's entry count up. The fields are required as tokenizers' AddedToken requires them (it has
+/// no defaults); empty contents are skipped. Throws std::runtime_error "<path>: ..." naming the token.
 std::vector<AddedEntry> read_added_tokens(const nlohmann::json& file, const std::unordered_map<std::string, int32_t>& vocab,
                                           const std::string& path);
 
