@@ -14,7 +14,8 @@
 // Build: the CMake target bench_skinny_gemm_step, or nvcc -std=c++17 -O2 -I. -gencode=arch=compute_90a,code=sm_90a
 //        bench/skinny_gemm_step.cu kernels/skinny_gemm.cu -lcublas -o skinny_gemm_step
 // Run: ./skinny_gemm_step [seed]   (prints the seed; exit 1 when a check fails; SKINNY_NO_SHAPES=1 skips the table of
-//      single shapes, SKINNY_ALL_MODELS=1 adds Gated DeltaNet 1.3B)
+//      single shapes, SKINNY_ALL_MODELS=1 adds Gated DeltaNet 1.3B; SKINNY_PROFILE=M runs only each DeltaNet 1.3B
+//      shape once at M rows, eager, ours then cuBLAS, for a profiler such as ncu)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -182,6 +183,28 @@ int main(int argc, char** argv) {
   if (!statecut::cuda::skinny_gemm_device_ok()) {
     std::printf("skinny_gemm: this device is not sm_90\n");
     return 2;
+  }
+  if (const char* pr = std::getenv("SKINNY_PROFILE")) {  // one eager launch each, ours then cuBLAS, for ncu
+    const int M = std::atoi(pr);
+    cublasHandle_t h;
+    cublasCreate(&h);
+    bf16 *x0, *y0, *w0;
+    CU(cudaMalloc(&x0, 256 * 5632 * 2));
+    CU(cudaMalloc(&y0, 256 * 32000 * 2));
+    CU(cudaMalloc(&w0, 32000 * 2048 * 2));
+    CU(cudaMemset(x0, 0, 256 * 5632 * 2));
+    CU(cudaMemset(w0, 0, 32000 * 2048 * 2));
+    const float one = 1.f, zero = 0.f;
+    const Gemm shapes[] = {{6160, 2048}, {2048, 2048}, {11264, 2048}, {2048, 5632}, {32000, 2048}};
+    for (const Gemm& sh : shapes) {
+      std::printf("profile N=%d K=%d M=%d cluster %d\n", sh.N, sh.K, M,
+                  statecut::cuda::skinny_gemm_cluster(M, sh.N, sh.K));
+      CU(statecut::cuda::skinny_gemm_bf16(x0, w0, y0, M, sh.N, sh.K, false, nullptr));
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, sh.N, M, sh.K, &one, w0, CUDA_R_16BF, sh.K, x0, CUDA_R_16BF, sh.K,
+                   &zero, y0, CUDA_R_16BF, sh.N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      CU(cudaDeviceSynchronize());
+    }
+    return 0;
   }
   std::mt19937 rng(seed);
   int fails = 0;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "kernels/gated_delta_common.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/wgmma_bf16.cuh"
 
@@ -119,8 +120,10 @@ __device__ __forceinline__ void mma(float* d, uint64_t a, uint64_t b) {
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 /// One block: w's rows [128 t, 128 t + 128) against x's M rows over the cluster rank's share of the k slices; the
-/// cluster's blocks (consecutive along x of the grid) share t. See skinny_gemm.h.
-template <int NB>
+/// cluster's blocks (consecutive along x of the grid) share t. See skinny_gemm.h. With SiluMul, w is gate|up
+/// [2N, K]: the block's 128 rows are gate rows [64 t, 64 t + 64) then the up rows N apart (two 64-row boxes), and it
+/// writes silu_mul of the two halves' rounded sums for y's columns [64 t, 64 t + 64).
+template <int NB, bool SiluMul>
 __global__ void __launch_bounds__(kThreads, 1)
     skinny_gemm_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                        __nv_bfloat16* __restrict__ y, int M, int N, int kslices, bool trigger) {
@@ -158,8 +161,15 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The weights first: they do not depend on the kernel before this one, x does.
       const int pre = steps < P::kStages ? steps : P::kStages;
       const auto load_w = [&](int i, int s) {
-        for (int b = 0; b < kBoxes; ++b)
-          tma_load(&tw, w_at(s) + b * P::kWBox, full(s), ((k0 + i) * kBoxes + b) * kKSlice, tile * kTileRows);
+        for (int b = 0; b < kBoxes; ++b) {
+          const int k = ((k0 + i) * kBoxes + b) * kKSlice;
+          if constexpr (SiluMul) {  // the gate rows, then the up rows N below them: each box 64 rows of 128 bytes
+            tma_load(&tw, w_at(s) + b * P::kWBox, full(s), k, tile * 64);
+            tma_load(&tw, w_at(s) + b * P::kWBox + 64 * 128, full(s), k, N + tile * 64);
+          } else {
+            tma_load(&tw, w_at(s) + b * P::kWBox, full(s), k, tile * kTileRows);
+          }
+        }
       };
       const auto load_x = [&](int i, int s) {
         for (int b = 0; b < kBoxes; ++b)
@@ -213,19 +223,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   cluster_sync();
   pdl::wait();  // y may be memory the kernel before this one still reads
 
-  // This block writes x's rows m = rank, rank + cs, ...: the cluster's partials added in rank order.
-  const int rows = M < NB ? M : NB, n0 = tile * kTileRows;
+  // This block writes x's rows m = rank, rank + cs, ...: the cluster's partials added in rank order. A thread owns
+  // four consecutive columns of y: 32 threads a row of 128 columns, or 16 a row of 64 with SiluMul.
+  constexpr int kCols = SiluMul ? 64 : kTileRows, kLg = SiluMul ? 4 : 5;
+  const int rows = M < NB ? M : NB, n0 = tile * kCols;
   const bool vec = N % 4 == 0;
-  for (int idx = static_cast<int>(threadIdx.x);; idx += kThreads) {
-    const int m = rank + cs * (idx >> 5), q = idx & 31;
-    if (m >= rows) break;
-    const int n = n0 + 4 * q;
-    if (n >= N) continue;
-    const uint32_t local = smem_addr(red + m * ld + 4 * q);
+  const auto reduced = [&](uint32_t local) {
     float4 acc = load_remote(local, 0);
     for (int r2 = 1; r2 < cs; ++r2) {
       const float4 v = load_remote(local, static_cast<uint32_t>(r2));
       acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    return acc;
+  };
+  for (int idx = static_cast<int>(threadIdx.x);; idx += kThreads) {
+    const int m = rank + cs * (idx >> kLg), q = idx & (kCols / 4 - 1);
+    if (m >= rows) break;
+    const int n = n0 + 4 * q;
+    if (n >= N) continue;
+    float4 acc = reduced(smem_addr(red + m * ld + 4 * q));
+    if constexpr (SiluMul) {  // silu_mul's arithmetic on the two rounded sums (gated_delta_common.cuh)
+      const float4 up = reduced(smem_addr(red + m * ld + 64 + 4 * q));
+      const auto glu = [](float g, float u) {
+        return detail::silu_times<__nv_bfloat16>(__bfloat162float(__float2bfloat16_rn(g)),
+                                                 __bfloat162float(__float2bfloat16_rn(u)));
+      };
+      acc = make_float4(glu(acc.x, up.x), glu(acc.y, up.y), glu(acc.z, up.z), glu(acc.w, up.w));
     }
     __nv_bfloat16* out = y + static_cast<int64_t>(m) * N + n;
     if (vec) {
@@ -284,18 +307,20 @@ struct Variant {
 };
 
 template <int NB>
-Variant variant_of() {
-  return {reinterpret_cast<void*>(&skinny_gemm_kernel<NB>), Plan<NB>::kSmem};
+Variant variant_of(bool silu_mul) {
+  return {silu_mul ? reinterpret_cast<void*>(&skinny_gemm_kernel<NB, true>)
+                   : reinterpret_cast<void*>(&skinny_gemm_kernel<NB, false>),
+          Plan<NB>::kSmem};
 }
 
-Variant variant_for(int nb) {
+Variant variant_for(int nb, bool silu_mul = false) {
   switch (nb) {
-    case 8: return variant_of<8>();
-    case 16: return variant_of<16>();
-    case 32: return variant_of<32>();
-    case 64: return variant_of<64>();
-    case 128: return variant_of<128>();
-    default: return variant_of<256>();
+    case 8: return variant_of<8>(silu_mul);
+    case 16: return variant_of<16>(silu_mul);
+    case 32: return variant_of<32>(silu_mul);
+    case 64: return variant_of<64>(silu_mul);
+    case 128: return variant_of<128>(silu_mul);
+    default: return variant_of<256>(silu_mul);
   }
 }
 
@@ -367,17 +392,24 @@ int skinny_gemm_cluster(int M, int N, int K) {
   return pick_cluster(rows_bucket(M), (N + kTileRows - 1) / kTileRows, (K + kBoxes * kKSlice - 1) / (kBoxes * kKSlice));
 }
 
-cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N, int K, bool dependent,
-                             cudaStream_t s, int cluster) {
+namespace {
+
+/// Both entries: N is y's width; with silu_mul, w has 2N rows (gate then up) and a tile 64 of y's columns.
+cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, bool silu_mul, bool dependent,
+                   cudaStream_t s, int cluster) {
   const auto al = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (M < 1 || M > kSkinnyGemmMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w) || !al(y))
+  if (M < 1 || M > kSkinnyGemmMaxRows || N < 1 || K < 8 || K % 8 != 0 || !al(x) || !al(w) || !al(y) ||
+      (silu_mul && N > (1 << 30)))
     return cudaErrorInvalidValue;
-  const int nb = rows_bucket(M), tiles = (N + kTileRows - 1) / kTileRows;
+  const int cols = silu_mul ? kTileRows / 2 : kTileRows;
+  const int nb = rows_bucket(M), tiles = (N + cols - 1) / cols;
   int kslices = (K + kBoxes * kKSlice - 1) / (kBoxes * kKSlice);
   CUtensorMap tw, tx;
-  if (!make_map(&tw, w, N, K, kTileRows) || !make_map(&tx, x, M, K, nb)) return cudaErrorInvalidValue;
+  if (!make_map(&tw, w, silu_mul ? 2 * N : N, K, silu_mul ? kTileRows / 2 : kTileRows) ||
+      !make_map(&tx, x, M, K, nb))
+    return cudaErrorInvalidValue;
   const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
-  const Variant v = variant_for(nb);
+  const Variant v = variant_for(nb, silu_mul);
   cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
@@ -396,6 +428,18 @@ cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N
   bool trigger = dependent && pdl::trigger_for(M);
   void* args[] = {&tw, &tx, &yp, &M, &N, &kslices, &trigger};
   return cudaLaunchKernelExC(&cfg, v.kernel, args);
+}
+
+}  // namespace
+
+cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N, int K, bool dependent,
+                             cudaStream_t s, int cluster) {
+  return launch(x, w, y, M, N, K, false, dependent, s, cluster);
+}
+
+cudaError_t skinny_gemm_silu_mul_bf16(const void* x, const void* gate_up, void* y, int M, int N, int K,
+                                      bool dependent, cudaStream_t s, int cluster) {
+  return launch(x, gate_up, y, M, N, K, true, dependent, s, cluster);
 }
 
 }  // namespace statecut::cuda

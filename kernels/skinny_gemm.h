@@ -35,6 +35,14 @@ bool skinny_gemm_device_ok();
 cudaError_t skinny_gemm_bf16(const void* x, const void* w, void* y, int M, int N, int K, bool dependent,
                              cudaStream_t s, int cluster = 0);
 
+/// The gated MLP's gate|up projection and its silu·mul in one launch: for gate_up [2N, K] (N gate rows, then N up
+/// rows), y [M, N] = round(round(silu(round(g))) · round(u)) with g = x · gateᵀ and u = x · upᵀ as skinny_gemm_bf16
+/// forms them: silu_mul's arithmetic (kernels/fused_layer_ops.h) on the rounded sums, so the result is that of
+/// skinny_gemm_bf16 of gate_up followed by silu_mul. A block owns 64 gate rows and the 64 up rows N below them; the
+/// conditions are skinny_gemm_bf16's, with N <= 2^30.
+cudaError_t skinny_gemm_silu_mul_bf16(const void* x, const void* gate_up, void* y, int M, int N, int K,
+                                      bool dependent, cudaStream_t s, int cluster = 0);
+
 /// The cluster size (k split) skinny_gemm_bf16 picks for the shape on the current device, for tests and benchmarks.
 int skinny_gemm_cluster(int M, int N, int K);
 

@@ -25,17 +25,33 @@ bool skinny_gemm_pays(const at::Tensor& x, const at::Tensor& w) {
   return M >= 2 && M <= kSkinnyGemmPaysRows && skinny_gemm_apply(x, w);
 }
 
-at::Tensor skinny_gemm(const at::Tensor& x, const at::Tensor& w) {
-  TORCH_CHECK(skinny_gemm_apply(x, w), "statecut skinny gemm: unsupported inputs ", x.sizes(), " x ", w.sizes());
+bool skinny_silu_mul_pays(const at::Tensor& x, const at::Tensor& gate_up) {
+  static const bool on = env_switch_on("STATECUT_SKINNY_SILU_MUL");
+  return on && skinny_gemm_pays(x, gate_up) && gate_up.size(0) % 2 == 0;
+}
+
+namespace {
+
+/// y [..., N] of x [..., K] and w: N = w's rows, or half of them with silu_mul.
+at::Tensor run(const at::Tensor& x, const at::Tensor& w, bool silu_mul) {
+  TORCH_CHECK(skinny_gemm_apply(x, w) && (!silu_mul || w.size(0) % 2 == 0),
+              "statecut skinny gemm: unsupported inputs ", x.sizes(), " x ", w.sizes());
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t K = w.size(1), N = w.size(0), M = x.numel() / K;
+  const int64_t K = w.size(1), N = silu_mul ? w.size(0) / 2 : w.size(0), M = x.numel() / K;
   auto shape = x.sizes().vec();
   shape.back() = N;
   at::Tensor y = at::empty(shape, x.options());
-  check_launch(skinny_gemm_bf16(x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
-                                static_cast<int>(K), true, at::cuda::getCurrentCUDAStream()),
-               "skinny_gemm");
+  const auto f = silu_mul ? skinny_gemm_silu_mul_bf16 : skinny_gemm_bf16;
+  check_launch(f(x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
+                 static_cast<int>(K), true, at::cuda::getCurrentCUDAStream(), 0),
+               silu_mul ? "skinny_gemm_silu_mul" : "skinny_gemm");
   return y;
 }
+
+}  // namespace
+
+at::Tensor skinny_gemm(const at::Tensor& x, const at::Tensor& w) { return run(x, w, false); }
+
+at::Tensor skinny_gemm_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) { return run(x, gate_up, true); }
 
 }  // namespace statecut::cuda

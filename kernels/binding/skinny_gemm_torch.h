@@ -21,5 +21,11 @@ bool skinny_gemm_apply(const at::Tensor& x, const at::Tensor& w);
 bool skinny_gemm_pays(const at::Tensor& x, const at::Tensor& w);
 /// x · wᵀ [..., N], one launch (a programmatic dependent of the previous kernel when kernels/pdl.cuh's PDL is on).
 at::Tensor skinny_gemm(const at::Tensor& x, const at::Tensor& w);
+/// skinny_gemm_pays(x, gate_up), gate_up's row count even, and the environment does not say
+/// STATECUT_SKINNY_SILU_MUL=0: where the gated MLP's gate|up projection and its silu·mul take one launch.
+bool skinny_silu_mul_pays(const at::Tensor& x, const at::Tensor& gate_up);
+/// silu_mul of the two row halves of x · gate_upᵀ (gate_up [2I, K]: gate rows, then up rows) -> [..., I], one launch,
+/// the bits of skinny_gemm(x, gate_up) followed by fused_silu_mul of its halves (kernels/skinny_gemm.h).
+at::Tensor skinny_gemm_silu_mul(const at::Tensor& x, const at::Tensor& gate_up);
 
 }  // namespace statecut::cuda

@@ -31,6 +31,7 @@
 #include "kernels/binding/fused_layer_ops_torch.h"
 #include "kernels/binding/skinny_gemm_torch.h"
 #include "kernels/skinny_gemm.h"
+#include "optimized/models/fused_ops.h"
 #include "optimized/models/layers_common.h"
 #endif
 
@@ -144,6 +145,56 @@ TEST_F(SkinnyGemm, linearTakesItFromTwoToSixtyFourRows) {
     if (M > cuda::kSkinnyGemmPaysRows) EXPECT_TRUE(torch::equal(y, torch::matmul(x, w.t())));
     EXPECT_EQ(skinny_outside_bound(y.view({M, 300}), x.view({M, 256}), w), "") << "M=" << M;
   }
+}
+
+/// y [M, I] from skinny_gemm_silu_mul_bf16 of gate_up [2I, K] with the cluster size forced (0: the kernel's choice).
+torch::Tensor skinny_silu_mul_run(const torch::Tensor& x, const torch::Tensor& gate_up, int cluster) {
+  const int64_t M = x.size(0), I = gate_up.size(0) / 2, K = gate_up.size(1);
+  auto y = torch::full({M, I}, std::nan(""), x.options());
+  const auto e = cuda::skinny_gemm_silu_mul_bf16(x.data_ptr(), gate_up.data_ptr(), y.data_ptr(), static_cast<int>(M),
+                                                 static_cast<int>(I), static_cast<int>(K), false,
+                                                 at::cuda::getCurrentCUDAStream(), cluster);
+  EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+  return y;
+}
+
+// The gated MLP's gate|up projection with silu·mul in the epilogue: a block owns 64 gate rows and the 64 up rows I
+// below them, and applies silu_mul's arithmetic to the two rounded sums. Each element's sum is the one the plain
+// kernel forms for that row of gate_up (same k ranges, same cluster, same rank order), so the result is the plain
+// GEMM of gate_up followed by fused_silu_mul, bit for bit. I = 1, 63, 100 leave the last tile's gate box reaching into
+// the up rows and its up box past the end; 5632 is the 1.3B MLP; every cluster size.
+TEST_F(SkinnyGemm, siluMulEpilogueIsTheGemmThenSiluMulBitForBit) {
+  struct Shape {
+    int64_t M, I, K;
+  };
+  for (const Shape sh : {Shape{1, 1, 72}, Shape{2, 63, 2048}, Shape{9, 100, 8}, Shape{64, 64, 2048},
+                         Shape{65, 5632, 2048}, Shape{256, 129, 5632}, Shape{17, 5632, 2048}})
+    for (int cluster : {0, 1, 3, 8}) {
+      const auto x = skinny_uniform({sh.M, sh.K}), gate_up = skinny_uniform({2 * sh.I, sh.K});
+      const auto y = skinny_run(x, gate_up, cluster);
+      const auto want = cuda::fused_silu_mul(y.narrow(1, 0, sh.I), y.narrow(1, sh.I, sh.I));
+      const auto got = skinny_silu_mul_run(x, gate_up, cluster);
+      const int64_t differ = got.ne(want).sum().item<int64_t>();
+      EXPECT_EQ(differ, 0) << "M=" << sh.M << " I=" << sh.I << " K=" << sh.K << " cluster " << cluster << " seed "
+                           << seed_ << ": " << differ << " elements differ";
+    }
+}
+
+// gated_mlp_packed at 2..64 rows takes it (one launch for gate|up and silu·mul), at 1 row the GEMV's own, at 65 rows
+// cuBLAS and silu_mul: the same bits as the unfused chain wherever it is taken; an odd row count of gate_up is not
+// taken.
+TEST_F(SkinnyGemm, gatedMlpTakesTheSiluMulEpilogueFromTwoToSixtyFourRows) {
+  const int64_t I = 96, K = 128;
+  const auto gate_up = skinny_uniform({2 * I, K}), down = skinny_uniform({K, I});
+  for (int64_t M : {1, 2, 64, 65}) {
+    const auto x = skinny_uniform({M, 1, K});
+    EXPECT_EQ(cuda::skinny_silu_mul_pays(x, gate_up), M >= 2 && M <= cuda::kSkinnyGemmPaysRows) << "M=" << M;
+    const auto y = statecut::linear(x, gate_up);
+    const auto chain = statecut::linear(statecut::silu_mul(y.narrow(-1, 0, I), y.narrow(-1, I, I)), down);
+    EXPECT_TRUE(torch::equal(statecut::gated_mlp_packed(x, gate_up, down), chain)) << "M=" << M;
+  }
+  EXPECT_FALSE(cuda::skinny_silu_mul_pays(skinny_uniform({8, K}), skinny_uniform({2 * I + 1, K})));
+  EXPECT_THROW(cuda::skinny_gemm_silu_mul(skinny_uniform({8, K}), skinny_uniform({2 * I + 1, K})), c10::Error);
 }
 
 // What the kernel cannot take goes elsewhere instead of failing: fp16, K not a multiple of 8, a strided or
