@@ -8,7 +8,15 @@
 #   B  the gated MLP's silu·mul in the skinny GEMM's epilogue (skinny_gemm_silu_mul_bf16): the GPU tests, a planted
 #      bug (the up rows read from the gate rows) that skinny_gemm_cuda must catch, `statecut bench` of both 1.3B
 #      shapes and their prunes at 8 and 64 as it is and with STATECUT_SKINNY_SILU_MUL=0, twice each, interleaved.
-# Run: bash bench/h200_wave44.sh A|B
+#   C  where the skinny GEMM's time goes: bench/skinny_gemm_step.cu (SKINNY_QUICK: each 1.3B shape at 8 and 64 rows,
+#      whole steps' projections with and without a norm-like kernel after each) built from kernels/skinny_gemm.cu as it
+#      is and edited: nomma (no wgmma: the ring still streams), noepi (no partial tile, no cluster reduction, nothing
+#      written), stream (neither, and no x: only w's boxes through the ring), l2none (the tensor maps without L2
+#      promotion), fill50 / fill85 (the cluster rule covering 0.50 / 0.85 of the SMs instead of 0.65). Only the
+#      timings of the edited ones mean anything; their checks fail by design.
+#   D  B's bench of both 1.3B shapes and their prunes at 1, 8, 64, 256 as it is and with STATECUT_PDL_TRIGGER=0
+#      STATECUT_SKINNY_GEMM=0 (the tree before the 43rd wave), then C (its variants built beside the main build).
+# Run: bash bench/h200_wave44.sh A|B|C|D
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w44
@@ -53,6 +61,57 @@ if [ "$PHASE" = B ]; then
   # last: it leaves the library built with the bug
   planted_bug kernels/skinny_gemm.cu 's/k, N + tile \* 64);/k, tile * 64);/' skinny_gemm_cuda '*siluMul*' \
     "the up rows read from the gate rows"
+fi
+variant() {  # name, sed expressions...: the harness built from an edited copy of the kernel
+  local name=$1 d="$LOGS/v_$1"
+  shift
+  mkdir -p "$d/kernels" && cp kernels/*.cu kernels/*.cuh kernels/*.h "$d/kernels/"
+  for e in "$@"; do sed -i "$e" "$d/kernels/skinny_gemm.cu"; done
+  nvcc -std=c++17 -O2 -I"$d" -gencode=arch=compute_90a,code=sm_90a bench/skinny_gemm_step.cu "$d/kernels/skinny_gemm.cu" \
+    -lcublas -o "$d/harness" >"$d/build.log" 2>&1 || echo "variant $name: build FAILED" >>"$S"
+}
+build_variants() {
+  local noepi='s|__syncthreads();  // every stage read and every copy landed: the stages become the partial tile|__syncthreads(); return;|'
+  local nomma='s/mma<NB>(d, smem_desc/if (0) mma<NB>(d, smem_desc/'
+  variant base &
+  variant nomma "$nomma" &
+  variant noepi "$noepi" &
+  variant stream "$nomma" "$noepi" 's/mbar_expect_tx(full(i), P::kStageBytes)/mbar_expect_tx(full(i), P::kWBytes)/' \
+    's/mbar_expect_tx(full(s), P::kStageBytes)/mbar_expect_tx(full(s), P::kWBytes)/' 's/load_x(i, i);/;/' 's/load_x(i, s);/;/' &
+  variant l2none 's/CU_TENSOR_MAP_L2_PROMOTION_L2_256B/CU_TENSOR_MAP_L2_PROMOTION_NONE/' &
+  variant fill50 's/65LL \* sms/50LL * sms/' &
+  variant fill85 's/65LL \* sms/85LL * sms/' &
+  wait
+}
+run_variants() {
+  for v in base nomma noepi stream l2none fill50 fill85; do
+    [ -x "$LOGS/v_$v/harness" ] || continue
+    SKINNY_QUICK=1 timeout 100 "$LOGS/v_$v/harness" >"$OUT/harness_$v.log" 2>&1
+    say "--- $v (rc $?) at $(elapsed) s"
+    grep -E "^shape|rows|copy bandwidth|checks:" "$OUT/harness_$v.log" >>"$S"
+    [ "$(elapsed)" -lt "${1:-500}" ] || { say "variants after $v stopped at $(elapsed) s"; break; }
+  done
+}
+if [ "$PHASE" = C ]; then
+  build_variants
+  say "variants built at $(elapsed) s"
+  run_variants
+fi
+if [ "$PHASE" = D ]; then
+  (build_variants; echo "variants built at $(elapsed) s" >>"$LOGS/variants.log") &
+  vb=$!
+  configure_and_build skinny_gemm_cuda
+  run_tests skinny_gemm_cuda
+  for n in dn13 gdn13; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && pruned $n || continue
+    bench_decode $n new 1,8,64,256
+    STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode $n before 1,8,64,256
+  done
+  wait $vb
+  say "$(cat "$LOGS/variants.log")"
+  run_variants 480
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

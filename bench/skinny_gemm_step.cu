@@ -15,7 +15,8 @@
 //        bench/skinny_gemm_step.cu kernels/skinny_gemm.cu -lcublas -o skinny_gemm_step
 // Run: ./skinny_gemm_step [seed]   (prints the seed; exit 1 when a check fails; SKINNY_NO_SHAPES=1 skips the table of
 //      single shapes, SKINNY_ALL_MODELS=1 adds Gated DeltaNet 1.3B; SKINNY_PROFILE=M runs only each DeltaNet 1.3B
-//      shape once at M rows, eager, ours then cuBLAS, for a profiler such as ncu)
+//      shape once at M rows, eager, ours then cuBLAS, for a profiler such as ncu; SKINNY_QUICK=1 times rows 8 and 64
+//      only, ours at its own cluster choice)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -247,6 +248,7 @@ int main(int argc, char** argv) {
     CU(cudaFree(b));
   }
   // Each projection shape of DeltaNet 1.3B alone: 24 copies, each its own weights, one graph; µs a GEMM.
+  const bool quick = std::getenv("SKINNY_QUICK") != nullptr;
   if (!std::getenv("SKINNY_NO_SHAPES")) {
     bf16 *x0, *y0;
     CU(cudaMalloc(&x0, 256 * 5632 * 2));
@@ -264,13 +266,14 @@ int main(int argc, char** argv) {
       }
       const double mb = 2.0 * sh.N * sh.K / 1e6;
       for (int M : {8, 64, 256}) {
+        if (quick && M == 256) continue;
         std::printf("shape %5d x %4d (%.1f MB) rows %3d: cuBLAS %6.1f us", sh.N, sh.K, mb, M,
                     time_step(g, ws, x0, y0, M, cublas, s) * 1000 / 24);
         std::printf(" | ours auto(c%d) %6.1f, no PDL %6.1f", statecut::cuda::skinny_gemm_cluster(M, sh.N, sh.K),
                     time_step(g, ws, x0, y0, M, nullptr, s) * 1000 / 24,
                     time_step(g, ws, x0, y0, M, nullptr, s, 0, false) * 1000 / 24);
         for (int cs : {1, 2, 4, 8})
-          std::printf(", c%d %6.1f", cs, time_step(g, ws, x0, y0, M, nullptr, s, cs) * 1000 / 24);
+          if (!quick) std::printf(", c%d %6.1f", cs, time_step(g, ws, x0, y0, M, nullptr, s, cs) * 1000 / 24);
         std::printf("\n");
       }
       for (auto* w : ws) CU(cudaFree(w));
@@ -305,6 +308,7 @@ int main(int argc, char** argv) {
     CU(cudaMalloc(&z, 256 * 2048 * 2));
     CU(cudaMemset(z, 0, 256 * 2048 * 2));
     for (int M : {2, 8, 16, 32, 64, 128, 256}) {
+      if (quick && M != 8 && M != 64) continue;
       const float c0 = time_step(md.g, ws, x, y, M, cublas, s, 0, true, z);
       const float c1 = time_step(md.g, ws, x, y, M, nullptr, s, 0, true, z);
       std::printf("  rows %3d with a norm-like kernel after each GEMM: cuBLAS %.3f ms, ours %.3f (%.2fx)\n", M, c0,
@@ -312,6 +316,7 @@ int main(int argc, char** argv) {
     }
     CU(cudaFree(z));
     for (int M : {2, 8, 16, 32, 64, 128, 256}) {
+      if (quick && M != 8 && M != 64) continue;
       const float tc = time_step(md.g, ws, x, y, M, cublas, s);
       const float to = time_step(md.g, ws, x, y, M, nullptr, s);
       std::printf("  rows %3d: cuBLAS %.3f ms (%.2f TB/s)  ours %.3f ms (%.2f TB/s)  %.2fx\n", M, tc,
