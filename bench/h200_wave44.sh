@@ -100,8 +100,8 @@ fi
 if [ "$PHASE" = D ]; then
   (build_variants; echo "variants built at $(elapsed) s" >>"$LOGS/variants.log") &
   vb=$!
-  configure_and_build skinny_gemm_cuda
-  run_tests skinny_gemm_cuda
+  configure_and_build skinny_gemm_cuda decode_equivalence
+  run_tests skinny_gemm_cuda decode_equivalence
   for n in dn13 gdn13; do
     f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
     # shellcheck disable=SC2086

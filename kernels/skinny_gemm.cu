@@ -324,17 +324,54 @@ Variant variant_for(int nb, bool silu_mul = false) {
   }
 }
 
-/// How many clusters of `cs` blocks of the NB kernel the current device holds at once (0 when it cannot say).
-int active_clusters(int nb, int cs) {
-  static std::mutex mu;
-  static int cache[9][kMaxCluster + 1] = {};  // [log2 nb][cs], -1 = asked, none
+/// What the host asks the driver about each device once: its SM count, how many clusters of each size each kernel
+/// instance fits, and which instances have had their shared-memory attribute set there. Kept per device, since a
+/// host may hold sm_90 GPUs of different SM counts; guarded by `mu`.
+struct DeviceFacts {
+  int sms = 0;
+  int active[9][kMaxCluster + 1] = {};  // [log2 nb][cs]: 0 not asked, -1 asked and none
+  uint32_t attribute_set = 0;           // bit 2 log2(nb) + silu_mul
+};
+constexpr int kDevices = 64;
+std::mutex mu;
+DeviceFacts facts[kDevices];
+
+int log2_bucket(int nb) {
   int lg = 0;
   while ((8 << lg) < nb) ++lg;
+  return lg;
+}
+
+/// The current device's facts (nullptr when its index is past kDevices: then nothing is kept). Under `mu`.
+DeviceFacts* current_facts() {
+  int dev = 0;
+  return cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < kDevices ? &facts[dev] : nullptr;
+}
+
+/// Sets the variant's dynamic shared memory limit on the current device, once a device.
+cudaError_t allow_smem(int nb, bool silu_mul) {
+  const Variant v = variant_for(nb, silu_mul);
+  const uint32_t bit = 1u << (2 * log2_bucket(nb) + (silu_mul ? 1 : 0));
   std::lock_guard<std::mutex> lock(mu);
-  int& c = cache[lg][cs];
+  DeviceFacts* f = current_facts();
+  if (f != nullptr && (f->attribute_set & bit)) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
+  if (e == cudaSuccess && f != nullptr) f->attribute_set |= bit;
+  return e;
+}
+
+/// How many clusters of `cs` blocks of the NB kernel the current device holds at once (0 when it cannot say).
+int active_clusters(int nb, int cs) {
+  if (allow_smem(nb, false) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceFacts* f = current_facts();
+  int scratch = 0;
+  int& c = f != nullptr ? f->active[log2_bucket(nb)][cs] : scratch;
   if (c == 0) {
     const Variant v = variant_for(nb);
-    cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(static_cast<unsigned>(cs * 16));
     cfg.blockDim = dim3(kThreads);
@@ -350,18 +387,25 @@ int active_clusters(int nb, int cs) {
   return c > 0 ? c : 0;
 }
 
+/// The current device's SM count (132 when it cannot say).
+int sm_count() {
+  std::lock_guard<std::mutex> lock(mu);
+  DeviceFacts* f = current_facts();
+  if (f != nullptr && f->sms > 0) return f->sms;
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+    return 132;
+  if (f != nullptr) f->sms = n;
+  return n;
+}
+
 /// The smallest cluster whose blocks (tiles x cs) cover 0.65 of the SMs, at most 8 and at most one k slice a block.
 /// Measured on an H100 (bench/README.md, 43rd wave, every cluster size timed on the 1.3B shapes at 8 and 64 rows):
 /// the fastest was the smallest split that keeps ~85-100 of its 132 SMs streaming — more, smaller blocks pay their
 /// fixed cost (ramp, reduction) more often than they gain bandwidth.
 int pick_cluster(int nb, int tiles, int kslices) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-                   cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
-               ? n
-               : 132;
-  }();
+  const int sms = sm_count();
   int cs = 1;
   while (cs < kMaxCluster && cs < kslices && static_cast<int64_t>(tiles) * cs * 100 < 65LL * sms &&
          active_clusters(nb, cs + 1) > 0)
@@ -374,7 +418,6 @@ int pick_cluster(int nb, int tiles, int kslices) {
 bool skinny_gemm_device_ok() {
   // Asked on every statecut::linear call of a batched step (twice: whether it pays, then the entry's own check), so
   // each device's answer is kept: 0 not asked yet, 1 runs it, 2 does not.
-  constexpr int kDevices = 64;
   static std::atomic<int> known[kDevices] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
@@ -410,7 +453,7 @@ cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, b
     return cudaErrorInvalidValue;
   const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
   const Variant v = variant_for(nb, silu_mul);
-  cudaError_t e = cudaFuncSetAttribute(v.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem);
+  const cudaError_t e = allow_smem(nb, silu_mul);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles * cs));
