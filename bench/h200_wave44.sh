@@ -16,7 +16,10 @@
 #      timings of the edited ones mean anything; their checks fail by design.
 #   D  B's bench of both 1.3B shapes and their prunes at 1, 8, 64, 256 as it is and with STATECUT_PDL_TRIGGER=0
 #      STATECUT_SKINNY_GEMM=0 (the tree before the 43rd wave), then C (its variants built beside the main build).
-# Run: bash bench/h200_wave44.sh A|B|C|D
+#   E  the epilogue made cheaper (a lone block skips the cluster barriers, the last barrier orders nothing, a cluster's
+#      loads issued together): the harness from the tree against it from .old/skinny_gemm_head.cu (the kernel before,
+#      carried), the GPU tests, `statecut bench` of both 1.3B shapes and their prunes at 1, 8, 64, 256.
+# Run: bash bench/h200_wave44.sh A|B|C|D|E
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w44
@@ -112,6 +115,27 @@ if [ "$PHASE" = D ]; then
   wait $vb
   say "$(cat "$LOGS/variants.log")"
   run_variants 480
+fi
+if [ "$PHASE" = E ]; then
+  (variant new; mkdir -p "$LOGS/v_old/kernels" && cp kernels/*.cuh kernels/*.h "$LOGS/v_old/kernels/" &&
+   cp .old/skinny_gemm_head.cu "$LOGS/v_old/kernels/skinny_gemm.cu" &&
+   nvcc -std=c++17 -O2 -I"$LOGS/v_old" -gencode=arch=compute_90a,code=sm_90a bench/skinny_gemm_step.cu \
+     "$LOGS/v_old/kernels/skinny_gemm.cu" -lcublas -o "$LOGS/v_old/harness" >"$LOGS/v_old/build.log" 2>&1) &
+  vb=$!
+  configure_and_build skinny_gemm_cuda decode_equivalence
+  wait $vb
+  for v in old new; do
+    SKINNY_QUICK=1 SKINNY_NO_SHAPES=1 timeout 60 "$LOGS/v_$v/harness" >"$OUT/harness_$v.log" 2>&1
+    say "--- harness $v (rc $?) at $(elapsed) s"
+    grep -E "rows|checks:" "$OUT/harness_$v.log" >>"$S"
+  done
+  run_tests skinny_gemm_cuda decode_equivalence
+  for n in dn13 gdn13; do
+    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
+    # shellcheck disable=SC2086
+    checkpoint $n $f && pruned $n || continue
+    bench_decode $n new 1,8,64,256
+  done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
