@@ -348,7 +348,8 @@ Variant variant_for(int nb, bool silu_mul = false) {
 
 /// What the host asks the driver about each device once: its SM count, how many clusters of each size each kernel
 /// instance fits, and which instances have had their shared-memory attribute set there. Kept per device, since a
-/// host may hold sm_90 GPUs of different SM counts; guarded by `mu`.
+/// host may hold sm_90 GPUs of different SM counts; guarded by `mu`. (A cudaDeviceReset would drop the attributes
+/// this remembers as set; the project never calls it.)
 struct DeviceFacts {
   int sms = 0;
   int active[9][kMaxCluster + 1] = {};  // [log2 nb][cs]: 0 not asked, -1 asked and none
