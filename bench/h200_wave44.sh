@@ -25,6 +25,16 @@ PHASE=${1:-A}
 TAG=w44
 # shellcheck source=bench/device_env.sh
 source "$(dirname "$0")/device_env.sh"
+both_models_ready() {  # dn13 | gdn13: the random 1.3B checkpoint (DeltaNet or Gated DeltaNet) and its 50% prune
+  local f=""
+  [ "$1" = gdn13 ] && f="--family gated_deltanet"
+  # shellcheck disable=SC2086
+  checkpoint "$1" $f && pruned "$1"
+}
+new_and_before() {  # name: statecut bench at 1, 8, 64, 256 as it is and as the tree before the 43rd wave
+  bench_decode "$1" new 1,8,64,256
+  STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode "$1" before 1,8,64,256
+}
 ncu_gemms() {  # rows: ncu over the harness's one launch of each shape, ours and cuBLAS's
   local m=$1
   timeout 150 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
@@ -40,22 +50,14 @@ if [ "$PHASE" = A ]; then
   run_tests skinny_gemm_cuda fused_ops_cuda decode_equivalence decode_fold_cuda mamba2_step_cuda golden_models_cuda
   SKINNY_PROFILE=64 ncu_gemms 64
   SKINNY_PROFILE=8 ncu_gemms 8
-  for n in dn13 gdn13; do
-    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
-    # shellcheck disable=SC2086
-    checkpoint $n $f && pruned $n || continue
-    bench_decode $n new 1,8,64,256
-    STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode $n before 1,8,64,256
-  done
+  for n in dn13 gdn13; do both_models_ready $n && new_and_before $n; done
   [ "$(elapsed)" -lt 480 ] && profile_decode dn13 64
 fi
 if [ "$PHASE" = B ]; then
   BENCH=ON configure_and_build skinny_gemm_cuda fused_ops_cuda decode_equivalence golden_models_cuda
   run_tests skinny_gemm_cuda fused_ops_cuda decode_equivalence golden_models_cuda
   for n in dn13 gdn13; do
-    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
-    # shellcheck disable=SC2086
-    checkpoint $n $f && pruned $n || continue
+    both_models_ready $n || continue
     bench_decode $n fused 1,8,64
     STATECUT_SKINNY_SILU_MUL=0 bench_decode $n unfused 8,64
     bench_decode $n fused_again 8,64
@@ -105,13 +107,7 @@ if [ "$PHASE" = D ]; then
   vb=$!
   configure_and_build skinny_gemm_cuda decode_equivalence
   run_tests skinny_gemm_cuda decode_equivalence
-  for n in dn13 gdn13; do
-    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
-    # shellcheck disable=SC2086
-    checkpoint $n $f && pruned $n || continue
-    bench_decode $n new 1,8,64,256
-    STATECUT_PDL_TRIGGER=0 STATECUT_SKINNY_GEMM=0 bench_decode $n before 1,8,64,256
-  done
+  for n in dn13 gdn13; do both_models_ready $n && new_and_before $n; done
   wait $vb
   say "$(cat "$LOGS/variants.log")"
   run_variants 480
@@ -130,12 +126,7 @@ if [ "$PHASE" = E ]; then
     grep -E "rows|checks:" "$OUT/harness_$v.log" >>"$S"
   done
   run_tests skinny_gemm_cuda decode_equivalence
-  for n in dn13 gdn13; do
-    f=""; [ $n = gdn13 ] && f="--family gated_deltanet"
-    # shellcheck disable=SC2086
-    checkpoint $n $f && pruned $n || continue
-    bench_decode $n new 1,8,64,256
-  done
+  for n in dn13 gdn13; do both_models_ready $n && bench_decode $n new 1,8,64,256; done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

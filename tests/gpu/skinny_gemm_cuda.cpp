@@ -56,13 +56,14 @@ torch::Tensor skinny_uniform(std::vector<int64_t> shape) {
   return (torch::rand(shape, torch::kFloat32) * 2 - 1).to(torch::kCUDA, torch::kBFloat16);
 }
 
-/// y [M, N] from skinny_gemm_bf16 with the cluster size forced (0: the kernel's choice).
-torch::Tensor skinny_run(const torch::Tensor& x, const torch::Tensor& w, int cluster) {
-  const int64_t M = x.size(0), N = w.size(0), K = w.size(1);
+/// y [M, N] from skinny_gemm_bf16 with the cluster size forced (0: the kernel's choice); with silu_mul, y [M, N / 2]
+/// from skinny_gemm_silu_mul_bf16 of w = gate|up.
+torch::Tensor skinny_run(const torch::Tensor& x, const torch::Tensor& w, int cluster, bool silu_mul = false) {
+  const int64_t M = x.size(0), N = silu_mul ? w.size(0) / 2 : w.size(0), K = w.size(1);
   auto y = torch::full({M, N}, std::nan(""), x.options());
-  const auto e = cuda::skinny_gemm_bf16(x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M),
-                                        static_cast<int>(N), static_cast<int>(K), false,
-                                        at::cuda::getCurrentCUDAStream(), cluster);
+  const auto f = silu_mul ? cuda::skinny_gemm_silu_mul_bf16 : cuda::skinny_gemm_bf16;
+  const auto e = f(x.data_ptr(), w.data_ptr(), y.data_ptr(), static_cast<int>(M), static_cast<int>(N),
+                   static_cast<int>(K), false, at::cuda::getCurrentCUDAStream(), cluster);
   EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   return y;
 }
@@ -147,17 +148,6 @@ TEST_F(SkinnyGemm, linearTakesItFromTwoToSixtyFourRows) {
   }
 }
 
-/// y [M, I] from skinny_gemm_silu_mul_bf16 of gate_up [2I, K] with the cluster size forced (0: the kernel's choice).
-torch::Tensor skinny_silu_mul_run(const torch::Tensor& x, const torch::Tensor& gate_up, int cluster) {
-  const int64_t M = x.size(0), I = gate_up.size(0) / 2, K = gate_up.size(1);
-  auto y = torch::full({M, I}, std::nan(""), x.options());
-  const auto e = cuda::skinny_gemm_silu_mul_bf16(x.data_ptr(), gate_up.data_ptr(), y.data_ptr(), static_cast<int>(M),
-                                                 static_cast<int>(I), static_cast<int>(K), false,
-                                                 at::cuda::getCurrentCUDAStream(), cluster);
-  EXPECT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
-  return y;
-}
-
 // The gated MLP's gate|up projection with silu·mul in the epilogue: a block owns 64 gate rows and the 64 up rows I
 // below them, and applies silu_mul's arithmetic to the two rounded sums. Each element's sum is the one the plain
 // kernel forms for that row of gate_up (same k ranges, same cluster, same rank order), so the result is the plain
@@ -173,7 +163,7 @@ TEST_F(SkinnyGemm, siluMulEpilogueIsTheGemmThenSiluMulBitForBit) {
       const auto x = skinny_uniform({sh.M, sh.K}), gate_up = skinny_uniform({2 * sh.I, sh.K});
       const auto y = skinny_run(x, gate_up, cluster);
       const auto want = cuda::fused_silu_mul(y.narrow(1, 0, sh.I), y.narrow(1, sh.I, sh.I));
-      const auto got = skinny_silu_mul_run(x, gate_up, cluster);
+      const auto got = skinny_run(x, gate_up, cluster, /*silu_mul=*/true);
       const int64_t differ = got.ne(want).sum().item<int64_t>();
       EXPECT_EQ(differ, 0) << "M=" << sh.M << " I=" << sh.I << " K=" << sh.K << " cluster " << cluster << " seed "
                            << seed_ << ": " << differ << " elements differ";
