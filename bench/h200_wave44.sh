@@ -19,7 +19,11 @@
 #   E  the epilogue made cheaper (a lone block skips the cluster barriers, the last barrier orders nothing, a cluster's
 #      loads issued together): the harness from the tree against it from .old/skinny_gemm_head.cu (the kernel before,
 #      carried), the GPU tests, `statecut bench` of both 1.3B shapes and their prunes at 1, 8, 64, 256.
-# Run: bash bench/h200_wave44.sh A|B|C|D|E
+#   F  (prepared for the next session, not run yet) what the epilogue still holds, C's way: the harness as it is and
+#      edited: nostore (the bf16 stores of y skipped: what their landing before the dependent's wait costs), nobar (the
+#      first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload (the partials not read: zeros
+#      stored), noepi (C's: no epilogue at all).
+# Run: bash bench/h200_wave44.sh A|B|C|D|E|F
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w44
@@ -127,6 +131,22 @@ if [ "$PHASE" = E ]; then
   done
   run_tests skinny_gemm_cuda decode_equivalence
   for n in dn13 gdn13; do both_models_ready $n && bench_decode $n new 1,8,64,256; done
+fi
+if [ "$PHASE" = F ]; then
+  noepi='s|__syncthreads();  // every stage read and every copy landed: the stages become the partial tile|__syncthreads(); return;|'
+  variant base &
+  variant nostore 's|\*reinterpret_cast<uint2\*>(out) = packed;|if (packed.x == 0x7fc17fc1u) *reinterpret_cast<uint2*>(out) = packed;|' &
+  variant nobar 's|    cluster_sync();  // every partial tile of the cluster written|    __syncthreads();  // every partial tile of the cluster written|' &
+  variant noload 's|float4 acc = reduced(m \* ld + 4 \* q);|float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);|' &
+  variant noepi "$noepi" &
+  wait
+  say "variants built at $(elapsed) s"
+  for v in base nostore nobar noload noepi; do
+    [ -x "$LOGS/v_$v/harness" ] || continue
+    SKINNY_QUICK=1 timeout 100 "$LOGS/v_$v/harness" >"$OUT/harness_$v.log" 2>&1
+    say "--- $v (rc $?) at $(elapsed) s"
+    grep -E "^shape|rows|copy bandwidth|checks:" "$OUT/harness_$v.log" >>"$S"
+  done
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
