@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Bench_CompareCatchesASlowdown: bench/compare.py passes the measured H200 figures and fails a deliberate slowdown.
 
+H100 (bench/baselines/h100.json, model figures only): its committed model bench holds; the same with the full
+model's batch-8 step 20% slower (ms/step and x_floor x 1.2, the skinny GEMM's gain lost) fails on exactly that figure.
+
 Model bench: the committed `statecut bench --json` of the 1.3B DeltaNet (bench/baselines/h200_model_bench_dn13.json)
 holds; the same file with the 50% model's decode step 20% slower at batch 64 (its ms/step x 1.2, the speedup / 1.2)
 fails on exactly that figure. Kernels: a Google Benchmark JSON written from the baseline's own values holds; the
@@ -21,8 +24,12 @@ model = os.path.join(root, "bench", "baselines", "h200_model_bench_dn13.json")
 failures = []
 
 
-def run(*files):
-    r = subprocess.run([sys.executable, compare, baseline, *files], capture_output=True, text=True)
+h100 = os.path.join(root, "bench", "baselines", "h100.json")
+h100_model = os.path.join(root, "bench", "baselines", "h100_model_bench_dn13.json")
+
+
+def run(*files, base=baseline):
+    r = subprocess.run([sys.executable, compare, base, *files], capture_output=True, text=True)
     return r.returncode, r.stdout + r.stderr
 
 
@@ -78,7 +85,20 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = run(os.path.join(d, "absent.json"))
     expect(rc == 2, "an unreadable result file exits 2", out)
 
+    rc, out = run(h100_model, base=h100)
+    expect(rc == 0 and "SLOWER" not in out, "the measured H100 model bench must hold against h100.json", out)
+
+    slow8 = json.load(open(h100_model))
+    for f in slow8["models"][0]["decode"]:
+        if f["batch"] == 8:
+            f["ms_per_step"] *= 1.2
+            f["x_floor"] *= 1.2
+    rc, out = run(dump(slow8, d, "slow8_h100.json"), base=h100)
+    bad = [l for l in out.splitlines() if l.endswith("SLOWER")]
+    expect(rc == 1 and len(bad) == 1 and "full: decode step / byte floor B=8" in bad[0],
+           "a 20% slower full-model step at B=8 must fail against h100.json", out)
+
 for f in failures:
     print("FAILED:", f)
-print(f"Bench_CompareCatchesASlowdown: {6 - len(failures)} of 6 cases as expected")
+print(f"Bench_CompareCatchesASlowdown: {8 - len(failures)} of 8 cases as expected")
 sys.exit(1 if failures else 0)
