@@ -150,7 +150,8 @@ bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at
   const auto alike = [&x](const at::Tensor& t) {
     return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
   };
-  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !aligned16(nw)) return false;
+  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !aligned16(nw))
+    return false;
   if (delta.defined() && (!alike(delta) || delta.sizes() != x.sizes() || !aligned16(delta))) return false;
   return w.size(1) <= kGemvNormMaxK;
 }
