@@ -83,11 +83,14 @@ void make_windows(Context& ctx) {
   if (vocab <= 0) vocab = 256;
   if (o.text.empty()) {
     std::mt19937_64 rng(o.seed);
-    const uint64_t span = static_cast<uint64_t>(std::min<int64_t>(vocab, 256));  // byte ids fit every vocab here
+    // The whole vocabulary: every embedding row can be drawn (the loaders hold embeddings to vocab_size rows), so a
+    // row a window touches is any row, not only the 256 byte tokens of a BPE vocabulary.
+    const uint64_t span = static_cast<uint64_t>(vocab);
     std::vector<int64_t> v(static_cast<size_t>(o.windows * o.len));
     for (auto& x : v) x = static_cast<int64_t>(bounded_draw(rng, span));
     ctx.ids = torch::tensor(v, torch::kInt64).view({o.windows, o.len});
-    ctx.input = {{"kind", "random"}, {"windows", o.windows}, {"len", o.len}, {"seed", o.seed},
+    const int64_t max_id = v.empty() ? -1 : *std::max_element(v.begin(), v.end());
+    ctx.input = {{"kind", "random"}, {"windows", o.windows}, {"len", o.len}, {"seed", o.seed}, {"max_id", max_id},
                  {"description", std::to_string(o.windows) + " x " + std::to_string(o.len) +
                                      " random token ids in [0, " + std::to_string(span) + ") (seed " +
                                      std::to_string(o.seed) + "; give --text for real activations)"}};

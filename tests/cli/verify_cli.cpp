@@ -460,4 +460,23 @@ TEST(Cli_Verify, tokenizerBytesReadsTheTextAsBytes) {
   EXPECT_EQ(j["input"]["tokenizer"], "bytes") << j["input"].dump();
 }
 
+// Without --text the windows are drawn from the whole vocabulary, not only the 256 byte ids every vocabulary starts
+// with: on a 5,003-token model 64 draws all below 256 has probability (256/5003)^64 < 1e-80.
+TEST(Cli_Verify, randomWindowsDrawFromTheWholeVocabulary) {
+  TempDir tmp("verify-vocab");
+  const std::string dir = tmp / "ck";
+  const auto w = statecut::test::run_program(
+      (fs::path(STATECUT_CLI).parent_path() / "statecut-random-checkpoint").string(),
+      "--out " + dir + " --family delta_net --hidden 32 --heads 2 --layers 1 --intermediate 32 --vocab 5003");
+  ASSERT_EQ(w.code, 0) << w.err;
+  const auto r = run_statecut("verify --quiet --json --windows 1 --len 64 --only load,reference --checkpoint " + dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["input"]["kind"], "random");
+  const int64_t max_id = j["input"]["max_id"];
+  EXPECT_GE(max_id, 256) << j["input"].dump();
+  EXPECT_LT(max_id, 5003) << j["input"].dump();
+  EXPECT_TRUE(contains(j["input"]["description"].get<std::string>(), "[0, 5003)")) << j["input"].dump();
+}
+
 }  // namespace
