@@ -51,6 +51,10 @@ struct ForwardOptions {
   /// large: Qwen3.5's 151k vocabulary over 2,048 tokens is 1.2 GB of fp32 and ~1.3 TFLOP of head at hidden 2048.
   /// The cache it leaves is the same; hidden_states (when asked for) keep every position.
   bool last_logits = false;
+  /// forward() only: false runs the final norm (the last entry of hidden_states, when asked for) but not the head, and
+  /// leaves logits undefined: a pass that compares final hidden states (verify's invariance rows, in f64) does not form
+  /// [B, T, V] logits (at a 152k vocabulary, 4 x 512 tokens: 2.5 GB of f64, then 1.2 GB of fp32).
+  bool head = true;
   BlockHook before_block;  ///< forward() only (not forward_cached)
   /// With capture_boundary, forward() hands each linear-attention layer's boundary to this callback as soon as its
   /// block has run and then drops it (ForwardResult::boundary keeps undefined tensors for it): a pass that folds

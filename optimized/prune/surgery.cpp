@@ -102,6 +102,17 @@ void check_selection(const PrunableLayer& L, const LayerSelection& s) {
   }
 }
 
+std::set<std::string> selection_tensors(const WeightSource& src, const std::vector<PrunableLayer>& layers) {
+  std::set<std::string> names;
+  for (const auto& L : layers)
+    for (const SurgeryBlock& b : blocks_of(L)) {
+      names.insert(b.tensor);
+      const std::string bias = bias_name(b.tensor);
+      if (!bias.empty() && src.has(bias)) names.insert(bias);
+    }
+  return names;
+}
+
 std::map<std::string, torch::Tensor> apply_selection(const WeightSource& src, const std::vector<PrunableLayer>& layers,
                                                      const std::vector<LayerSelection>& sel) {
   std::map<int, const LayerSelection*> by_layer;

@@ -27,6 +27,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ std::string python_json_dump(const nlohmann::json& j);
 /// A layer's selection against its geometry: one keep set (or rotation) per key head, k' in [1, dk], channels distinct
 /// and in [0, dk); throws std::runtime_error "selection: layer L head H: ..." otherwise.
 void check_selection(const PrunableLayer& L, const LayerSelection& s);
+
+/// The names of the tensors apply_selection reads and changes on `layers`: each q/k block's weight and conv, and their
+/// biases where src has them.
+std::set<std::string> selection_tensors(const class WeightSource& src, const std::vector<PrunableLayer>& layers);
 
 /// Sliced/rotated tensors by name: only the tensors the surgery changes. Validates every keep set
 /// (size k', distinct, in [0, dk)) and throws std::runtime_error naming the layer and head.

@@ -94,6 +94,7 @@ torch::Tensor hidden_with(Context& ctx, const nlohmann::json& config, const std:
   torch::NoGradGuard ng;
   ForwardOptions fo;
   fo.output_hidden_states = true;
+  fo.head = false;
   return m->forward(ids.to(ctx.device64), fo).hidden_states.back().to(torch::kCPU, torch::kFloat64);
 }
 
@@ -292,9 +293,13 @@ void invariances(Context& ctx, std::vector<CheckResult>& out) {
   ctx.say("theorems: rotated model without convs (f64)");
   const torch::Tensor ids = ctx.ids.narrow(0, 0, 1);
   const torch::Tensor base = hidden_with(ctx, cfg, {}, ids);
-  // Rotate in f64 (apply_selection rounds to the source dtype: a bf16 model would lose the exact invariance).
+  // Rotate in f64 (apply_selection rounds to the source dtype: a bf16 model would lose the exact invariance). Only
+  // the tensors it reads, the q/k weights and convs with their biases, are widened: the rest stay as stored (a copy
+  // of every weight in f64 is 4x a bf16 model's bytes), and hidden_with's model takes them in f64 either way.
+  const std::set<std::string> read = selection_tensors(*ctx.weights, layers);
   std::map<std::string, torch::Tensor> all64;
-  for (const auto& n : ctx.weights->names()) all64[n] = ctx.weights->raw(n).to(torch::kFloat64);
+  for (const auto& n : ctx.weights->names())
+    all64[n] = read.count(n) ? ctx.weights->raw(n).to(torch::kFloat64) : ctx.weights->raw(n);
   const WeightSource ws64 = WeightSource::from_tensors(std::move(all64), ctx.dir + " (f64)");
   const torch::Tensor lr = hidden_with(ctx, cfg, apply_selection(ws64, layers, rot), ids);
   CheckResult r = invariance_row("theorems.rotation", lr, base,

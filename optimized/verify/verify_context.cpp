@@ -65,7 +65,7 @@ bool Context::ensure_f64() {
     try {
       torch::NoGradGuard ng;
       say("forward in f64" + (dev.is_cpu() ? std::string() : " on " + dev.str()));
-      model64 = load_causal_lm(dir, torch::kFloat64, dev);
+      const std::unique_ptr<CausalLM> model64 = load_causal_lm(dir, torch::kFloat64, dev);
       ForwardOptions fo;
       fo.output_hidden_states = true;
       // A window at a time: the f64 head's [L, V] product is held for one window, not N (at a 152k vocabulary,
@@ -82,7 +82,6 @@ bool Context::ensure_f64() {
       f64_ok_ = true;
       break;
     } catch (const std::exception& e) {
-      model64.reset();
       f64_error = "the f64 model fails: " + error_text(e);
       if (!dev.is_cpu()) say("f64 on " + dev.str() + " failed (" + error_text(e) + "): again on the CPU");
     }

@@ -61,9 +61,9 @@ struct Context {
   std::string forward_error;
   /// The same model in f64 (on the run's GPU, else or when that fails on the CPU: device64), its logits on ids
   /// (fp32, kept so: the model API returns fp32 logits) and its final (normed) hidden state in f64 on the CPU, whose
-  /// image under lm_head the logits are; run a window at a time.
+  /// image under lm_head the logits are; run a window at a time. The f64 model itself is not kept (the rows that
+  /// need an f64 model again build their own, with changed weights).
   bool ensure_f64();
-  std::unique_ptr<CausalLM> model64;
   torch::Device device64{torch::kCPU};
   torch::Tensor logits64, hidden64;
   std::string f64_error;

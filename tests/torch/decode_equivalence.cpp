@@ -205,6 +205,23 @@ TEST_P(Equiv_Decode, lastLogitsOnlyAreTheLastRowAndLeaveTheSameCache) {
   }
 }
 
+// ForwardOptions::head = false (verify's f64 invariance rows): forward() leaves the logits out and returns the same
+// hidden states, the final normed one included, bit for bit as a pass that forms the logits.
+TEST_P(Equiv_Decode, withoutTheHeadTheHiddenStatesAreTheSameAndNoLogits) {
+  torch::NoGradGuard no_grad;
+  const auto dev = GetParam().cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  auto ids = random_ids(2, 33, model_->vocab_size(), test::env_seed(14) + 3).to(dev);
+  ForwardOptions with, without;
+  with.output_hidden_states = without.output_hidden_states = true;
+  without.head = false;
+  const ForwardResult a = model_->forward(ids, with), b = model_->forward(ids, without);
+  EXPECT_TRUE(a.logits.defined());
+  EXPECT_FALSE(b.logits.defined());
+  ASSERT_EQ(a.hidden_states.size(), b.hidden_states.size());
+  for (size_t i = 0; i < a.hidden_states.size(); ++i)
+    EXPECT_TRUE(torch::equal(a.hidden_states[i].cpu(), b.hidden_states[i].cpu())) << "hidden state " << i;
+}
+
 TEST_P(Equiv_Decode, recurrentStateHasConstantSize) {
   torch::NoGradGuard no_grad;
   const auto dev = GetParam().cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);

@@ -103,7 +103,7 @@ class FlaCausalLM final : public CausalLM {
     }
     if (!opt.logits) return res;
     enter_block(opt, static_cast<int64_t>(layers_.size()));
-    return finish(h, delta, std::move(res));
+    return finish(h, delta, std::move(res), false, opt.head);
   }
 
   /// The same blocks as forward(), each linear-attention layer continuing from its cached conv windows and state.
@@ -137,9 +137,14 @@ class FlaCausalLM final : public CausalLM {
   }
 
   /// The last residual add, the final norm (its output is the last hidden state) and the head; last_only: the head
-  /// (and, without hidden states, the add and norm) on the last position alone (ForwardOptions::last_logits).
-  ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res,
-                       bool last_only = false) const {
+  /// (and, without hidden states, the add and norm) on the last position alone (ForwardOptions::last_logits); without
+  /// `head` the logits are left out (ForwardOptions::head).
+  ForwardResult finish(const torch::Tensor& h, const torch::Tensor& delta, ForwardResult res, bool last_only = false,
+                       bool head = true) const {
+    if (!head) {
+      if (!res.hidden_states.empty()) res.hidden_states.push_back(add_rms_norm(h, delta, norm_, cfg_.norm_eps).second);
+      return res;
+    }
     if (res.hidden_states.empty()) {  // the normalised row is not asked for: the norm may go with the head's GEMV
       res.logits = add_rms_norm_linear(last_position_if(h, last_only), last_position_if(delta, last_only), norm_,
                                        cfg_.norm_eps, lm_head_)

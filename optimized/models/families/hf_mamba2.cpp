@@ -215,7 +215,7 @@ class HfMamba2 final : public CausalLM {
     enter_block(opt, static_cast<int64_t>(layers_.size()));
     auto hn = hf_rms_norm(h.to(norm_f_.scalar_type()), norm_f_, cfg_.eps);
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);
-    res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
+    if (opt.head) res.logits = statecut::linear(hn.to(lm_head_.scalar_type()), lm_head_).to(torch::kFloat32);
     return res;
   }
 

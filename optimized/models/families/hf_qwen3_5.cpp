@@ -215,7 +215,8 @@ class QwenHybrid final : public CausalLM {
     if (!cache) enter_block(opt, static_cast<int64_t>(layers_.size()));
     const auto hn = add_rms_norm_zero_centered(h, delta, norm_, cfg_.eps).second;
     if (opt.output_hidden_states) res.hidden_states.push_back(hn);  // transformers records the normed last state
-    res.logits = statecut::linear(last_position_if(hn, cache && opt.last_logits), lm_head_).to(torch::kFloat32);
+    if (cache || opt.head)
+      res.logits = statecut::linear(last_position_if(hn, cache && opt.last_logits), lm_head_).to(torch::kFloat32);
     return res;
   }
 
