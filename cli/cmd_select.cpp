@@ -179,7 +179,8 @@ statecut::cli::Command select_cmd("select", [](CLI::App& app) {
   app.add_flag("--json", "accepted for symmetry: the output is one JSON object already");
   app.add_flag("--faithful", a->faithful, "drrqr: reproduce the published code (5000 rows, <= 20 swaps)");
   app.add_option("--f", a->f, "strong-RRQR parameter f > 1 (default 1.5)");
-  app.add_option("--seed", a->seed, "seed for rand and the faithful row subsample (default 42)");
+  app.add_option("--seed", a->seed, "seed for rand and the faithful row subsample (default 42)")
+      ->check(statecut::cli::seed_value());
   app.add_option("--layer", a->layer, "the model layer this head is from, for the seed rule (default 0)");
   app.add_option("--head", a->head, "the key head within the layer, for the seed rule (default 0)");
   app.add_option("--select", a->side, "score side: qk|q|k (paper Table 16; weight methods)");

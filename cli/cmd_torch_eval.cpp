@@ -254,7 +254,9 @@ statecut::cli::Command eval_cmd("eval", [](CLI::App& app) {
   niah(app.add_option("--candidates", a->niah.candidates, "--niah the key and candidates - 1 distractors")
            ->capture_default_str());
   niah(app.add_option("--digits", a->niah.digits, "--niah digits of a key")->capture_default_str());
-  niah(app.add_option("--seed", a->niah.seed, "--niah seed of keys and filler offsets")->capture_default_str());
+  niah(app.add_option("--seed", a->niah.seed, "--niah seed of keys and filler offsets")
+           ->check(statecut::cli::seed_value())
+           ->capture_default_str());
   niah(app.add_option("--needle", a->niah.needle, "--niah needle text, {key} for the key")->capture_default_str());
   niah(app.add_option("--question", a->niah.question, "--niah text after the filler")->capture_default_str());
   niah(app.add_option("--answer", a->niah.answer, "--niah the scored continuation, {key} for the key")

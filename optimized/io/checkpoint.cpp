@@ -257,6 +257,8 @@ bool is_token_file_name(const std::string& path) {
 }
 
 Tokens read_tokens(const std::string& path, int64_t vocab_size, int bin_bytes) {
+  // Said as every input file is (a directory named x.bin read as a stream fails with libstdc++'s words, no path).
+  if (const std::string why = input_file_problem(path); !why.empty()) throw Error(path + ": " + why);
   Tokens t;
   if (has_suffix(path, ".safetensors")) {
     const auto f = SafetensorsFile::open(path);

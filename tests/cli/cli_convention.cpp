@@ -129,6 +129,21 @@ TEST(Cli_Convention, everyCommandAcceptsJson) {
   EXPECT_TRUE(nlohmann::json::parse(info.out).contains("version")) << info.out;
 }
 
+// A seed is a uint64: "-1" read by CLI11 wraps to 2^64 - 1 and runs; every command that takes --seed refuses it as
+// prune does (select and eval --niah once ran with 18446744073709551615). Validators run before the required options.
+TEST(Cli_Convention, aNegativeSeedIsAUsageErrorInEveryCommandThatTakesOne) {
+  int with_seed = 0;
+  std::vector<std::string> commands = kCommands;
+  commands.push_back("train");
+  for (const auto& c : commands) {
+    if (run_statecut(c + " --help").out.find("--seed") == std::string::npos) continue;
+    ++with_seed;
+    SCOPED_TRACE(c);
+    expect_usage(run_statecut(c + " --seed -1"), "--seed: must be an integer in [0, 2^64 - 1], got -1");
+  }
+  EXPECT_GE(with_seed, 7);  // prune, verify, generate, train, finetune, select, eval
+}
+
 TEST(Cli_Convention, helpCommandListsEveryCommandOnStdout) {
   CliRun r = run_statecut("help");
   EXPECT_EQ(r.code, 0) << r.err;

@@ -18,6 +18,7 @@
 #include "optimized/io/safetensors.h"
 #include "tests/rel_err.h"
 #include "tests/cli/cli_run.h"
+#include "tests/cli/overflow_checkpoint.h"
 #include "tests/test_env.h"
 
 namespace fs = std::filesystem;
@@ -274,6 +275,15 @@ TEST(BadInput_Logits, rejectsEveryBrokenInputWithOneLine) {
     w.write((nan / "model.safetensors").string());
   }
   expect_rejected("--checkpoint " + nan.string() + tok, "model.layers.1.attn.k_proj.weight: holds NaN", tmp);
+
+  // Finite weights whose forward overflows: the logits are NaN, which eval and generate refuse; so does logits, rather
+  // than write a file of NaNs and exit 0.
+  const std::string overflow = statecut::test::overflowing_checkpoint(
+      fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L", tmp.path / "overflow");
+  const std::string text = (tmp.path / "bytes.txt").string();
+  std::ofstream(text) << "def read_config(path):";
+  expect_rejected("--checkpoint " + overflow + " --text " + text,
+                  text + ": the logits of " + overflow + " are not finite (NaN or Inf) from sequence 0 position 0", tmp);
 }
 
 }  // namespace
