@@ -1,5 +1,6 @@
 // `load`: the checkpoint as the family's loader sees it, plus what the loader does not look at (tensors it does not
 // bind, values of every tensor, the tokenizer).
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -95,7 +96,15 @@ void check_load(Context& ctx, std::vector<CheckResult>& out) {
     }
   }
   // The family's loader: names, shapes against the config, shard index (WeightSource::open_dir).
-  if (!ctx.load_error.empty()) {
+  // Its error about a tensor the scan above already named ("<file>: <tensor>: ...", NaN or a dtype) is the same fact
+  // twice: one problem, not two.
+  const size_t file_end = ctx.load_error.find(": ");
+  const size_t tensor_end = file_end == std::string::npos ? file_end : ctx.load_error.find(": ", file_end + 2);
+  const std::string subject = tensor_end == std::string::npos ? "" : ctx.load_error.substr(0, tensor_end + 2);
+  const bool told = !subject.empty() && std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+    return p.compare(0, subject.size(), subject) == 0;
+  });
+  if (!ctx.load_error.empty() && !told) {
     problems.push_back(ctx.load_error);
     if (r.where.empty()) r.where = "loader";
   }

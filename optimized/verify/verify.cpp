@@ -158,6 +158,8 @@ Report run_verify(const VerifyOptions& opt) {
                           " (checks: " + names + ")");
       }
   if (opt.windows < 1 || opt.len < 2) throw OptionError("--windows must be >= 1 and --len >= 2");
+  if (std::none_of(groups().begin(), groups().end(), [&](const auto& g) { return selected(opt, g.first); }))
+    throw OptionError("--only and --skip leave no check to run");
 
   Context ctx;
   ctx.opt = opt;
@@ -175,6 +177,14 @@ Report run_verify(const VerifyOptions& opt) {
     throw Unreadable(e.what());
   }
   const std::vector<std::string> files = open_files(ctx.dir);
+  if (!opt.source.empty()) {  // --source is read as the checkpoint is: a config or weights that do not parse exit 2
+    try {
+      (void)io::read_config(opt.source);
+    } catch (const std::exception& e) {
+      throw Unreadable(e.what());
+    }
+    (void)open_files(opt.source);
+  }
   const auto mt = ctx.config.find("model_type");  // not a string: as missing (the load row says so)
   ctx.model_type = mt != ctx.config.end() && mt->is_string() ? mt->get<std::string>() : std::string();
   try {

@@ -111,6 +111,12 @@ TEST(Cli_Verify, nanWeightExitsOneNamingTheTensor) {
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "FAIL")) << r.out;
   EXPECT_TRUE(contains(r.out, bad)) << r.out;
+  // One problem, said once: the scan's count and first index, not again in the loader's words.
+  const auto j = nlohmann::json::parse(run_statecut("verify --json --only load --checkpoint " + (tmp / "ckpt") + kFast).out);
+  const auto& load = j["checks"][0];
+  EXPECT_EQ(load["figure"], 1) << load.dump();
+  EXPECT_TRUE(contains(load["message"], "1 NaN and 0 Inf values (first at")) << load.dump();
+  EXPECT_FALSE(contains(load["message"], "holds NaN")) << load.dump();
 }
 
 TEST(Cli_Verify, unreadableCheckpointExitsTwoWithOneLine) {
@@ -177,6 +183,10 @@ TEST(Cli_Verify, unknownCheckIsRejected) {
   const auto row = run_statecut("verify --checkpoint " + dir + " --only pruned.weights --quiet");
   EXPECT_EQ(row.code, 2);
   EXPECT_TRUE(contains(row.err, "'pruned.weights' is a row of the check 'pruned'")) << row.err;
+  // Options that leave no check are a usage error, not a run that checked nothing (NOTHING CHECKED, exit 1).
+  const auto none = run_statecut("verify --checkpoint " + dir + " --only load --skip load --quiet");
+  EXPECT_EQ(none.code, 2) << none.out << none.err;
+  EXPECT_TRUE(contains(none.err, "statecut verify: usage: --only and --skip leave no check to run")) << none.err;
   // A seed below 0 or past 2^64 - 1 and a device that is not one are usage errors (they wrapped, saturated, or
   // printed LibTorch's device list blamed on the checkpoint).
   for (const std::string bad : {"--seed -1", "--seed 99999999999999999999", "--device tpu", "--only ''", "--svg ''"}) {
@@ -199,6 +209,32 @@ TEST(Cli_Verify, nothingCheckedIsNoPassAndAMissingSourceIsUnreadable) {
   EXPECT_EQ(s.code, 2) << s.out << s.err;
   EXPECT_TRUE(contains(s.err, (tmp / "none") + ": no such checkpoint folder")) << s.err;
   EXPECT_TRUE(s.out.empty()) << s.out;
+}
+
+// A --source folder that is there but cannot be read — weights cut short, no config.json, a config that is not JSON —
+// exits 2 with one line naming the file, as the checkpoint itself does (it was a FAIL row of `pruned`, exit 1).
+TEST(Cli_Verify, anUnreadableSourceExitsTwoNamingTheFile) {
+  const std::string model = (fs::path(STATECUT_SOURCE_DIR) / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-cli-badsource");
+  const auto make = [&](const std::string& name) {
+    const std::string d = tmp / name;
+    fs::create_directories(d);
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(fs::path(model) / f, fs::path(d) / f);
+    return d;
+  };
+  const std::string cut = make("cut"), noconfig = make("noconfig"), notjson = make("notjson");
+  fs::resize_file(fs::path(cut) / "model.safetensors", fs::file_size(fs::path(cut) / "model.safetensors") / 2);
+  fs::remove(fs::path(noconfig) / "config.json");
+  std::ofstream(fs::path(notjson) / "config.json", std::ios::trunc) << "{ not json";
+  for (const auto& [dir, file] : {std::pair{cut, cut + "/model.safetensors"}, {noconfig, noconfig + "/config.json"},
+                                  {notjson, notjson + "/config.json"}}) {
+    SCOPED_TRACE(dir);
+    const auto r = run_statecut("verify --quiet --checkpoint " + model + " --source " + dir + kFast);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(contains(r.err, file)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
 }
 
 // A shard index pointing outside the checkpoint folder (../x, an absolute path) is refused as the loaders refuse it:
