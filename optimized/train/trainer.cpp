@@ -309,7 +309,7 @@ void validate_finetune_options(const FinetuneOptions& o) {
     if (!fs::exists(fs::path(d) / "config.json")) trainer_fail(d + ": not a checkpoint folder (no config.json)");
   };
   if (!o.config.empty()) {
-    if (!fs::is_regular_file(o.config)) trainer_fail(o.config + ": no such config file");
+    if (const std::string why = io::input_file_problem(o.config); !why.empty()) trainer_fail(o.config + ": " + why);
     if (!o.no_kd || !o.full) trainer_fail("train: a fresh model trains every parameter without a teacher");
   } else {
     need_dir(o.checkpoint, "--checkpoint");

@@ -231,6 +231,21 @@ TEST(Cli_Finetune, twoGlooProcessesEqualOneProcessWithTheDoubledBatch) {
   EXPECT_EQ(rec["finetune"]["tokens"], 3 * 4 * 32);
 }
 
+// --config that is a folder or is missing is said as every input file is ("is a directory, not a file"; a folder was
+// called "no such config file").
+TEST(BadInput_Train, aConfigThatIsAFolderOrMissingIsNamedAsSuch) {
+  TempDir d("train-config");
+  for (const auto& [cfg, problem] : {std::pair{d.path.string(), std::string("is a directory, not a file")},
+                                     {(d / "none.json"), std::string("no such file")}}) {
+    const CliRun r = run_statecut("train --config " + cfg + " --text " + train_text(d) + " --steps 1 --quiet --out " +
+                                  (d / "out"));
+    EXPECT_EQ(r.code, 1) << r.err;
+    ASSERT_EQ(lines(r.err).size(), 1u) << r.err;
+    EXPECT_NE(r.err.find(cfg + ": " + problem), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(d / "out"));
+  }
+}
+
 // A config whose model cannot be allocated (hidden_size 10^9 under an 8 GB address-space limit) is one line naming
 // the config and the cause; it said "statecut train: error: std::bad_alloc" (audit D13).
 TEST(BadInput_Train, aModelThatCannotBeAllocatedIsOneLineNamingTheConfig) {
