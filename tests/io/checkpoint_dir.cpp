@@ -185,7 +185,13 @@ TEST(BadInput_Tokens, wrongDtypeShapeSizeOrEmpty) {
   expect_dir_error([&] { read_tokens(dir / "odd.bin"); }, "size 3 is not a multiple of the token width 2");
   test::write_bytes(dir / "empty.bin", {});
   expect_dir_error([&] { read_tokens(dir / "empty.bin"); }, "no tokens");
+  test::write_bytes(dir / "x.txt", {1, 2});
   expect_dir_error([&] { read_tokens(dir / "x.txt"); }, "unknown token file type");
+  // What is wrong with the path comes first, whatever its suffix: a folder named x.bin was read as a stream and failed
+  // in libstdc++'s words, without the path.
+  std::filesystem::create_directories(dir / "folder.bin");
+  expect_dir_error([&] { read_tokens(dir / "folder.bin"); }, dir / "folder.bin" + ": is a directory, not a file");
+  expect_dir_error([&] { read_tokens(dir / "none.txt"); }, "none.txt: no such file");
 }
 
 }  // namespace
