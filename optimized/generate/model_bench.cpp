@@ -70,19 +70,18 @@ torch::Tensor random_ids(int64_t B, int64_t T, int64_t vocab, uint64_t seed, tor
 }
 
 /// Weights one decode step reads: every parameter once (shared storage counted once), except an embedding table that
-/// is not also the LM head (a step looks up B rows of it).
+/// is not also the output head (a step looks up B of its rows; a tied table is the head and is read whole). The model
+/// names its head (output_head): a tied one is no parameter of its own, so a name never told it (the tied table was
+/// left out, and x_floor read ~20% high on a tied Mamba-2).
 int64_t weight_bytes_per_step(CausalLM& model, int64_t* params, int64_t* all_bytes) {
   std::set<const void*> seen;
   int64_t bytes = 0, n = 0, all = 0;
-  auto named = model.named_parameters();
-  std::set<const void*> heads;
-  for (auto& [name, t] : named)
-    if (name.find("lm_head") != std::string::npos) heads.insert(t.data_ptr());
-  for (auto& [name, t] : named) {
+  const void* head = model.output_head().defined() ? model.output_head().data_ptr() : nullptr;
+  for (auto& [name, t] : model.named_parameters()) {
     if (!seen.insert(t.data_ptr()).second) continue;
     n += t.numel();
     all += t.numel() * static_cast<int64_t>(t.element_size());
-    const bool lookup_only = name.find("embed") != std::string::npos && !heads.count(t.data_ptr());
+    const bool lookup_only = name.find("embed") != std::string::npos && t.data_ptr() != head;
     if (!lookup_only) bytes += t.numel() * static_cast<int64_t>(t.element_size());
   }
   *params = n;

@@ -140,6 +140,12 @@ class CausalLM {
   void set_prunable_layers(std::vector<PrunableLayer> layers) { prunable_ = std::move(layers); }
   /// All parameters by checkpoint name (for autograd: grad-based selection needs d loss / d Wq, Wk).
   virtual std::vector<std::pair<std::string, torch::Tensor>> named_parameters() = 0;
+  /// The output head [V, hidden]: the embedding table itself (same storage) when the config ties them; undefined for
+  /// a model that has none (test doubles).
+  virtual const torch::Tensor& output_head() const {
+    static const torch::Tensor none;
+    return none;
+  }
 
  private:
   std::vector<PrunableLayer> prunable_;

@@ -162,6 +162,7 @@ class FlaCausalLM final : public CausalLM {
 
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
+  const torch::Tensor& output_head() const override { return lm_head_; }
 
  private:
   /// On CUDA the projections that read one input are stored as row blocks of one matrix and the named tensors become

@@ -247,6 +247,7 @@ class HfMamba2 final : public CausalLM {
 
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
+  const torch::Tensor& output_head() const override { return lm_head_; }
 
  private:
   /// The block's mixer on its normalised input x (the residual add is the caller's): y W_outᵀ. cache: null for a

@@ -179,6 +179,7 @@ class QwenHybrid final : public CausalLM {
 
 
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() override { return params_; }
+  const torch::Tensor& output_head() const override { return lm_head_; }
 
  private:
   /// The decoder over the embeddings h: a whole sequence (cache null) or continuing from the cache. Each block's output
