@@ -84,9 +84,9 @@ int run_logits(const LogitsArgs& a) {
   // As eval and generate refuse them: a file of NaNs written with exit 0 reads as a result (nothing is written).
   if (const torch::Tensor bad = torch::isfinite(logits).logical_not(); bad.any().item<bool>()) {
     const torch::Tensor at = bad.nonzero()[0];
-    throw std::runtime_error(src + ": the logits of " + a.checkpoint + " are not finite (NaN or Inf) from sequence " +
+    throw std::runtime_error(src + ": the logits of " + a.checkpoint + " are not finite (NaN or Inf), first at sequence " +
                              std::to_string(at[0].item<int64_t>()) + " position " + std::to_string(at[1].item<int64_t>()) +
-                             " on: its forward overflows on this input; nothing written");
+                             ": its forward overflows on this input; nothing written");
   }
   statecut::io::SafetensorsWriter w;
   w.add("logits", statecut::io::DType::F32, logits.sizes().vec(), logits.data_ptr(),

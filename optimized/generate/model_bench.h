@@ -6,9 +6,10 @@
 ///   memory    state bytes per sequence (recurrent states + conv windows; KV cache bytes per token for softmax layers),
 ///             peak device memory per measurement (CUDA caching allocator; CPU: not measured, -1).
 ///   floor     the bytes one step must move, weights read once (every parameter except an embedding table that is not
-///             the output head: a step looks up only B of its rows, left out as ≤ B·hidden of a far larger W) plus every sequence's state read and written plus, for softmax layers, every sequence's KV cache
-///             read once (kv bytes per token κ times the mean filled length P̄ over the timed steps), over the copy
-///             bandwidth measured in the same run: floor_ms(B) = (W + 2·B·s + B·κ·P̄) / bandwidth;
+///             the output head: a step looks up only B of its rows, left out as ≤ B·hidden of a far larger W) plus
+///             every sequence's state read and written plus, for softmax layers, every sequence's KV cache read once
+///             (kv bytes per token κ times the mean filled length P̄ over the timed steps), over the copy bandwidth
+///             measured in the same run: floor_ms(B) = (W + 2·B·s + B·κ·P̄) / bandwidth;
 ///             x_floor = ms_per_step / floor_ms.
 /// Before timing, each decode batch checks itself: the replayed (or eager) step's logits against an eager step from
 /// a copy of the same cache (relative error, `check_rel_err`) and finite logits.
