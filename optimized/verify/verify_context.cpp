@@ -70,13 +70,16 @@ bool Context::ensure_f64() {
       fo.output_hidden_states = true;
       // A window at a time: the f64 head's [L, V] product is held for one window, not N (at a 152k vocabulary,
       // 4 x 512 tokens: 2.5 GB less). Models return fp32 logits, so logits64 keeps them in fp32.
-      std::vector<torch::Tensor> lg, hid;
+      // Each window's logits go straight into their rows (a list and a cat held them twice at the end).
+      std::vector<torch::Tensor> hid;
+      torch::Tensor lg;
       for (int64_t b = 0; b < ids.size(0); ++b) {
         const ForwardResult r = forward_window(*model64, b, dev, fo);
-        lg.push_back(r.logits.to(torch::kCPU));
+        if (!lg.defined()) lg = torch::empty({ids.size(0), r.logits.size(1), r.logits.size(2)}, torch::kFloat32);
+        lg[b].copy_(r.logits[0]);
         hid.push_back(r.hidden_states.back().to(torch::kCPU, torch::kFloat64));
       }
-      logits64 = torch::cat(lg);
+      logits64 = lg;
       hidden64 = torch::cat(hid);
       device64 = dev;
       f64_ok_ = true;
