@@ -39,7 +39,11 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   fo.last_logits = true;  // only the last position picks the first token
   const auto device = model.named_parameters().front().second.device();
   auto t0 = std::chrono::steady_clock::now();
-  auto logits = model.forward_cached(prompt.to(device, torch::kInt64), cache, fo).logits.select(1, -1);
+  const torch::Tensor ids = prompt.to(device, torch::kInt64);
+  const int64_t T = ids.size(1), piece = opt.prefill_piece > 0 ? opt.prefill_piece : T;
+  torch::Tensor logits;
+  for (int64_t t = 0; t < T; t += piece)
+    logits = model.forward_cached(ids.narrow(1, t, std::min(piece, T - t)), cache, fo).logits.select(1, -1);
   if (opt.max_new_tokens == 0) {  // the prompt alone: its prefill's time and the state it leaves, no token
     res.prefill_seconds = generate_seconds_since(t0);
     res.state_bytes = cache.bytes();

@@ -325,6 +325,22 @@ TEST_P(Equiv_Decode, generateStopsEachRowAfterItsFirstStopId) {
   }
 }
 
+// A prompt prefilled in pieces (GenerateOptions::prefill_piece, each continuing the cache) picks the tokens one pass
+// picks: 65 tokens in pieces of 64 and of 7 (a last piece of 1, which runs the one-token step) against one piece.
+TEST_P(Equiv_Decode, aPromptPrefilledInPiecesPicksTheTokensOnePassPicks) {
+  const auto& c = GetParam();
+  if (c.cuda || c.dtype != torch::kFloat64) GTEST_SKIP() << "one case per family, f64: no near-tie can flip a pick";
+  auto prompt = random_ids(2, 65, model_->vocab_size(), test::env_seed(14) + 11);
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  o.prefill_piece = 0;
+  const GenerateResult whole = generate(*model_, prompt, o);
+  for (const int64_t piece : {int64_t{64}, int64_t{7}}) {
+    o.prefill_piece = piece;
+    EXPECT_EQ(generate(*model_, prompt, o).tokens, whole.tokens) << "pieces of " << piece;
+  }
+}
+
 // --max-new-tokens far beyond any memory: the KV room reserved ahead is capped (generate.cpp), so a run that a stop id
 // ends after two tokens does not try to allocate buffers for 2^40 positions first.
 TEST_P(Equiv_Decode, generateWithAHugeTokenBudgetReservesBoundedRoom) {
