@@ -85,13 +85,14 @@ int run_logits(const LogitsArgs& a) {
   // element map only when one is not finite (a bool per logit).
   if (!torch::isfinite(logits.max()).item<bool>() || !torch::isfinite(logits.min()).item<bool>()) {
     const torch::Tensor at = torch::isfinite(logits).logical_not().nonzero()[0];
-    throw std::runtime_error(src + ": the logits of " + a.checkpoint + " are not finite (NaN or Inf), first at sequence " +
-                             std::to_string(at[0].item<int64_t>()) + " position " + std::to_string(at[1].item<int64_t>()) +
+    throw std::runtime_error(src + ": the logits of " + a.checkpoint +
+                             " are not finite (NaN or Inf), first at sequence " + std::to_string(at[0].item<int64_t>()) +
+                             " position " + std::to_string(at[1].item<int64_t>()) +
                              ": its forward overflows on this input; nothing written");
   }
   statecut::io::SafetensorsWriter w;
   w.add_borrowed("logits", statecut::io::DType::F32, logits.sizes().vec(), logits.data_ptr(),
-        static_cast<std::size_t>(logits.nbytes()));
+                 static_cast<std::size_t>(logits.nbytes()));
   w.write(a.out);
   const auto shape = logits.sizes().vec();
   if (a.json)

@@ -52,6 +52,20 @@ std::vector<std::string> open_files(const std::string& dir) {
   return files;
 }
 
+/// dir's config.json, and its weight files in `files`: a folder that is not there, a config or a weight file that does
+/// not parse is Unreadable (exit 2, one line naming the file). The checkpoint and --source alike.
+json read_checkpoint(const std::string& dir, std::vector<std::string>& files) {
+  json config;
+  try {
+    io::require_checkpoint_folder(dir);
+    config = io::read_config(dir);
+  } catch (const std::exception& e) {
+    throw Unreadable(e.what());
+  }
+  files = open_files(dir);
+  return config;
+}
+
 /// The float dtype holding the most bytes.
 torch::Dtype dominant_dtype(const std::vector<std::string>& files) {
   std::map<io::DType, size_t> bytes;
@@ -164,26 +178,12 @@ Report run_verify(const VerifyOptions& opt) {
   Context ctx;
   ctx.opt = opt;
   ctx.dir = opt.checkpoint;
-  try {
-    io::require_checkpoint_folder(ctx.dir);
-    if (!opt.source.empty()) io::require_checkpoint_folder(opt.source);  // exit 2, as the help says, not a FAIL row
-  } catch (const std::exception& e) {
-    throw Unreadable(e.what());
-  }
   ctx.config_path = (fs::path(ctx.dir) / "config.json").string();
-  try {
-    ctx.config = io::read_config(ctx.dir);
-  } catch (const std::exception& e) {
-    throw Unreadable(e.what());
-  }
-  const std::vector<std::string> files = open_files(ctx.dir);
-  if (!opt.source.empty()) {  // --source is read as the checkpoint is: a config or weights that do not parse exit 2
-    try {
-      (void)io::read_config(opt.source);
-    } catch (const std::exception& e) {
-      throw Unreadable(e.what());
-    }
-    (void)open_files(opt.source);
+  std::vector<std::string> files;
+  ctx.config = read_checkpoint(ctx.dir, files);
+  if (!opt.source.empty()) {  // --source is read as the checkpoint is (exit 2, as the help says, not a FAIL row)
+    std::vector<std::string> source_files;
+    (void)read_checkpoint(opt.source, source_files);
   }
   const auto mt = ctx.config.find("model_type");  // not a string: as missing (the load row says so)
   ctx.model_type = mt != ctx.config.end() && mt->is_string() ? mt->get<std::string>() : std::string();

@@ -33,8 +33,10 @@ void expect_input_refused(const TempDir& tmp, const std::string& path, const std
       {"prune --checkpoint " + kInputTextModel + " --method drrqr --ratio 0.5 --calib @ --out " + out + "/p", 1, out + "/p"},
       {"eval --checkpoint " + kInputTextModel + " --text @", 1, ""},
       {"verify --checkpoint " + kInputTextModel + " --text @", 2, ""},
-      {"logits --checkpoint " + kInputTextModel + " --text @ --out " + out + "/l.safetensors", 1, out + "/l.safetensors"},
-      {"logits --checkpoint " + kInputTextModel + " --tokens @ --out " + out + "/l.safetensors", 1, out + "/l.safetensors"},
+      {"logits --checkpoint " + kInputTextModel + " --text @ --out " + out + "/l.safetensors", 1,
+       out + "/l.safetensors"},
+      {"logits --checkpoint " + kInputTextModel + " --tokens @ --out " + out + "/l.safetensors", 1,
+       out + "/l.safetensors"},
   };
   fs::create_directories(out);
   for (const auto& c : cases) {

@@ -283,7 +283,9 @@ TEST(BadInput_Logits, rejectsEveryBrokenInputWithOneLine) {
   const std::string text = (tmp.path / "bytes.txt").string();
   std::ofstream(text) << "def read_config(path):";
   expect_rejected("--checkpoint " + overflow + " --text " + text,
-                  text + ": the logits of " + overflow + " are not finite (NaN or Inf), first at sequence 0 position 0", tmp);
+                  text + ": the logits of " + overflow +
+                      " are not finite (NaN or Inf), first at sequence 0 position 0",
+                  tmp);
 }
 
 }  // namespace

@@ -112,7 +112,8 @@ TEST(Cli_Verify, nanWeightExitsOneNamingTheTensor) {
   EXPECT_TRUE(contains(r.out, "FAIL")) << r.out;
   EXPECT_TRUE(contains(r.out, bad)) << r.out;
   // One problem, said once: the scan's count and first index, not again in the loader's words.
-  const auto j = nlohmann::json::parse(run_statecut("verify --json --only load --checkpoint " + (tmp / "ckpt") + kFast).out);
+  const auto j =
+      nlohmann::json::parse(run_statecut("verify --json --only load --checkpoint " + (tmp / "ckpt") + kFast).out);
   const auto& load = j["checks"][0];
   EXPECT_EQ(load["figure"], 1) << load.dump();
   EXPECT_TRUE(contains(load["message"], "1 NaN and 0 Inf values (first at")) << load.dump();
