@@ -71,14 +71,7 @@ if [ "$PHASE" = B ]; then
   planted_bug kernels/skinny_gemm.cu 's/k, N + tile \* 64);/k, tile * 64);/' skinny_gemm_cuda '*siluMul*' \
     "the up rows read from the gate rows"
 fi
-variant() {  # name, sed expressions...: the harness built from an edited copy of the kernel
-  local name=$1 d="$LOGS/v_$1"
-  shift
-  mkdir -p "$d/kernels" && cp kernels/*.cu kernels/*.cuh kernels/*.h "$d/kernels/"
-  for e in "$@"; do sed -i "$e" "$d/kernels/skinny_gemm.cu"; done
-  nvcc -std=c++17 -O2 -I"$d" -gencode=arch=compute_90a,code=sm_90a bench/skinny_gemm_step.cu "$d/kernels/skinny_gemm.cu" \
-    -lcublas -o "$d/harness" >"$d/build.log" 2>&1 || echo "variant $name: build FAILED" >>"$S"
-}
+variant() { skinny_variant "$@"; }
 build_variants() {
   local noepi='s|__syncthreads();  // every stage read and every copy landed: the stages become the partial tile|__syncthreads(); return;|'
   local nomma='s/mma<NB>(d, smem_desc/if (0) mma<NB>(d, smem_desc/'

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU gate after the 29th session's CPU work, and what the skinny GEMM's epilogue still holds (2026-12-05, 45th
+# wave):
+#   A  SKIP_SANITIZER=1 ci/device.sh (every GPU test and the CLI's CUDA cases on this tree; its summary under
+#      $OUT/gate) while the harness variants of 44th wave's F build beside it, then F's timings: the harness
+#      (SKINNY_QUICK=1 bench/skinny_gemm_step.cu) from kernels/skinny_gemm.cu as it is and edited: nostore (the bf16
+#      stores of y skipped), nobar (the first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload
+#      (the partials not read: zeros stored), noepi (no epilogue at all). Only the edited ones' timings mean anything.
+# Run: bash bench/h200_wave45.sh A
+set -uo pipefail
+PHASE=${1:-A}
+TAG=w45
+# shellcheck source=bench/device_env.sh
+source "$(dirname "$0")/device_env.sh"
+noepi='s|__syncthreads();  // every stage read and every copy landed: the stages become the partial tile|__syncthreads(); return;|'
+f_variants() {
+  skinny_variant base &
+  skinny_variant nostore 's|\*reinterpret_cast<uint2\*>(out) = packed;|if (packed.x == 0x7fc17fc1u) *reinterpret_cast<uint2*>(out) = packed;|' &
+  skinny_variant nobar 's|    cluster_sync();  // every partial tile of the cluster written|    __syncthreads();  // every partial tile of the cluster written|' &
+  skinny_variant noload 's|float4 acc = reduced(m \* ld + 4 \* q);|float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);|' &
+  skinny_variant noepi "$noepi" &
+  wait
+}
+run_variants() {  # deadline (s since start), names...
+  local deadline=$1 v
+  shift
+  for v in "$@"; do
+    [ -x "$LOGS/v_$v/harness" ] || { say "--- $v: no harness"; continue; }
+    [ "$(elapsed)" -lt "$deadline" ] || { say "variants stopped before $v at $(elapsed) s"; break; }
+    SKINNY_QUICK=1 timeout 100 "$LOGS/v_$v/harness" >"$OUT/harness_$v.log" 2>&1
+    say "--- $v (rc $?) at $(elapsed) s"
+    grep -E "^shape|rows|copy bandwidth|checks:" "$OUT/harness_$v.log" >>"$S"
+  done
+}
+if [ "$PHASE" = A ]; then
+  (f_variants; echo "variants built at $(elapsed) s" >"$LOGS/variants.log") &
+  vb=$!
+  SKIP_SANITIZER=1 OUT="$OUT/gate" LOGS="$LOGS/gate" bash ci/device.sh
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "gate: rc $r at $(elapsed) s"
+  cat "$OUT/gate/00_summary.log" >>"$S"
+  wait $vb
+  say "$(cat "$LOGS/variants.log")"
+  run_variants 560 base nostore nobar noload noepi
+fi
+say "phase $PHASE done at $(elapsed) s, rc $rc"
+exit $rc
