@@ -6,7 +6,10 @@
 #      (SKINNY_QUICK=1 bench/skinny_gemm_step.cu) from kernels/skinny_gemm.cu as it is and edited: nostore (the bf16
 #      stores of y skipped), nobar (the first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload
 #      (the partials not read: zeros stored), noepi (no epilogue at all). Only the edited ones' timings mean anything.
-# Run: bash bench/h200_wave45.sh A
+#   B  SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' benchmark, the model benchmark of DeltaNet 1.3B and its 50%
+#      prune, and the regression gate over both; its summary under $OUT/bench), then `statecut bench` of Gated
+#      DeltaNet 1.3B against its 50% prune at 1, 8, 64, 256 while the call has time.
+# Run: bash bench/h200_wave45.sh A|B
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w45
@@ -43,6 +46,17 @@ if [ "$PHASE" = A ]; then
   wait $vb
   say "$(cat "$LOGS/variants.log")"
   run_variants 560 base nostore nobar noload noepi
+fi
+if [ "$PHASE" = B ]; then
+  SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "bench gate: rc $r at $(elapsed) s"
+  cat "$OUT/bench/00_summary.log" >>"$S"
+  [ -s "$OUT/bench/model_bench.json" ] && python3 bench/bench_table.py "$OUT/bench/model_bench.json" >>"$S" 2>&1
+  if [ "$(elapsed)" -lt 470 ]; then
+    checkpoint gdn13 --family gated_deltanet && pruned gdn13 && bench_decode gdn13 now 1,8,64,256
+  fi
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc

@@ -11,7 +11,8 @@
 # and model_bench.json (BENCH=1, with bench_compare.log: bench/compare.py against bench/baselines/h200.json, the model's
 # figures against h100.json on an H100), and the
 # full log of any step that failed. Full logs stay in $LOGS (default /tmp/statecut-device-logs).
-# Env: BUILD (default build-gpu-device), SKIP_SANITIZER=1, SANITIZE_TOOLS (default "memcheck racecheck"),
+# Env: BUILD (default build-gpu-device), SKIP_TESTS=1 (build and run no test: with BENCH=1, only the benchmarks and
+# their gate), SKIP_SANITIZER=1, SANITIZE_TOOLS (default "memcheck racecheck"),
 # SANITIZE_TIMEOUT (s per run, default 300), SANITIZE_FILTER, BENCH=1 (also run bench_cuda_gated_delta and the model
 # benchmark, and the regression gate over both), BENCH_FILTER, MODEL_BENCH_ARGS / _DEVICE / _PREFILL / _DECODE,
 # MODEL_BASELINE (the file the model's figures are held to).
@@ -33,19 +34,22 @@ t0=$(date +%s)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
   { keep "$LOGS/configure.log"; say "configure FAILED"; tail -30 "$LOGS/configure.log"; exit 1; }
-gpu_tests=$(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')
+gpu_tests=""
+[ "${SKIP_TESTS:-0}" = 1 ] || gpu_tests="logits_cmd $(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')"
 # shellcheck disable=SC2086
-cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint logits_cmd bench_cuda_gated_delta $gpu_tests >"$LOGS/build.log" 2>&1 ||
+cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint bench_cuda_gated_delta $gpu_tests >"$LOGS/build.log" 2>&1 ||
   { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -60; exit 1; }
 say "build $(( $(date +%s) - t0 )) s"
 rc=0
-(cd "$BUILD" && ctest -L GPU -V -j4 --timeout 400) >"$LOGS/ctest_gpu.log" 2>&1 || { rc=1; keep "$LOGS/ctest_gpu.log"; }
-say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1)"
-grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Not Run|Skipped)" "$LOGS/ctest_gpu.log" | tee -a "$SUM"
-grep -ohE "\[(errors|meta)\].*" "$LOGS/ctest_gpu.log" | sed 's/gated_delta(//' | cut -c1-230 | sort -u >>"$SUM"
-"$BUILD/tests/logits_cmd" --gtest_filter='*cuda*:*Cuda*' >"$LOGS/logits_cuda.log" 2>&1 || { rc=1; keep "$LOGS/logits_cuda.log"; }
-say "logits_cmd (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/logits_cuda.log" | tr '\n' ' ')"
-if [ "${SKIP_SANITIZER:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  (cd "$BUILD" && ctest -L GPU -V -j4 --timeout 400) >"$LOGS/ctest_gpu.log" 2>&1 || { rc=1; keep "$LOGS/ctest_gpu.log"; }
+  say "ctest -L GPU: $(grep -E 'tests passed|tests failed' "$LOGS/ctest_gpu.log" | tail -1)"
+  grep -E "^[0-9]+/[0-9]+ Test.*(Failed|Not Run|Skipped)" "$LOGS/ctest_gpu.log" | tee -a "$SUM"
+  grep -ohE "\[(errors|meta)\].*" "$LOGS/ctest_gpu.log" | sed 's/gated_delta(//' | cut -c1-230 | sort -u >>"$SUM"
+  "$BUILD/tests/logits_cmd" --gtest_filter='*cuda*:*Cuda*' >"$LOGS/logits_cuda.log" 2>&1 || { rc=1; keep "$LOGS/logits_cuda.log"; }
+  say "logits_cmd (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/logits_cuda.log" | tr '\n' ' ')"
+fi
+if [ "${SKIP_SANITIZER:-0}" != 1 ] && [ "${SKIP_TESTS:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
     for t in badinput_gated_delta_cuda fused_ops_cuda decode_fold_cuda "equiv_gated_delta_cuda --gtest_filter=${SANITIZE_FILTER:-*dk_89*:*dk_179*:*varlen*}"; do
       log="$LOGS/sanitize_${tool}_${t%% *}.log"
