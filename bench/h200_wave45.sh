@@ -6,6 +6,9 @@
 #      (SKINNY_QUICK=1 bench/skinny_gemm_step.cu) from kernels/skinny_gemm.cu as it is and edited: nostore (the bf16
 #      stores of y skipped), nobar (the first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload
 #      (the partials not read: zeros stored), noepi (no epilogue at all). Only the edited ones' timings mean anything.
+#      And push (.old/skinny_push.cu, carried, not landed): at 2-64 rows of a cluster each block sends its partials
+#      of the rows another rank writes straight there (st.async, completing on that rank's mbarrier), so neither
+#      cluster barrier of the epilogue is left; its harness checks hold it to the f64 reference. Base and push twice.
 #   B  SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' benchmark, the model benchmark of DeltaNet 1.3B and its 50%
 #      prune, and the regression gate over both; its summary under $OUT/bench), then `statecut bench` of Gated
 #      DeltaNet 1.3B against its 50% prune at 1, 8, 64, 256 while the call has time.
@@ -22,6 +25,7 @@ f_variants() {
   skinny_variant nobar 's|    cluster_sync();  // every partial tile of the cluster written|    __syncthreads();  // every partial tile of the cluster written|' &
   skinny_variant noload 's|float4 acc = reduced(m \* ld + 4 \* q);|float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);|' &
   skinny_variant noepi "$noepi" &
+  [ -f .old/skinny_push.cu ] && SKINNY_SRC=.old/skinny_push.cu skinny_variant push &
   wait
 }
 run_variants() {  # deadline (s since start), names...
@@ -45,7 +49,7 @@ if [ "$PHASE" = A ]; then
   cat "$OUT/gate/00_summary.log" >>"$S"
   wait $vb
   say "$(cat "$LOGS/variants.log")"
-  run_variants 560 base nostore nobar noload noepi
+  run_variants 560 base push nostore nobar noload noepi base push
 fi
 if [ "$PHASE" = B ]; then
   SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
