@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The GPU gate after the 29th session's CPU work, and what the skinny GEMM's epilogue still holds (2026-12-05, 45th
 # wave):
-#   A  SKIP_SANITIZER=1 ci/device.sh (every GPU test and the CLI's CUDA cases on this tree; its summary under
-#      $OUT/gate) while the harness variants of 44th wave's F build beside it, then F's timings: the harness
-#      (SKINNY_QUICK=1 bench/skinny_gemm_step.cu) from kernels/skinny_gemm.cu as it is and edited: nostore (the bf16
-#      stores of y skipped), nobar (the first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload
-#      (the partials not read: zeros stored), noepi (no epilogue at all). Only the edited ones' timings mean anything.
-#      And push (.old/skinny_push.cu, carried, not landed): at 2-64 rows of a cluster each block sends its partials
-#      of the rows another rank writes straight there (st.async, completing on that rank's mbarrier), so neither
-#      cluster barrier of the epilogue is left; its harness checks hold it to the f64 reference. Base and push twice.
+#   A  SKIP_SANITIZER=1 ci/device.sh (every GPU test and the CLI's CUDA cases on this tree, the pushed epilogue's
+#      bit test among them; its summary under $OUT/gate) while the harness variants build beside it; the skinny GEMM's
+#      and the models' CUDA tests again with STATECUT_SKINNY_PUSH=1 (the pushed epilogue in every batched step); the
+#      harness (SKINNY_QUICK=1 bench/skinny_gemm_step.cu) pulled / pushed / pulled / pushed; `statecut bench` of
+#      DeltaNet 1.3B against its 50% prune at 8 and 64, pulled / pushed twice, interleaved; then while the call has
+#      time the 44th wave's F: the harness from kernels/skinny_gemm.cu edited: nostore (the bf16 stores of y
+#      skipped), nobar (the first cluster barrier skipped: wrong sums at cluster > 1, timing only), noload (the
+#      partials not read: zeros stored), noepi (no epilogue at all). Only the edited ones' timings mean anything.
 #   B  SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' benchmark, the model benchmark of DeltaNet 1.3B and its 50%
 #      prune, and the regression gate over both; its summary under $OUT/bench), then `statecut bench` of Gated
 #      DeltaNet 1.3B against its 50% prune at 1, 8, 64, 256 while the call has time.
@@ -25,16 +25,17 @@ f_variants() {
   skinny_variant nobar 's|    cluster_sync();  // every partial tile of the cluster written|    __syncthreads();  // every partial tile of the cluster written|' &
   skinny_variant noload 's|float4 acc = reduced(m \* ld + 4 \* q);|float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);|' &
   skinny_variant noepi "$noepi" &
-  [ -f .old/skinny_push.cu ] && SKINNY_SRC=.old/skinny_push.cu skinny_variant push &
   wait
 }
-run_variants() {  # deadline (s since start), names...
-  local deadline=$1 v
+run_variants() {  # deadline (s since start), names... (push: the base harness with STATECUT_SKINNY_PUSH=1)
+  local deadline=$1 v h e
   shift
   for v in "$@"; do
-    [ -x "$LOGS/v_$v/harness" ] || { say "--- $v: no harness"; continue; }
+    h=$v e=0
+    [ "$v" = push ] && h=base e=1
+    [ -x "$LOGS/v_$h/harness" ] || { say "--- $v: no harness"; continue; }
     [ "$(elapsed)" -lt "$deadline" ] || { say "variants stopped before $v at $(elapsed) s"; break; }
-    SKINNY_QUICK=1 timeout 100 "$LOGS/v_$v/harness" >"$OUT/harness_$v.log" 2>&1
+    STATECUT_SKINNY_PUSH=$e SKINNY_QUICK=1 timeout 100 "$LOGS/v_$h/harness" >"$OUT/harness_$v.log" 2>&1
     say "--- $v (rc $?) at $(elapsed) s"
     grep -E "^shape|rows|copy bandwidth|checks:" "$OUT/harness_$v.log" >>"$S"
   done
@@ -47,9 +48,20 @@ if [ "$PHASE" = A ]; then
   [ $r -ne 0 ] && rc=1
   say "gate: rc $r at $(elapsed) s"
   cat "$OUT/gate/00_summary.log" >>"$S"
+  BUILD=build-gpu-device
+  say "--- with STATECUT_SKINNY_PUSH=1:"
+  STATECUT_SKINNY_PUSH=1 run_tests skinny_gemm_cuda decode_equivalence golden_models_cuda
   wait $vb
   say "$(cat "$LOGS/variants.log")"
-  run_variants 560 base push nostore nobar noload noepi base push
+  run_variants 400 base push base push
+  if [ "$(elapsed)" -lt 430 ] && checkpoint dn13 && pruned dn13; then
+    for i in 1 2; do
+      STATECUT_SKINNY_PUSH=0 bench_decode dn13 pulled$i 8,64
+      STATECUT_SKINNY_PUSH=1 bench_decode dn13 pushed$i 8,64
+      [ "$(elapsed)" -lt 500 ] || break
+    done
+  fi
+  run_variants 560 nostore nobar noload noepi
 fi
 if [ "$PHASE" = B ]; then
   SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "kernels/gated_delta_common.cuh"
@@ -28,18 +30,22 @@ constexpr int kMaxCluster = 8;  // the portable cluster size
 
 /// Shared memory of the kernel for x's rows rounded up to NB: one block an SM, up to 8 stages in ~200 KB. Measured
 /// (43rd wave, H100): two blocks an SM of ~110 KB each were as fast on the GEMMs alone and 6-12% slower once each
-/// block triggers its dependents early (kernels/pdl.cuh).
-template <int NB>
+/// block triggers its dependents early (kernels/pdl.cuh). With Push (NB <= 64), the received partials take their
+/// room from the ring.
+template <int NB, bool Push>
 struct Plan {
   static constexpr int kWBox = kTileRows * kKSlice * 2;
   static constexpr int kXBox = NB * kKSlice * 2;
   static constexpr int kWBytes = kBoxes * kWBox;
   static constexpr int kXBytes = kBoxes * kXBox;
   static constexpr int kStageBytes = kWBytes + kXBytes;
-  static constexpr int kBudget = 200 * 1024;
+  // The pushed epilogue: each block receives its rows' partials from every rank, [cs][ceil(NB / cs)][128] fp32, at
+  // most NB + 7 rows of 512 bytes, outside the ring (they may land while this block still streams).
+  static constexpr int kRecvBytes = Push ? (NB + kMaxCluster - 1) * kTileRows * 4 : 0;
+  static constexpr int kBudget = 200 * 1024 - kRecvBytes;
   static constexpr int kStages = kBudget / kStageBytes < 8 ? kBudget / kStageBytes : 8;
   static constexpr int kRedBytes = NB * (kTileRows + kRedPad) * 4;
-  static constexpr int kSmem = kStages * kStageBytes + 1024 + 2 * kStages * 8;  // + alignment slack + barriers
+  static constexpr int kSmem = kStages * kStageBytes + kRecvBytes + 1024 + 2 * kStages * 8 + 8;  // + slack + barriers
   static_assert(kStages >= 2, "a ring of at least two stages");
   static_assert(kRedBytes <= kStages * kStageBytes, "the partial tile reuses the stages");
   static_assert(kStageBytes % 1024 == 0, "each stage starts on a 1024-byte swizzle atom");
@@ -85,6 +91,22 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;\n" ::: "memory");
 }
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ uint32_t map_rank(uint32_t local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+/// 16 bytes into shared memory of the cluster at `remote`, completing `bytes` on the barrier at `remote_bar`.
+__device__ __forceinline__ void st_async(uint32_t remote, float4 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                   remote),
+               "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(remote_bar)
+               : "memory");
+}
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -128,18 +150,25 @@ __device__ __forceinline__ void mma(float* d, uint64_t a, uint64_t b) {
 /// cluster's blocks (consecutive along x of the grid) share t. See skinny_gemm.h. With SiluMul, w is gate|up
 /// [2N, K]: the block's 128 rows are gate rows [64 t, 64 t + 64) then the up rows N apart (two 64-row boxes), and it
 /// writes silu_mul of the two halves' rounded sums for y's columns [64 t, 64 t + 64).
-template <int NB, bool SiluMul>
+/// The epilogue of a cluster, two ways with the same sums in the same order (so the same bits):
+/// - pulled (Push false): every block writes its partial tile into its own shared memory; after a cluster barrier
+///   each reads its rows' partials from every rank, and a last barrier keeps each block alive for the others' reads;
+/// - pushed (Push true, NB <= 64): each block sends each row's partials straight to the rank that writes that row
+///   (st.async, completing bytes on that rank's mbarrier, armed at the start for exactly what it will receive) and
+///   waits only for its own rows' bytes: no barrier after the main loop.
+template <int NB, bool SiluMul, bool Push>
 __global__ void __launch_bounds__(kThreads, 1)
     skinny_gemm_kernel(const __grid_constant__ CUtensorMap tw, const __grid_constant__ CUtensorMap tx,
                        __nv_bfloat16* __restrict__ y, int M, int N, int kslices, bool trigger) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl::trigger(trigger);  // the next grid may launch and stream its own weights (kernels/pdl.cuh)
-  using P = Plan<NB>;
+  using P = Plan<NB, Push>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   unsigned char* smem = smem_raw + (((raw + 1023) & ~1023u) - raw);
   const uint32_t base = smem_addr(smem);
-  const uint32_t full0 = base + P::kStages * P::kStageBytes, empty0 = full0 + 8 * P::kStages;
+  const uint32_t recv0 = base + P::kStages * P::kStageBytes;
+  const uint32_t full0 = recv0 + P::kRecvBytes, empty0 = full0 + 8 * P::kStages, recv_bar = empty0 + 8 * P::kStages;
   auto full = [&](int s) { return full0 + 8 * s; };
   auto empty = [&](int s) { return empty0 + 8 * s; };
   auto w_at = [&](int s) { return base + s * P::kStageBytes; };
@@ -150,12 +179,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int k0 = static_cast<int>(static_cast<int64_t>(kslices) * rank / cs);
   const int steps = static_cast<int>(static_cast<int64_t>(kslices) * (rank + 1) / cs) - k0;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const bool push = Push && cs > 1;
+  const int rows = M < NB ? M : NB;
+  const int mine = rank < rows ? (rows - rank + cs - 1) / cs : 0;  // rows of y this block writes
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < P::kStages; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 256);
+    if (push) {
+      mbar_init(recv_bar, 1);
+      // every rank's partial of this block's rows: the phase completes when they have all landed
+      mbar_expect_tx(recv_bar, static_cast<uint32_t>(mine * kTileRows * 4 * cs));
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  if (push) cluster_arrive_relaxed();  // waited for before the first push: every rank's barrier initialized
 
   float d[NB / 2];
 #pragma unroll
@@ -225,21 +263,45 @@ __global__ void __launch_bounds__(kThreads, 1)
       red[(c + 1) * ld + r + 8] = d[4 * j + 3];
     }
   }
-  if (cs > 1)
-    cluster_sync();  // every partial tile of the cluster written and visible to the others
-  else
+  if (push) {  // each row's 128 partial sums to the rank that writes it: recv[rank][m / cs] there
     __syncthreads();
+    cluster_wait();
+    const uint32_t my_slot = recv0 + static_cast<uint32_t>(rank * ((NB + cs - 1) / cs) * kTileRows * 4);
+    for (int idx = static_cast<int>(threadIdx.x); idx < rows * 32; idx += kThreads) {
+      const int c = idx >> 5, q = idx & 31;
+      const uint32_t to = static_cast<uint32_t>(c % cs);
+      const float4 v = *reinterpret_cast<const float4*>(red + c * ld + 4 * q);
+      st_async(map_rank(my_slot + static_cast<uint32_t>(((c / cs) * kTileRows + 4 * q) * 4), to), v,
+               map_rank(recv_bar, to));
+    }
+  } else if (cs > 1) {
+    cluster_sync();  // every partial tile of the cluster written and visible to the others
+  } else {
+    __syncthreads();
+  }
   pdl::wait();  // y may be memory the kernel before this one still reads
+  if (push) mbar_wait(recv_bar, 0);
 
   // This block writes x's rows m = rank, rank + cs, ...: the cluster's partials added in rank order. A thread owns
   // four consecutive columns of y: 32 threads a row of 128 columns, or 16 a row of 64 with SiluMul.
   constexpr int kCols = SiluMul ? 64 : kTileRows, kLg = SiluMul ? 4 : 5;
-  const int rows = M < NB ? M : NB, n0 = tile * kCols;
+  const int n0 = tile * kCols;
   const bool vec = N % 4 == 0;
+  const float* recv = reinterpret_cast<const float*>(smem + P::kStages * P::kStageBytes);
+  const int slot = ((NB + cs - 1) / cs) * kTileRows;
   // The partials at offset `at` of the tile, added in rank order: a lone block reads its own shared memory; a cluster's
   // loads from every rank are issued before the first add.
   const auto reduced = [&](int at) {
     if (cs == 1) return *reinterpret_cast<const float4*>(red + at);
+    if (push) {  // at = m * ld + col: the received row m / cs, in rank order
+      const int m = at / ld, col = at - m * ld, off = (m / cs) * kTileRows + col;
+      float4 acc = *reinterpret_cast<const float4*>(recv + off);
+      for (int r2 = 1; r2 < cs; ++r2) {
+        const float4 v = *reinterpret_cast<const float4*>(recv + r2 * slot + off);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+      }
+      return acc;
+    }
     const uint32_t local = smem_addr(red + at);
     float4 v[kMaxCluster];
 #pragma unroll
@@ -251,7 +313,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (r2 < cs) acc.x += v[r2].x, acc.y += v[r2].y, acc.z += v[r2].z, acc.w += v[r2].w;
     return acc;
   };
-  const int mine = rank < rows ? (rows - rank + cs - 1) / cs : 0;  // rows of y this block writes
   const int items = mine << kLg;
 #pragma unroll 2
   for (int idx = static_cast<int>(threadIdx.x); idx < items; idx += kThreads) {
@@ -283,8 +344,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // through shared memory, two cluster barriers, the adds, the stores) held ~3.5 us of each GEMM's critical path; a
   // lone block skipping the barriers, this one ordering nothing and a cluster's loads issued together took the 97
   // projections of a DeltaNet 1.3B step, each followed by a norm-like kernel, from 1.264 to 1.211 ms at 8 rows and
-  // 1.431 to 1.366 at 64.
-  if (cs > 1) cluster_sync_relaxed();
+  // 1.431 to 1.366 at 64. Pushed, no block reads another's memory: each has waited for every byte sent to it, and
+  // what it sent left from registers.
+  if (cs > 1 && !push) cluster_sync_relaxed();
 #else
   __trap();  // sm_90a only: skinny_gemm_device_ok() keeps other chips away
 #endif
@@ -328,22 +390,41 @@ struct Variant {
   int smem;
 };
 
-template <int NB>
+template <int NB, bool Push>
 Variant variant_of(bool silu_mul) {
-  return {silu_mul ? reinterpret_cast<void*>(&skinny_gemm_kernel<NB, true>)
-                   : reinterpret_cast<void*>(&skinny_gemm_kernel<NB, false>),
-          Plan<NB>::kSmem};
+  return {silu_mul ? reinterpret_cast<void*>(&skinny_gemm_kernel<NB, true, Push>)
+                   : reinterpret_cast<void*>(&skinny_gemm_kernel<NB, false, Push>),
+          Plan<NB, Push>::kSmem};
 }
 
-Variant variant_for(int nb, bool silu_mul = false) {
+/// The pushed epilogue exists for NB <= 64 (above, the received rows would leave the ring too few stages).
+template <int NB>
+Variant variant_of(bool silu_mul, bool push) {
+  if constexpr (NB <= 64)
+    if (push) return variant_of<NB, true>(silu_mul);
+  return variant_of<NB, false>(silu_mul);
+}
+
+Variant variant_for(int nb, bool silu_mul = false, bool push = false) {
   switch (nb) {
-    case 8: return variant_of<8>(silu_mul);
-    case 16: return variant_of<16>(silu_mul);
-    case 32: return variant_of<32>(silu_mul);
-    case 64: return variant_of<64>(silu_mul);
-    case 128: return variant_of<128>(silu_mul);
-    default: return variant_of<256>(silu_mul);
+    case 8: return variant_of<8>(silu_mul, push);
+    case 16: return variant_of<16>(silu_mul, push);
+    case 32: return variant_of<32>(silu_mul, push);
+    case 64: return variant_of<64>(silu_mul, push);
+    case 128: return variant_of<128>(silu_mul, push);
+    default: return variant_of<256>(silu_mul, push);
   }
+}
+
+std::atomic<int> push_mode{-1};  // skinny_gemm_push_epilogue: -1 the environment's say, 0 off, 1 on
+
+bool push_on(int nb) {
+  static const bool env = [] {
+    const char* e = std::getenv("STATECUT_SKINNY_PUSH");
+    return e != nullptr && std::strcmp(e, "1") == 0;
+  }();
+  const int m = push_mode.load(std::memory_order_relaxed);
+  return nb <= 64 && (m < 0 ? env : m == 1);
 }
 
 /// What the host asks the driver about each device once: its SM count, how many clusters of each size each kernel
@@ -353,7 +434,7 @@ Variant variant_for(int nb, bool silu_mul = false) {
 struct DeviceFacts {
   int sms = 0;
   int active[9][kMaxCluster + 1] = {};  // [log2 nb][cs]: 0 not asked, -1 asked and none
-  uint32_t attribute_set = 0;           // bit 2 log2(nb) + silu_mul
+  uint32_t attribute_set = 0;           // bit 4 log2(nb) + 2 push + silu_mul
 };
 constexpr int kDevices = 64;
 std::mutex mu;
@@ -372,9 +453,9 @@ DeviceFacts* current_facts() {
 }
 
 /// Sets the variant's dynamic shared memory limit on the current device, once a device.
-cudaError_t allow_smem(int nb, bool silu_mul) {
-  const Variant v = variant_for(nb, silu_mul);
-  const uint32_t bit = 1u << (2 * log2_bucket(nb) + (silu_mul ? 1 : 0));
+cudaError_t allow_smem(int nb, bool silu_mul, bool push = false) {
+  const Variant v = variant_for(nb, silu_mul, push);
+  const uint32_t bit = 1u << (4 * log2_bucket(nb) + (push ? 2 : 0) + (silu_mul ? 1 : 0));
   std::lock_guard<std::mutex> lock(mu);
   DeviceFacts* f = current_facts();
   if (f != nullptr && (f->attribute_set & bit)) return cudaSuccess;
@@ -454,6 +535,8 @@ bool skinny_gemm_device_ok() {
   return ok;
 }
 
+void skinny_gemm_push_epilogue(int mode) { push_mode.store(mode < 0 ? -1 : mode ? 1 : 0, std::memory_order_relaxed); }
+
 int skinny_gemm_cluster(int M, int N, int K) {
   return pick_cluster(rows_bucket(M), (N + kTileRows - 1) / kTileRows, (K + kBoxes * kKSlice - 1) / (kBoxes * kKSlice));
 }
@@ -475,8 +558,9 @@ cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, b
       !make_map(&tx, x, M, K, nb))
     return cudaErrorInvalidValue;
   const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
-  const Variant v = variant_for(nb, silu_mul);
-  const cudaError_t e = allow_smem(nb, silu_mul);
+  const bool push = push_on(nb);
+  const Variant v = variant_for(nb, silu_mul, push);
+  const cudaError_t e = allow_smem(nb, silu_mul, push);
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles * cs));

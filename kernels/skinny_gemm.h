@@ -46,4 +46,10 @@ cudaError_t skinny_gemm_silu_mul_bf16(const void* x, const void* gate_up, void* 
 /// The cluster size (k split) skinny_gemm_bf16 picks for the shape on the current device, for tests and benchmarks.
 int skinny_gemm_cluster(int M, int N, int K);
 
+/// Which epilogue a cluster of blocks ends with at up to 64 rows (skinny_gemm.cu: pulled through two cluster
+/// barriers, or pushed to each row's rank with st.async and no barrier; the same sums in the same order, so the same
+/// bits): mode 1 pushed, 0 pulled, -1 (the start) as the environment says, pushed only with STATECUT_SKINNY_PUSH=1.
+/// For tests and benchmarks; process-wide.
+void skinny_gemm_push_epilogue(int mode);
+
 }  // namespace statecut::cuda

@@ -170,6 +170,30 @@ TEST_F(SkinnyGemm, siluMulEpilogueIsTheGemmThenSiluMulBitForBit) {
     }
 }
 
+// The two epilogues of a cluster (skinny_gemm.cu: pulled through cluster barriers, or each row's partials pushed to
+// the rank that writes it) add the same partials in the same rank order: the same bits, plain and with silu·mul, on
+// every cluster size and at each side of a row bucket. A partial sent to the wrong slot or rank, a row counted twice
+// or a byte count the barrier never reaches (a hang: the test's timeout) shows here.
+TEST_F(SkinnyGemm, pushedEpilogueGivesThePulledOnesBits) {
+  struct Shape {
+    int64_t M, N, K;
+  };
+  for (const Shape sh : {Shape{2, 129, 2048}, Shape{9, 6160, 2048}, Shape{17, 2048, 5632}, Shape{63, 100, 72},
+                         Shape{64, 2048, 2048}})
+    for (int cluster : {2, 3, 5, 8})
+      for (bool silu : {false, true}) {
+        const auto x = skinny_uniform({sh.M, sh.K}), w = skinny_uniform({sh.N, sh.K});
+        cuda::skinny_gemm_push_epilogue(0);
+        const auto pulled = skinny_run(x, w, cluster, silu);
+        cuda::skinny_gemm_push_epilogue(1);
+        const auto pushed = skinny_run(x, w, cluster, silu);
+        cuda::skinny_gemm_push_epilogue(-1);
+        const int64_t differ = pushed.ne(pulled).sum().item<int64_t>();
+        EXPECT_EQ(differ, 0) << "M=" << sh.M << " N=" << sh.N << " K=" << sh.K << " cluster " << cluster
+                             << (silu ? " silu_mul" : "") << " seed " << seed_ << ": " << differ << " elements differ";
+      }
+}
+
 // gated_mlp_packed at 2..64 rows takes it (one launch for gate|up and silu·mul), at 1 row the GEMV's own, at 65 rows
 // cuBLAS and silu_mul: the same bits as the unfused chain wherever it is taken; an odd row count of gate_up is not
 // taken.
