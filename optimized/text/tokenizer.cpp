@@ -234,6 +234,13 @@ Tokenizer Tokenizer::for_checkpoint(const std::string& dir, TokenizerChoice choi
       throw std::runtime_error(p + ": not a regular file (a directory?); expected the tokenizer file");
   }
   const bool has_json = fs::exists(json_path);
+#ifdef STATECUT_HAVE_BPE_TOKENIZER
+  // A tokenizer that is the checkpoint's own code: neither file read as it is gives its ids (transformers_class.h).
+  if (has_json || fs::exists(path)) {
+    t.impl_->unavailable = remote_tokenizer_code(dir);
+    if (!t.impl_->unavailable.empty()) return t;
+  }
+#endif
   // tokenizer.json is what transformers' fast tokenizer reads, so it decides whenever it is there, beside a
   // tokenizer.model too: SentencePiece's own ids differ from the json's (a dummy "▁" before a leading space, special
   // tokens read as text: 84 of 639 texts on Mistral's), so a json statecut cannot read is an error naming it, never a

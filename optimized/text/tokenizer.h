@@ -13,6 +13,9 @@
 ///   neither, vocab 256     byte-level (ids 0..255, one per UTF-8 byte: what the shipped byte models use)
 ///   neither, other vocab   none: token files still work, but encode() and bytes_of() throw a line naming the
 ///                          folder (raw bytes would be meaningless ids for such a model)
+///   the folder's own code  auto_map maps AutoTokenizer to the checkpoint's Python class and transformers has none of
+///                          its own for the folder (ChatGLM's): none, naming it (transformers_class.h
+///                          remote_tokenizer_code; needs the tokenizer.json build, PCRE2); token files still work
 /// `--tokenizer bytes` (TokenizerChoice::Bytes) forces byte-level ids whatever the folder holds.
 ///
 /// SentencePiece runs in the helper executable `statecut-spm` (tools/spm_main.cpp), found through $STATECUT_SPM or

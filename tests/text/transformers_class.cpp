@@ -345,3 +345,40 @@ TEST(TransformersClass, splitSpecialTokensEncodesSpecialTokensAsText) {
   const Folder bad(j, {{"split_special_tokens", "yes"}});
   expect_one_line_error([&] { bad.load(); }, (bad.dir / "tokenizer_config.json").string(), {"split_special_tokens"});
 }
+
+// A tokenizer that is the checkpoint's own Python code (ChatGLM's: auto_map's AutoTokenizer names the folder's
+// module, and transformers has no class of its own for it) is refused: transformers runs it only with
+// trust_remote_code, and its ids need not be the json's. Where transformers has its own class (tokenizer_class one it
+// knows, or a model_type it registers) it uses that without the remote code, and so does statecut.
+TEST(TransformersClass, aTokenizerThatIsTheCheckpointsOwnCodeIsRefusedNamingIt) {
+  const json chatglm = {{"tokenizer_class", "ChatGLMTokenizer"},
+                        {"auto_map", {{"AutoTokenizer", json::array({"tokenization_chatglm.ChatGLMTokenizer", nullptr})}}}};
+  {
+    const Folder f(llama2_form(), chatglm);
+    const std::string cfg = (f.dir / "tokenizer_config.json").string(), why = statecut::remote_tokenizer_code(f.dir.string());
+    EXPECT_EQ(why.rfind(cfg + ": ", 0), 0u) << why;
+    for (const char* needle : {"auto_map", "tokenization_chatglm.ChatGLMTokenizer", "trust_remote_code"})
+      EXPECT_NE(why.find(needle), std::string::npos) << needle << " in " << why;
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  }
+  // No class named, the fast slot only, the string form: refused; a model type transformers registers, or a class it
+  // has, takes its own class; auto_map without AutoTokenizer (fla-hub's AutoModelForCausalLM) or none: read.
+  const json fast_only = {{"auto_map", {{"AutoTokenizer", json::array({nullptr, "m.MyTokenizerFast"})}}}};
+  const json string_form = {{"auto_map", {{"AutoTokenizer", "m.MyTokenizer"}}}};
+  EXPECT_NE(statecut::remote_tokenizer_code(Folder(llama2_form(), fast_only).dir.string()), "");
+  EXPECT_NE(statecut::remote_tokenizer_code(Folder(llama2_form(), string_form, "", "delta_net").dir.string()), "");
+  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), string_form, "", "qwen2").dir.string()), "");
+  json llama = chatglm;
+  llama["tokenizer_class"] = "LlamaTokenizerFast";
+  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), llama).dir.string()), "");
+  EXPECT_EQ(statecut::remote_tokenizer_code(
+                Folder(llama2_form(), {{"auto_map", {{"AutoModelForCausalLM", "m.Model"}}}}).dir.string()),
+            "");
+  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), {{"tokenizer_class", "ChatGLMTokenizer"}}).dir.string()),
+            "");
+  // config.json's auto_map counts too (transformers reads both), and is named.
+  const Folder f(llama2_form(), json());
+  std::ofstream(f.dir / "config.json") << json{{"model_type", "chatglm"}, {"auto_map", {{"AutoTokenizer", "t.T"}}}}.dump();
+  const std::string why = statecut::remote_tokenizer_code(f.dir.string());
+  EXPECT_EQ(why.rfind((f.dir / "config.json").string() + ": ", 0), 0u) << why;
+}

@@ -275,6 +275,32 @@ TEST(Unit_Tokenizer, aSlowTokenizersFilesAreNamedNeverReadAsBytes) {
   EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string(), statecut::TokenizerChoice::Bytes).byte_level());
 }
 
+// A tokenizer that is the checkpoint's own code (auto_map, transformers_class.h remote_tokenizer_code) makes text
+// unreadable, naming the file, beside a tokenizer.json and beside a tokenizer.model alike (ChatGLM-6B ships the model
+// and a class that adds its own prefix tokens to SentencePiece's ids); token files and --tokenizer bytes still work.
+TEST(Unit_Tokenizer, aTokenizerThatIsTheCheckpointsOwnCodeIsNamedNeverRead) {
+#ifndef STATECUT_HAVE_BPE_TOKENIZER
+  GTEST_SKIP() << "built without PCRE2: the check reads tokenizer_config.json with the tokenizer.json code";
+#else
+  for (const char* file : {"tokenizer.json", "tokenizer.model"}) {
+    TempDir d("remote");
+    const fs::path src = std::string(file) == "tokenizer.json"
+                             ? kPipelineRoot / "tests" / "data" / "tokenizer_bpe" / "tokenizer.json"
+                             : kPipelineSpm / "tokenizer.model";
+    fs::copy_file(src, d.path / file);
+    std::ofstream(d.path / "tokenizer_config.json")
+        << R"({"tokenizer_class": "ChatGLMTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", null]}})";
+    const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
+    EXPECT_FALSE(tok.available()) << file;
+    const std::string msg = error_of([&] { tok.encode("hello"); });
+    EXPECT_EQ(msg.rfind((d.path / "tokenizer_config.json").string() + ": the tokenizer is the checkpoint's own Python code", 0), 0u)
+        << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string(), statecut::TokenizerChoice::Bytes).byte_level());
+  }
+#endif
+}
+
 // Bits per byte divide by the file's own bytes (lm-eval: the document's UTF-8 length), not by the bytes of what the
 // tokenizer made of it: Qwen3's tokenizer.json normalises NFD "cafe" + U+0301 (6 bytes) to NFC "café" (5), so its
 // tokens stand for 20 bytes fewer than the 140-byte file. Invalid UTF-8 (read lossily as U+FFFD) is refused.
