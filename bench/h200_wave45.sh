@@ -12,7 +12,10 @@
 #   B  SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' benchmark, the model benchmark of DeltaNet 1.3B and its 50%
 #      prune, and the regression gate over both; its summary under $OUT/bench), then `statecut bench` of Gated
 #      DeltaNet 1.3B against its 50% prune at 1, 8, 64, 256 while the call has time.
-# Run: bash bench/h200_wave45.sh A|B
+#   C  A in less time (for a session whose device time ran short): instead of the whole gate, the GPU tests of the
+#      kernels and paths the last sessions touched (skinny GEMM, the models' decode and golden logits, the CLI's CUDA
+#      logits), pulled and pushed; then A's harness and bench rounds (no F).
+# Run: bash bench/h200_wave45.sh A|B|C
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w45
@@ -62,6 +65,26 @@ if [ "$PHASE" = A ]; then
     done
   fi
   run_variants 560 nostore nobar noload noepi
+fi
+if [ "$PHASE" = C ]; then
+  (skinny_variant base; echo "harness built at $(elapsed) s" >"$LOGS/variants.log") &
+  vb=$!
+  configure_and_build skinny_gemm_cuda decode_equivalence golden_models_cuda logits_cmd
+  run_tests skinny_gemm_cuda decode_equivalence golden_models_cuda
+  "$BUILD/tests/logits_cmd" --gtest_filter='*cuda*:*Cuda*' >"$LOGS/logits_cuda.log" 2>&1 || { rc=1; keep "$LOGS/logits_cuda.log"; }
+  say "logits_cmd (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/logits_cuda.log" | tr '\n' ' ')"
+  say "--- with STATECUT_SKINNY_PUSH=1:"
+  STATECUT_SKINNY_PUSH=1 run_tests skinny_gemm_cuda decode_equivalence golden_models_cuda
+  wait $vb
+  say "$(cat "$LOGS/variants.log")"
+  run_variants 380 base push base push
+  if [ "$(elapsed)" -lt 420 ] && checkpoint dn13 && pruned dn13; then
+    for i in 1 2; do
+      STATECUT_SKINNY_PUSH=0 bench_decode dn13 pulled$i 8,64
+      STATECUT_SKINNY_PUSH=1 bench_decode dn13 pushed$i 8,64
+      [ "$(elapsed)" -lt 500 ] || break
+    done
+  fi
 fi
 if [ "$PHASE" = B ]; then
   SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
