@@ -5,7 +5,7 @@
 # of WORK/NAME against WORK/NAME_p50 on the issue-14 shapes, its table into the summary); writes the machine, the date
 # and the phase at the top of the summary; configure_and_build (Release, sm_90a, the CLI, the random-checkpoint and profile tools
 # and the extra targets given), checkpoint NAME ARGS (a random checkpoint in WORK), pruned NAME (its 50% rand prune),
-# skinny_variant NAME SED... (the skinny GEMM harness from an edited kernel; SKINNY_SRC: from that file), profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
+# skinny_variant NAME SED... (the skinny GEMM harness from an edited kernel), profile_decode NAME B (a Kineto profile of 32 eager decode steps at batch B, its kernel table into the summary),
 # profile_prefill NAME B T (the same for one prefill of B x T tokens), planted_bug FILE SED TARGET FILTER LABEL (a
 # deliberate bug must fail the named test), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
@@ -172,7 +172,6 @@ skinny_variant() {  # name, sed expressions...: bench/skinny_gemm_step.cu's harn
   local name=$1 d="$LOGS/v_$1"
   shift
   mkdir -p "$d/kernels" && cp kernels/*.cu kernels/*.cuh kernels/*.h "$d/kernels/"
-  [ -n "${SKINNY_SRC:-}" ] && cp "$SKINNY_SRC" "$d/kernels/skinny_gemm.cu"  # another kernel file (carried)
   for e in "$@"; do sed -i "$e" "$d/kernels/skinny_gemm.cu"; done
   nvcc -std=c++17 -O2 -I"$d" -gencode=arch=compute_90a,code=sm_90a bench/skinny_gemm_step.cu "$d/kernels/skinny_gemm.cu" \
     -lcublas -o "$d/harness" >"$d/build.log" 2>&1 || echo "variant $name: build FAILED" >>"$S"
