@@ -558,7 +558,7 @@ cudaError_t launch(const void* x, const void* w, void* y, int M, int N, int K, b
       !make_map(&tx, x, M, K, nb))
     return cudaErrorInvalidValue;
   const int cs = cluster > 0 ? std::min(std::min(cluster, kMaxCluster), kslices) : pick_cluster(nb, tiles, kslices);
-  const bool push = push_on(nb);
+  const bool push = push_on(nb) && cs > 1;  // a lone block has no partials to send: the full ring
   const Variant v = variant_for(nb, silu_mul, push);
   const cudaError_t e = allow_smem(nb, silu_mul, push);
   if (e != cudaSuccess) return e;
