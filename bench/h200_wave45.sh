@@ -15,7 +15,9 @@
 #   C  A in less time (for a session whose device time ran short): instead of the whole gate, the GPU tests of the
 #      kernels and paths the last sessions touched (skinny GEMM, the models' decode and golden logits, the CLI's CUDA
 #      logits), pulled and pushed; then A's harness and bench rounds (no F).
-# Run: bash bench/h200_wave45.sh A|B|C
+#   D  the least: the harness alone (one nvcc, its checks against f64 at every cluster size), pulled / pushed twice;
+#      then the skinny GEMM's test target (the bit test), then C's bench round while the call has time.
+# Run: bash bench/h200_wave45.sh A|B|C|D
 set -uo pipefail
 PHASE=${1:-A}
 TAG=w45
@@ -90,6 +92,17 @@ if [ "$PHASE" = C ]; then  # most telling first: the call may be cut short by th
   if [ "$both" = 1 ] && [ "$(elapsed)" -lt 490 ]; then
     STATECUT_SKINNY_PUSH=0 bench_decode dn13 pulled2 8,64
     STATECUT_SKINNY_PUSH=1 bench_decode dn13 pushed2 8,64
+  fi
+fi
+if [ "$PHASE" = D ]; then
+  skinny_variant base
+  say "harness built at $(elapsed) s"
+  run_variants 200 base push base push
+  configure_and_build skinny_gemm_cuda
+  run_tests skinny_gemm_cuda
+  if checkpoint dn13 && pruned dn13; then
+    STATECUT_SKINNY_PUSH=0 bench_decode dn13 pulled1 8,64
+    STATECUT_SKINNY_PUSH=1 bench_decode dn13 pushed1 8,64
   fi
 fi
 if [ "$PHASE" = B ]; then
