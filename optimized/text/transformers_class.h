@@ -68,8 +68,8 @@ struct TransformersClass {
 /// "...: malformed JSON: ...".
 nlohmann::json read_hf_json(const std::string& path, const std::string& reader);
 
-/// "" unless the folder's tokenizer is its own Python code, and then why statecut does not read it: tokenizer_config.json
-/// (or config.json) maps AutoTokenizer to a class of the checkpoint's (auto_map, e.g. ChatGLM's
+/// "" unless the folder's tokenizer is its own Python code, and then why statecut does not read it:
+/// tokenizer_config.json (or config.json) maps AutoTokenizer to a class of the checkpoint's (auto_map, e.g. ChatGLM's
 /// "tokenization_chatglm.ChatGLMTokenizer"), and transformers has no class of its own for the folder (tokenizer_class
 /// names none statecut knows transformers has, and model_type none transformers registers). transformers then runs
 /// that code only with trust_remote_code, and it may build any ids (ChatGLM's adds its own prefix tokens to

@@ -351,11 +351,13 @@ TEST(TransformersClass, splitSpecialTokensEncodesSpecialTokensAsText) {
 // trust_remote_code, and its ids need not be the json's. Where transformers has its own class (tokenizer_class one it
 // knows, or a model_type it registers) it uses that without the remote code, and so does statecut.
 TEST(TransformersClass, aTokenizerThatIsTheCheckpointsOwnCodeIsRefusedNamingIt) {
-  const json chatglm = {{"tokenizer_class", "ChatGLMTokenizer"},
-                        {"auto_map", {{"AutoTokenizer", json::array({"tokenization_chatglm.ChatGLMTokenizer", nullptr})}}}};
+  const json chatglm = {
+      {"tokenizer_class", "ChatGLMTokenizer"},
+      {"auto_map", {{"AutoTokenizer", json::array({"tokenization_chatglm.ChatGLMTokenizer", nullptr})}}}};
   {
     const Folder f(llama2_form(), chatglm);
-    const std::string cfg = (f.dir / "tokenizer_config.json").string(), why = statecut::remote_tokenizer_code(f.dir.string());
+    const std::string cfg = (f.dir / "tokenizer_config.json").string();
+    const std::string why = statecut::remote_tokenizer_code(f.dir.string());
     EXPECT_EQ(why.rfind(cfg + ": ", 0), 0u) << why;
     for (const char* needle : {"auto_map", "tokenization_chatglm.ChatGLMTokenizer", "trust_remote_code"})
       EXPECT_NE(why.find(needle), std::string::npos) << needle << " in " << why;
@@ -374,11 +376,12 @@ TEST(TransformersClass, aTokenizerThatIsTheCheckpointsOwnCodeIsRefusedNamingIt) 
   EXPECT_EQ(statecut::remote_tokenizer_code(
                 Folder(llama2_form(), {{"auto_map", {{"AutoModelForCausalLM", "m.Model"}}}}).dir.string()),
             "");
-  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), {{"tokenizer_class", "ChatGLMTokenizer"}}).dir.string()),
-            "");
+  const json named_only = {{"tokenizer_class", "ChatGLMTokenizer"}};  // no auto_map: read as the json, as before
+  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), named_only).dir.string()), "");
   // config.json's auto_map counts too (transformers reads both), and is named.
   const Folder f(llama2_form(), json());
-  std::ofstream(f.dir / "config.json") << json{{"model_type", "chatglm"}, {"auto_map", {{"AutoTokenizer", "t.T"}}}}.dump();
+  std::ofstream(f.dir / "config.json")
+      << json{{"model_type", "chatglm"}, {"auto_map", {{"AutoTokenizer", "t.T"}}}}.dump();
   const std::string why = statecut::remote_tokenizer_code(f.dir.string());
   EXPECT_EQ(why.rfind((f.dir / "config.json").string() + ": ", 0), 0u) << why;
 }

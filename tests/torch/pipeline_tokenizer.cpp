@@ -289,12 +289,13 @@ TEST(Unit_Tokenizer, aTokenizerThatIsTheCheckpointsOwnCodeIsNamedNeverRead) {
                              : kPipelineSpm / "tokenizer.model";
     fs::copy_file(src, d.path / file);
     std::ofstream(d.path / "tokenizer_config.json")
-        << R"({"tokenizer_class": "ChatGLMTokenizer", "auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", null]}})";
+        << R"({"tokenizer_class": "ChatGLMTokenizer",)"
+        << R"( "auto_map": {"AutoTokenizer": ["tokenization_chatglm.ChatGLMTokenizer", null]}})";
     const Tokenizer tok = Tokenizer::for_checkpoint(d.path.string());
     EXPECT_FALSE(tok.available()) << file;
     const std::string msg = error_of([&] { tok.encode("hello"); });
-    EXPECT_EQ(msg.rfind((d.path / "tokenizer_config.json").string() + ": the tokenizer is the checkpoint's own Python code", 0), 0u)
-        << msg;
+    const std::string named = (d.path / "tokenizer_config.json").string() + ": the tokenizer is the checkpoint's own";
+    EXPECT_EQ(msg.rfind(named, 0), 0u) << msg;
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     EXPECT_TRUE(Tokenizer::for_checkpoint(d.path.string(), statecut::TokenizerChoice::Bytes).byte_level());
   }
