@@ -123,43 +123,23 @@ std::string resolve_tokenizer_class(const std::string& declared, const std::stri
 }
 
 std::string remote_tokenizer_code(const std::string& dir) {
-  json cfg = json::object(), model_cfg = json::object();
-  const fs::path tc = fs::path(dir) / "tokenizer_config.json", mc = fs::path(dir) / "config.json";
-  std::string declared, model_type, mapped, where;
+  TransformersClass c;
   try {
-    std::error_code ec;
-    if (fs::exists(tc, ec)) cfg = read_object(tc), declared = string_key(cfg, "tokenizer_class", tc.string());
-    if (fs::exists(mc, ec)) {
-      model_cfg = read_object(mc);
-      model_type = string_key(model_cfg, "model_type", mc.string());
-      if (declared.empty()) declared = string_key(model_cfg, "tokenizer_class", mc.string());
-    }
+    c = read_transformers_class(dir);
   } catch (const std::exception&) {
     return "";  // named where the tokenizer is read
   }
-  // auto_map's AutoTokenizer: "module.Class", or [slow, fast] with null for a missing one; tokenizer_config.json's
-  // first, as transformers reads it.
-  const auto auto_tokenizer = [&](const json& j, const fs::path& path) {
-    if (!mapped.empty() || !j.contains("auto_map") || !j["auto_map"].is_object()) return;
-    const json a = j["auto_map"].value("AutoTokenizer", json());
-    for (const json& e : a.is_array() ? a : json::array({a}))
-      if (mapped.empty() && e.is_string() && !e.get<std::string>().empty())
-        mapped = e.get<std::string>(), where = path.string();
-  };
-  auto_tokenizer(cfg, tc);
-  auto_tokenizer(model_cfg, mc);
-  if (mapped.empty()) return "";
+  if (c.auto_tokenizer.empty()) return "";
   const auto& reg = registered_classes();
-  if (!model_type.empty() && reg.count(model_type)) return "";  // transformers' own class for the type
-  if (!declared.empty()) {
-    const std::string hub = without_fast(declared);
-    bool known = hub == kBackend || hub == "LlamaTokenizer" || hub == "CodeLlamaTokenizer" || hub == "GemmaTokenizer" ||
-                 byte_level_classes().count(hub) > 0;
+  if (!c.model_type.empty() && reg.count(c.model_type)) return "";  // transformers' own class for the type
+  if (!c.declared.empty()) {  // a class transformers has: the ones this file builds, and the registered ones
+    const std::string hub = without_fast(c.declared);
+    bool known = hub == "LlamaTokenizer" || byte_level_classes().count(hub) > 0;
     for (const auto& [type, cls] : reg) known = known || cls == hub;
     if (known) return "";
   }
-  return where + ": the tokenizer is the checkpoint's own Python code (auto_map AutoTokenizer '" + mapped + "'" +
-         (declared.empty() ? std::string() : ", tokenizer_class '" + declared + "'") +
+  return c.auto_tokenizer_file + ": the tokenizer is the checkpoint's own Python code (auto_map AutoTokenizer '" +
+         c.auto_tokenizer + "'" + (c.declared.empty() ? std::string() : ", tokenizer_class '" + c.declared + "'") +
          "), which transformers runs only with trust_remote_code and statecut never runs: its ids need not be those of "
          "the folder's tokenizer files";
 }
@@ -180,6 +160,17 @@ TransformersClass read_transformers_class(const std::string& dir) {
     if (c.declared.empty()) c.declared = string_key(model_cfg, "tokenizer_class", mc.string());
   }
   c.resolved = resolve_tokenizer_class(c.declared, c.model_type);
+  // auto_map's AutoTokenizer: "module.Class", or [slow, fast] with null for a missing one; tokenizer_config.json's
+  // first, as transformers reads it.
+  const auto auto_tokenizer = [&](const json& j, const fs::path& path) {
+    if (!c.auto_tokenizer.empty() || !j.contains("auto_map") || !j["auto_map"].is_object()) return;
+    const json a = j["auto_map"].value("AutoTokenizer", json());
+    for (const json& e : a.is_array() ? a : json::array({a}))
+      if (c.auto_tokenizer.empty() && e.is_string() && !e.get<std::string>().empty())
+        c.auto_tokenizer = e.get<std::string>(), c.auto_tokenizer_file = path.string();
+  };
+  auto_tokenizer(cfg, tc);
+  auto_tokenizer(model_cfg, mc);
   if (cfg.contains("added_tokens_decoder") && !cfg["added_tokens_decoder"].is_null()) {
     if (!cfg["added_tokens_decoder"].is_object()) fail(c.config_path, "added_tokens_decoder is not an object");
     c.added_tokens_decoder = cfg["added_tokens_decoder"];

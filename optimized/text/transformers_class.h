@@ -61,6 +61,8 @@ struct TransformersClass {
   nlohmann::json added_tokens_decoder = nlohmann::json::object();  // tokenizer_config.json's, when it has one
   std::vector<nlohmann::json> named_special_tokens;  // its bos/eos/unk/sep/pad/cls/mask and extra special tokens
   bool split_special_tokens = false;                  // tokenizer_config.json's (null: false)
+  std::string auto_tokenizer;       // auto_map's AutoTokenizer class ("module.Class"), "" without one
+  std::string auto_tokenizer_file;  // the file whose auto_map names it (tokenizer_config.json, else config.json)
 };
 
 /// A JSON file as HF's readers take it: a UTF-8 byte order mark refused (nlohmann would skip it). Throws

@@ -370,9 +370,11 @@ TEST(TransformersClass, aTokenizerThatIsTheCheckpointsOwnCodeIsRefusedNamingIt) 
   EXPECT_NE(statecut::remote_tokenizer_code(Folder(llama2_form(), fast_only).dir.string()), "");
   EXPECT_NE(statecut::remote_tokenizer_code(Folder(llama2_form(), string_form, "", "delta_net").dir.string()), "");
   EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), string_form, "", "qwen2").dir.string()), "");
-  json llama = chatglm;
-  llama["tokenizer_class"] = "LlamaTokenizerFast";
-  EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), llama).dir.string()), "");
+  for (const char* own : {"LlamaTokenizerFast", "GemmaTokenizer", "PreTrainedTokenizerFast"}) {
+    json named = chatglm;
+    named["tokenizer_class"] = own;
+    EXPECT_EQ(statecut::remote_tokenizer_code(Folder(llama2_form(), named).dir.string()), "") << own;
+  }
   EXPECT_EQ(statecut::remote_tokenizer_code(
                 Folder(llama2_form(), {{"auto_map", {{"AutoModelForCausalLM", "m.Model"}}}}).dir.string()),
             "");
