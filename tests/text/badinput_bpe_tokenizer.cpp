@@ -3,59 +3,24 @@
 /// (the 256 byte symbols, merges a+b and ab+c) with one part broken; the valid one is checked to load and encode.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
-#include <unistd.h>
 
 #include "optimized/text/bpe_tokenizer.h"
-#include "tests/text/gpt2_byte_symbol.h"
+#include "tests/text/tiny_bpe.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using statecut::BpeTokenizer;
-using statecut::test::byte_symbol;
+using statecut::test::added;
+using statecut::test::byte_level;
+using statecut::test::tiny_tokenizer;
+using statecut::test::write_temp;
 
 namespace {
-
-/// A ByteLevel step with every field tokenizers requires (add_prefix_space, trim_offsets).
-json byte_level(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", use_regex}};
-}
-
-/// An added token with every field tokenizers requires.
-json added(const std::string& content, int64_t id, bool rstrip = false) {
-  return {{"id", id},         {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", rstrip}, {"normalized", false}, {"special", true}};
-}
-
-json tiny_tokenizer() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[byte_symbol(b)] = b;
-  vocab["ab"] = 256;
-  vocab["abc"] = 257;
-  return {{"version", "1.0"},
-          {"added_tokens", json::array({added("<eos>", 258)})},
-          {"normalizer", nullptr},
-          {"pre_tokenizer", byte_level(true)},
-          {"post_processor", nullptr},
-          {"decoder", byte_level(true)},
-          {"model",
-           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), json::array({"ab", "c"})})}}}};
-}
-
-/// Writes `text` to a fresh file in the temp folder and returns its path (the caller removes it).
-std::string write_temp(const std::string& text) {
-  static std::atomic<int> counter{0};
-  const fs::path p = fs::temp_directory_path() / ("statecut_bpe_badinput_" + std::to_string(::getpid()) + "_" +
-                                                  std::to_string(counter++) + ".json");
-  std::ofstream(p) << text;
-  return p.string();
-}
 
 /// Loads `text` from a file; expects one error line starting with the path and containing `needle`.
 void expect_refused(const std::string& text, const std::string& needle) {
@@ -253,6 +218,27 @@ TEST(BadInput_BpeTokenizer, whatTokenizersRefusesIsRefusedAndWhatItReadsIsRead) 
 TEST(BadInput_BpeTokenizer, unsupportedDecoderIsOneLineError) {
   expect_refused([](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, "unsupported decoder 'Metaspace'");
   expect_refused([](json& j) { j["decoder"] = nullptr; }, "unsupported decoder 'null'");
+}
+
+TEST(BadInput_BpeTokenizer, aStripDecoderStripsExactlyOneCharacter) {
+  // tokenizers reads Strip's content as a Rust char: "" and two characters are files it refuses.
+  const json never = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", false},
+                      {"prepend_scheme", "never"}};
+  const auto with_strip = [&](const std::string& content) {
+    return [=](json& j) {
+      j["pre_tokenizer"] = never;
+      j["decoder"] = {{"type", "Sequence"},
+                      {"decoders", json::array({{{"type", "Fuse"}},
+                                                {{"type", "Strip"}, {"content", content}, {"start", 1}, {"stop", 0}}})}};
+    };
+  };
+  expect_refused(with_strip(""), "decoder Strip content is not one character");
+  expect_refused(with_strip("ab"), "decoder Strip content is not one character");
+  json j = tiny_tokenizer();
+  with_strip("a")(j);
+  const std::string path = write_temp(j.dump());
+  EXPECT_EQ(BpeTokenizer::from_file(path).decode({'a', 'a', 'b'}), "ab");  // the fused "aab" loses one leading "a"
+  fs::remove(path);
 }
 
 TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {

@@ -275,6 +275,15 @@ TEST(TransformersClass, autoTokenizerPicksTheClassAsTransformers5Does) {
            {"", "mamba2", "GPTNeoXTokenizer"},                       // no class named: the registered one
            {"GPTNeoXTokenizerFast", "mamba2", "GPTNeoXTokenizer"},
            {"", "qwen3_5", "Qwen3_5Tokenizer"},
+           {"", "qwen3_5_moe", "Qwen3_5Tokenizer"},
+           {"", "mamba", "GPTNeoXTokenizer"},                         // one type of each row of the mapping
+           {"", "qwen3", "Qwen2Tokenizer"},
+           {"", "qwen3_next", "Qwen2Tokenizer"},
+           {"", "gpt2", "GPT2Tokenizer"},
+           {"", "codegen", "GPT2Tokenizer"},
+           {"", "code_llama", "CodeLlamaTokenizer"},
+           {"", "gemma3", "GemmaTokenizer"},
+           {"", "olmo2", "TokenizersBackend"},
            {"Qwen2Tokenizer", "qwen3_5", "Qwen2Tokenizer"},          // a specific class named wins...
            {"LlamaTokenizer", "qwen2", "Qwen2Tokenizer"},            // ...except for qwen2, which transformers overrides
            {"PreTrainedTokenizerFast", "qwen3", "TokenizersBackend"},
