@@ -234,6 +234,10 @@ TEST(BadInput_BpeTokenizer, aStripDecoderStripsExactlyOneCharacter) {
   };
   expect_refused(with_strip(""), "decoder Strip content is not one character");
   expect_refused(with_strip("ab"), "decoder Strip content is not one character");
+  expect_refused([&](json& j) {
+    with_strip("a")(j);
+    j["decoder"]["decoders"][1]["start"] = "1";
+  }, "decoder Strip lacks a \"start\" or \"stop\" count");
   json j = tiny_tokenizer();
   with_strip("a")(j);
   const std::string path = write_temp(j.dump());
@@ -243,6 +247,7 @@ TEST(BadInput_BpeTokenizer, aStripDecoderStripsExactlyOneCharacter) {
 
 TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {
   expect_refused([](json& j) { j["added_tokens"][0].erase("id"); }, "added token");
+  expect_refused([](json& j) { j["added_tokens"][0]["id"] = "258"; }, "lacks an integer \"id\"");
   expect_refused([](json& j) { j["added_tokens"][0]["single_word"] = true; }, "single_word");
   // An integer id out of range is named as such (it was called "lacks an integer id").
   expect_refused([](json& j) { j["added_tokens"][0]["id"] = 4000000000ULL; },

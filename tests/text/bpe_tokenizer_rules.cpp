@@ -27,10 +27,18 @@ BpeTokenizer load_json(const json& j) {
   return tok;
 }
 
+/// The tiny tokenizer without its added token: tokenizers gives an added token that is not in the vocab the id
+/// "vocab entries so far" (bpe_added_tokens.h), which tests that add vocab entries would otherwise collide with.
+json without_added() {
+  json j = statecut::test::tiny_tokenizer();
+  j["added_tokens"] = json::array();
+  return j;
+}
+
 /// The tiny tokenizer as a character-level BPE (no pre-tokenizer, decoder Fuse) with "<unk>" (id 300) as its
 /// unk_token: a character outside the vocab ("€" is not one of the 256 byte symbols) is unknown.
 json character_bpe(bool fuse_unk) {
-  json j = statecut::test::tiny_tokenizer();
+  json j = without_added();
   j["pre_tokenizer"] = nullptr;
   j["decoder"] = {{"type", "Fuse"}};
   j["model"]["vocab"]["<unk>"] = 300;
@@ -46,7 +54,7 @@ const std::string kEuro = "\xE2\x82\xAC";
 TEST(Unit_BpeRules, aMergeListedTwiceKeepsItsLaterRank) {
   // merges: a+b (rank 0), b+c (1), a+b again (2). tokenizers builds its merge map by inserting in list order, so a+b
   // ranks 2 and b+c merges first in "abc": a, bc. The earlier rank would give ab, c.
-  json j = statecut::test::tiny_tokenizer();
+  json j = without_added();
   j["model"]["vocab"]["bc"] = 259;
   j["model"]["merges"] = json::array({json::array({"a", "b"}), json::array({"b", "c"}), json::array({"a", "b"})});
   EXPECT_EQ(load_json(j).encode("abc"), (Ids{'a', 259}));
@@ -65,6 +73,22 @@ TEST(Unit_BpeRules, characterDecodeSkipsIdsOutsideTheVocabulary) {
   // tokenizers' decode drops ids it has no token for; the rest are fused.
   const BpeTokenizer tok = load_json(character_bpe(false));
   EXPECT_EQ(tok.decode({'a', -1, 5000, 'b', 299, 257}), "ababc");  // 299: a gap in the sparse ids
+}
+
+TEST(Unit_BpeRules, byteFallbackDecodesTheZeroByteAndMetaspaceEveryToken) {
+  // ByteFallback turns a run of <0xHH> tokens into its bytes, <0x00> too; the Metaspace decoder turns every "▁" into
+  // " ", except in the first token, where (prepend_scheme always) each "▁" is dropped.
+  const std::string meta = "\xE2\x96\x81";
+  json j = character_bpe(false);
+  j["model"]["vocab"]["<0x00>"] = 260;
+  j["model"]["vocab"][meta] = 261;
+  j["decoder"] = {{"type", "Sequence"},
+                  {"decoders", json::array({{{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
+  EXPECT_EQ(load_json(j).decode({260, 'a', 260}), std::string("\0a\0", 3));
+  j["decoder"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "always"}, {"split", true}};
+  const BpeTokenizer tok = load_json(j);
+  EXPECT_EQ(tok.decode({261, 'a', 261, 'b', 261}), "a b ");
+  EXPECT_EQ(tok.decode({'a', 261, 261, 'b'}), "a  b");
 }
 
 TEST(Unit_BpeRules, aReplaceNormalizerRewritesEveryPieceHoldingItsPattern) {

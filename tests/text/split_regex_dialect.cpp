@@ -52,6 +52,7 @@ TEST(Dialect_SplitRegex, escapesTakeOnigurumasMeaning) {
   EXPECT_EQ(dialect_split(R"(\h+)", "abx zz"), (DialectPieces{"ab", "x zz"}));     // hex digits, not horizontal space
   EXPECT_EQ(dialect_split(R"(\v)", "a\x0B\nb"), (DialectPieces{"a", "\x0B", "\nb"}));  // the vertical tab alone
   EXPECT_EQ(dialect_split(R"(\u0041+)", "xAAy"), (DialectPieces{"x", "AA", "y"}));
+  EXPECT_EQ(dialect_split(R"(\.1234)", "x.1234y"), (DialectPieces{"x", ".1234", "y"}));  // hex digits after \.: no \u
   EXPECT_EQ(dialect_split(R"(a{,2})", "aaab"), (DialectPieces{"aa", "a", "b"}));   // {,n} = {0,n}
 }
 
