@@ -166,6 +166,30 @@ TEST(Unit_DtypeConversion, integerExtremesAndBool) {
   EXPECT_EQ(to_float(view_of(std::vector<double>{0.1}, DType::F64)), (std::vector<float>{0.1f}));
 }
 
+TEST(Unit_DtypeConversion, eachElementOfALongViewIsItsOwnCode) {
+  // The views above hold one element; a tensor holds many: element i of the output is code i of the input, for
+  // every code of the 8-bit floats and a spread of 16-bit ones.
+  std::vector<uint8_t> bytes(256);
+  for (int c = 0; c < 256; ++c) bytes[c] = static_cast<uint8_t>(c);
+  const auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  for (const auto& [d, decode] : {std::pair{DType::F8_E4M3, &f8_e4m3_bits_to_double},
+                                  std::pair{DType::F8_E5M2, &f8_e5m2_bits_to_double}}) {
+    const std::vector<double> all = to_double(view_of(bytes, d));
+    const std::vector<float> allf = to_float(view_of(bytes, d));
+    for (int c = 0; c < 256; ++c) {
+      EXPECT_TRUE(same(all[c], decode(static_cast<uint8_t>(c)))) << dtype_name(d) << " code " << c;
+      EXPECT_TRUE(same(allf[c], static_cast<float>(decode(static_cast<uint8_t>(c))))) << dtype_name(d) << " code " << c;
+    }
+  }
+  std::vector<uint16_t> halves;
+  for (uint32_t c = 0; c < 65536; c += 251) halves.push_back(static_cast<uint16_t>(c));
+  for (const auto& [d, decode] : {std::pair{DType::F16, &f16_bits_to_double}, std::pair{DType::BF16, &bf16_bits_to_double}}) {
+    const std::vector<double> all = to_double(view_of(halves, d));
+    for (size_t i = 0; i < halves.size(); ++i)
+      EXPECT_TRUE(same(all[i], decode(halves[i]))) << dtype_name(d) << " code " << halves[i];
+  }
+}
+
 TEST(Unit_DtypeConversion, intoCallerBufferEqualsAllocatingForm) {
   const std::vector<uint16_t> bits{0x3F80, 0x0001, 0xC000, 0x7BFF};
   for (DType d : {DType::BF16, DType::F16}) {
