@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -157,7 +158,7 @@ TEST(Golden_TokenizerDecode, sentencePieceRoundTripsTheShippedSample) {
   EXPECT_EQ(streamed(tok, head), tok.decode(head));
 }
 
-TEST(BadInput_TokenizerDecode, idOutsideTheVocabularyIsOneLine) {
+TEST(BadInput_TokenizerDecode, idOutsideTheVocabularyIsOneLineAndItsEdgesAreIds) {
   const std::string helper = spm_helper();
   if (!helper.empty()) {
     setenv("STATECUT_SPM", helper.c_str(), 1);
@@ -171,6 +172,10 @@ TEST(BadInput_TokenizerDecode, idOutsideTheVocabularyIsOneLine) {
       EXPECT_NE(m.find("tokenizer.model: token id 256 is outside the vocabulary [0, 256)"), m.npos) << m;
       EXPECT_EQ(m.find('\n'), m.npos);
     }
+    // The vocabulary's edges are ids: 0 (<unk>) and 255 decode, and a character the model lacks encodes to them.
+    EXPECT_NO_THROW(tok.decode({0, 5, 255}));
+    const std::vector<int64_t> unk = tok.encode("a\xE4\xB8\x80b");  // U+4E00: no piece of this English model
+    EXPECT_NE(std::find(unk.begin(), unk.end(), 0), unk.end()) << "U+4E00 is no <unk> here";
   }
   EXPECT_THROW(Tokenizer::bytes().decode({65, 256}), std::runtime_error);
 }
