@@ -223,11 +223,17 @@ TEST(BadInput_Prune, nextRunRemovesTheTemporaryOfAKilledRun) {
   std::ofstream(stale / "model.safetensors") << "partial";
   const fs::path alive = d.path / (".other.tmp-" + std::to_string(::getpid()) + "-0");  // this test is alive
   fs::create_directories(alive);
+  // Folders that only look like one, owned by the same dead pid: a user's, never removed.
+  const std::vector<std::string> lookalikes = {"keep.tmp-" + dead_pid + "-0",  ".tmp-" + dead_pid + "-0",
+                                               ".keep.tmp-" + dead_pid + "-",  ".keep.tmp--0",
+                                               ".keep.tmp-" + dead_pid + "-0x", ".keep.tmp-" + dead_pid};
+  for (const std::string& l : lookalikes) fs::create_directories(d.path / l);
   const CliRun r = run_statecut("prune --quiet --checkpoint " + kModel.string() + " --method l1 --ratio 0.5 --out " +
                                 (d / "out2"));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_FALSE(fs::exists(stale)) << "the dead process's temporary is still there";
   EXPECT_TRUE(fs::exists(alive)) << "a live process's temporary was removed";
+  for (const std::string& l : lookalikes) EXPECT_TRUE(fs::exists(d.path / l)) << l << " removed";
   EXPECT_NE(r.err.find("removed " + stale.string()), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(d.path / "out2" / "config.json"));
 }
