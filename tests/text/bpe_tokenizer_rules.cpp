@@ -69,6 +69,20 @@ TEST(Unit_BpeRules, unknownCharactersAreOneUnkEachUnlessFused) {
   EXPECT_EQ(load_json(character_bpe(false)).encode(kEuro + "ab" + kEuro), (Ids{300, 256, 300}));
 }
 
+TEST(Unit_BpeRules, byteFallbackSpellsAnUnknownCharacterWithItsByteTokensWhateverTheirIds) {
+  // "€" (E2 82 AC) is not in the vocab; with byte_fallback its three <0xHH> tokens stand for it, the first of them at
+  // id 0 (the byte symbol that held 0 moved to 262). A byte without its token makes the character unk.
+  json j = character_bpe(false);
+  j["model"]["byte_fallback"] = true;
+  j["model"]["vocab"][statecut::test::byte_symbol(0)] = 262;
+  j["model"]["vocab"]["<0xE2>"] = 0;
+  j["model"]["vocab"]["<0x82>"] = 263;
+  j["model"]["vocab"]["<0xAC>"] = 264;
+  EXPECT_EQ(load_json(j).encode("a" + kEuro), (Ids{'a', 0, 263, 264}));
+  j["model"]["vocab"].erase("<0xAC>");
+  EXPECT_EQ(load_json(j).encode("a" + kEuro), (Ids{'a', 300}));
+}
+
 TEST(Unit_BpeRules, characterDecodeSkipsIdsOutsideTheVocabulary) {
   // tokenizers' decode drops ids it has no token for; the rest are fused.
   const BpeTokenizer tok = load_json(character_bpe(false));
@@ -85,6 +99,8 @@ TEST(Unit_BpeRules, byteFallbackDecodesTheZeroByteAndMetaspaceEveryToken) {
   j["decoder"] = {{"type", "Sequence"},
                   {"decoders", json::array({{{"type", "ByteFallback"}}, {{"type", "Fuse"}}})}};
   EXPECT_EQ(load_json(j).decode({260, 'a', 260}), std::string("\0a\0", 3));
+  j["model"]["vocab"]["<0x41]"] = 262;  // six characters from "<0x" but no byte token: itself
+  EXPECT_EQ(load_json(j).decode({262, 260}), std::string("<0x41]\0", 7));
   j["decoder"] = {{"type", "Metaspace"}, {"replacement", meta}, {"prepend_scheme", "always"}, {"split", true}};
   const BpeTokenizer tok = load_json(j);
   EXPECT_EQ(tok.decode({261, 'a', 261, 'b', 261}), "a b ");

@@ -174,6 +174,8 @@ TEST(BadInput_TokenizerDecode, idOutsideTheVocabularyIsOneLineAndItsEdgesAreIds)
     }
     // The vocabulary's edges are ids: 0 (<unk>) and 255 decode, and a character the model lacks encodes to them.
     EXPECT_NO_THROW(tok.decode({0, 5, 255}));
+    EXPECT_EQ(tok.bytes_of(256), 0);  // no piece: no bytes
+    EXPECT_EQ(tok.bytes_of(-1), 0);
     const std::vector<int64_t> unk = tok.encode("a\xE4\xB8\x80b");  // U+4E00: no piece of this English model
     EXPECT_NE(std::find(unk.begin(), unk.end(), 0), unk.end()) << "U+4E00 is no <unk> here";
   }
