@@ -183,7 +183,8 @@ TEST(Unit_DtypeConversion, eachElementOfALongViewIsItsOwnCode) {
   }
   std::vector<uint16_t> halves;
   for (uint32_t c = 0; c < 65536; c += 251) halves.push_back(static_cast<uint16_t>(c));
-  for (const auto& [d, decode] : {std::pair{DType::F16, &f16_bits_to_double}, std::pair{DType::BF16, &bf16_bits_to_double}}) {
+  for (const auto& [d, decode] :
+       {std::pair{DType::F16, &f16_bits_to_double}, std::pair{DType::BF16, &bf16_bits_to_double}}) {
     const std::vector<double> all = to_double(view_of(halves, d));
     for (size_t i = 0; i < halves.size(); ++i)
       EXPECT_TRUE(same(all[i], decode(halves[i]))) << dtype_name(d) << " code " << halves[i];

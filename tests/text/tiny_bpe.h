@@ -39,7 +39,9 @@ inline nlohmann::json tiny_tokenizer() {
           {"post_processor", nullptr},
           {"decoder", byte_level(true)},
           {"model",
-           {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({json::array({"a", "b"}), json::array({"ab", "c"})})}}}};
+           {{"type", "BPE"},
+            {"vocab", vocab},
+            {"merges", json::array({json::array({"a", "b"}), json::array({"ab", "c"})})}}}};
 }
 
 /// Writes `text` to a fresh file in the temp folder and returns its path (the caller removes it).

@@ -41,7 +41,8 @@ TEST(Unit_CalibrationWindows, eachRowIsTheStreamFromItsStart) {
 
 TEST(Unit_CalibrationWindows, everyStartIsDrawnTheLastOneToo) {
   // 64 tokens, windows of 63: starts 0 and 1, each with probability 1/2; 200 windows miss one with probability 2^-199.
-  const statecut::Windows w = statecut::sample_windows(counting_stream(64), 200, 63, statecut::test::env_seed(20261206));
+  const uint64_t seed = statecut::test::env_seed(20261206);
+  const statecut::Windows w = statecut::sample_windows(counting_stream(64), 200, 63, seed);
   EXPECT_EQ(std::set<int64_t>(w.starts.begin(), w.starts.end()), (std::set<int64_t>{0, 1}));
 }
 

@@ -77,5 +77,6 @@ TEST(Unit_Sampling, greedyTakesTheLowestIdAmongEqualMaxima) {
 TEST(Unit_Sampling, theSameSeedDrawsTheSameIds) {
   const std::vector<double> l = logits_of({0.1, 0.2, 0.3, 0.4});
   std::mt19937_64 a(7), b(7);
-  for (int i = 0; i < 200; ++i) ASSERT_EQ(statecut::sample_row(l, {0.9, 3, 0.95}, a), statecut::sample_row(l, {0.9, 3, 0.95}, b));
+  const SamplingOptions s{0.9, 3, 0.95};
+  for (int i = 0; i < 200; ++i) ASSERT_EQ(statecut::sample_row(l, s, a), statecut::sample_row(l, s, b));
 }
