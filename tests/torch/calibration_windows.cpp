@@ -7,6 +7,8 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <tuple>
+#include <vector>
 
 #include "optimized/text/token_stream.h"
 #include "tests/test_env.h"
