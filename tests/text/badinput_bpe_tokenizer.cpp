@@ -17,6 +17,7 @@ using nlohmann::json;
 using statecut::BpeTokenizer;
 using statecut::test::added;
 using statecut::test::byte_level;
+using statecut::test::load_json;
 using statecut::test::tiny_tokenizer;
 using statecut::test::write_temp;
 
@@ -46,9 +47,7 @@ void expect_refused(const std::function<void(json&)>& breakit, const std::string
 }  // namespace
 
 TEST(BadInput_BpeTokenizer, theTinyTokenizerLoadsAndMergesByRank) {
-  const std::string path = write_temp(tiny_tokenizer().dump());
-  const auto tok = BpeTokenizer::from_file(path);
-  fs::remove(path);
+  const auto tok = load_json(tiny_tokenizer());
   // "abc" merges a+b then ab+c; " ab" is one pre-token (byte symbols: id = byte, so " " is 32).
   EXPECT_EQ(tok.encode("abc ab<eos>"), (std::vector<int64_t>{257, 32, 256, 258}));
   EXPECT_EQ(tok.decode({257, 32, 256, 258}), "abc ab<eos>");
@@ -138,9 +137,7 @@ TEST(BadInput_BpeTokenizer, filesTokenizersRefusesAreRefused) {
   for (auto edit : {+[](json& j) { j["pre_tokenizer"].erase("use_regex"); }, +[](json& j) { j.erase("version"); }}) {
     json j = tiny_tokenizer();
     edit(j);
-    const std::string path = write_temp(j.dump());
-    EXPECT_EQ(BpeTokenizer::from_file(path).encode("abc"), (std::vector<int64_t>{257})) << j.dump().substr(0, 80);
-    fs::remove(path);
+    EXPECT_EQ(load_json(j).encode("abc"), (std::vector<int64_t>{257})) << j.dump().substr(0, 80);
   }
 }
 
@@ -151,9 +148,7 @@ TEST(BadInput_BpeTokenizer, filesTokenizersRefusesAreRefused) {
 TEST(BadInput_BpeTokenizer, addedTokenIdsAreTheOnesTokenizersAssigns) {
   json j = tiny_tokenizer();
   j["added_tokens"] = json::array({added("<pad>", 7), added("ab", 900), added("<eos>", 3), added("<pad>", 40, true)});
-  const std::string path = write_temp(j.dump());
-  const BpeTokenizer tok = BpeTokenizer::from_file(path);
-  fs::remove(path);
+  const BpeTokenizer tok = load_json(j);
   // "<pad>" 258 (its second entry: rstrip takes the spaces after it), "ab" the vocab's 256, "<eos>" 259.
   EXPECT_EQ(tok.encode("c<pad>  ab<eos>"), (std::vector<int64_t>{'c', 258, 256, 259}));
   EXPECT_EQ(tok.decode({258, 259}), "<pad><eos>");
@@ -169,9 +164,7 @@ TEST(BadInput_BpeTokenizer, addedTokenIdsAreTheOnesTokenizersAssigns) {
 TEST(BadInput_BpeTokenizer, aTokenStartingInTheWhitespaceAnRstripTokenTookIsStillFound) {
   json j = tiny_tokenizer();
   j["added_tokens"] = json::array({added("<X>", 258, true), added(" <Y>", 259)});
-  const std::string path = write_temp(j.dump());
-  const BpeTokenizer tok = BpeTokenizer::from_file(path);
-  fs::remove(path);
+  const BpeTokenizer tok = load_json(j);
   EXPECT_EQ(tok.encode("<X> <Y>"), (std::vector<int64_t>{258, 259}));
   EXPECT_EQ(tok.encode("<X>  <Y>c"), (std::vector<int64_t>{258, 259, 'c'}));
 }
@@ -199,14 +192,10 @@ TEST(BadInput_BpeTokenizer, whatTokenizersRefusesIsRefusedAndWhatItReadsIsRead) 
   char_bpe(j, never);
   j["model"]["fuse_unk"] = nullptr;
   j["model"]["unk_token"] = "<nope>";
-  const std::string path = write_temp(j.dump());
-  const BpeTokenizer tok = BpeTokenizer::from_file(path);
-  fs::remove(path);
+  const BpeTokenizer tok = load_json(j);
   EXPECT_EQ(tok.encode("abc"), (std::vector<int64_t>{257}));
   j["decoder"] = nullptr;  // no decoder: tokenizers joins the token strings with " "
-  const std::string path2 = write_temp(j.dump());
-  EXPECT_EQ(BpeTokenizer::from_file(path2).decode({257, 256}), "abc ab");
-  fs::remove(path2);
+  EXPECT_EQ(load_json(j).decode({257, 256}), "abc ab");
   try {
     tok.encode("ab\xE2\x82\xAC");  // "€": no such character in this vocab, so it needs the missing unk
     ADD_FAILURE() << "a text needing the missing unk_token encoded";
@@ -240,9 +229,7 @@ TEST(BadInput_BpeTokenizer, aStripDecoderStripsExactlyOneCharacter) {
   }, "decoder Strip lacks a \"start\" or \"stop\" count");
   json j = tiny_tokenizer();
   with_strip("a")(j);
-  const std::string path = write_temp(j.dump());
-  EXPECT_EQ(BpeTokenizer::from_file(path).decode({'a', 'a', 'b'}), "ab");  // the fused "aab" loses one leading "a"
-  fs::remove(path);
+  EXPECT_EQ(load_json(j).decode({'a', 'a', 'b'}), "ab");  // the fused "aab" loses one leading "a"
 }
 
 TEST(BadInput_BpeTokenizer, brokenAddedTokensAreOneLineErrors) {
@@ -269,9 +256,7 @@ TEST(BadInput_BpeTokenizer, severalSplitStepsEncodeTheWholeText) {
                         {"pretokenizers",
                          {split(R"(\p{N}{1,3})"), split("[a-z]+"), split(R"(\s+)"),
                           byte_level(false)}}};
-  const std::string path = write_temp(j.dump());
-  const BpeTokenizer tok = BpeTokenizer::from_file(path);
-  fs::remove(path);
+  const BpeTokenizer tok = load_json(j);
   EXPECT_EQ(tok.encode("abc1234 ab"), (std::vector<int64_t>{257, '1', '2', '3', '4', ' ', 256}));
   std::string text;
   for (int i = 0; i < 400; ++i) text += "xab12345612 \xE6\x97\xA5 xx12\n12123456ab hellox123456 \n\n";

@@ -4,7 +4,6 @@
 /// (tools' mutation run over optimized/text, 2026-12-06: these rules were the survivors).
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -17,15 +16,9 @@
 using nlohmann::json;
 using statecut::BpeTokenizer;
 using Ids = std::vector<int64_t>;
+using statecut::test::load_json;
 
 namespace {
-
-BpeTokenizer load_json(const json& j) {
-  const std::string path = statecut::test::write_temp(j.dump());
-  BpeTokenizer tok = BpeTokenizer::from_file(path);
-  std::filesystem::remove(path);
-  return tok;
-}
 
 /// The tiny tokenizer without its added token: tokenizers gives an added token that is not in the vocab the id
 /// "vocab entries so far" (bpe_added_tokens.h), which tests that add vocab entries would otherwise collide with.

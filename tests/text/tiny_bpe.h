@@ -1,5 +1,6 @@
 /// A tiny valid byte-level BPE tokenizer.json (the 256 byte symbols, id = byte; "ab" 256 and "abc" 257 from the merges
-/// a+b and ab+c; the special added token "<eos>" 258) for tests that change one part of it, and a temp-file writer.
+/// a+b and ab+c; the special added token "<eos>" 258) for tests that change one part of it, a temp-file writer and a
+/// loader.
 /// One definition for every file of tests/text (they share a unity build in CI).
 #pragma once
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "optimized/text/bpe_tokenizer.h"
 #include "tests/text/gpt2_byte_symbol.h"
 
 namespace statecut::test {
@@ -52,6 +54,16 @@ inline std::string write_temp(const std::string& text) {
                                    std::to_string(counter++) + ".json");
   std::ofstream(p) << text;
   return p.string();
+}
+
+/// BpeTokenizer::from_file of `j` written to a temp file, which is removed whether the load succeeds or throws.
+inline BpeTokenizer load_json(const nlohmann::json& j) {
+  const std::string path = write_temp(j.dump());
+  struct Remove {
+    std::string p;
+    ~Remove() { std::filesystem::remove(p); }
+  } remove{path};
+  return BpeTokenizer::from_file(path);
 }
 
 }  // namespace statecut::test
