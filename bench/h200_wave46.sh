@@ -4,7 +4,10 @@
 #      prune, and the regression gate over both; its summary under $OUT/bench) while the harness is built beside it
 #      as it is (base) and with the reduction loop unrolled 4 (u4) and not unrolled (u1); then `statecut bench` of
 #      Gated DeltaNet 1.3B against its 50% prune at 1, 8, 64, 256, and base / u4 / u1 twice while the call has time.
-# Run: bash bench/h200_wave46.sh B
+#   P  the peers on the card that comes (issue 14.5): statecut's prefill of 8x2048 on DeltaNet 1.3B and Gated
+#      DeltaNet 1.3B and their 50% prunes, then fla's own model forward on the same folders (.fla carried), then fla's
+#      eager decode of DeltaNet 1.3B at batch 1 and 64 (prompt 512, 16 steps) while the call has time.
+# Run: bash bench/h200_wave46.sh B|P
 set -uo pipefail
 PHASE=${1:-B}
 TAG=w46
@@ -40,6 +43,19 @@ if [ "$PHASE" = B ]; then
     checkpoint gdn13 --family gated_deltanet && pruned gdn13 && bench_decode gdn13 now 1,8,64,256
   fi
   run_variants 560 base u4 u1
+fi
+if [ "$PHASE" = P ]; then
+  configure_and_build
+  checkpoint dn13 && pruned dn13
+  checkpoint gdn13 --family gated_deltanet && pruned gdn13
+  bench_prefill dn13 8x2048
+  bench_prefill gdn13 8x2048
+  fla_prefill 440 dn13 gdn13 dn13_p50 gdn13_p50
+  if [ -d .fla/fla ] && [ "$(elapsed)" -lt 450 ]; then
+    PYTHONPATH=.fla timeout $(( 530 - $(elapsed) )) python3 bench/fla_model_decode.py "$WORK/dn13" --decode 1,64 \
+      --prefill "" --steps 16 >"$OUT/fla_decode.jsonl" 2>"$LOGS/fla_decode.err" || tail -3 "$LOGS/fla_decode.err" | cut -c1-300 >>"$S"
+    say "--- fla's DeltaNet 1.3B eager decode at $(elapsed) s"; cat "$OUT/fla_decode.jsonl" >>"$S"
+  fi
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
