@@ -416,7 +416,9 @@ Variant variant_for(int nb, bool silu_mul = false, bool push = false) {
   }
 }
 
-std::atomic<int> push_mode{-1};  // skinny_gemm_push_epilogue: -1 the environment's say, 0 off, 1 on
+// skinny_gemm_push_epilogue: -1 the environment's say, 0 off, 1 on. Off by default: the same bits, no faster in whole
+// steps (bench/README.md, 45th wave).
+std::atomic<int> push_mode{-1};
 
 bool push_on(int nb) {
   static const bool env = [] {
