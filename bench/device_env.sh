@@ -67,6 +67,17 @@ bench_prefill() {  # name, prefill shapes: WORK/NAME vs WORK/NAME_p50, decode ba
   python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
 }
 
+bench_gate() {  # SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' and the model benchmark, the regression gate over both)
+  # under OUT/bench, its summary and the model bench's table into the summary
+  local r
+  SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "bench gate: rc $r at $(elapsed) s"
+  cat "$OUT/bench/00_summary.log" >>"$S"
+  [ -s "$OUT/bench/model_bench.json" ] && python3 bench/bench_table.py "$OUT/bench/model_bench.json" >>"$S" 2>&1
+}
+
 fla_prefill() {  # deadline (seconds since t0), checkpoint names: fla's own model forward, prefill 8x2048 (.fla carried)
   local deadline=$1
   shift

@@ -106,12 +106,7 @@ if [ "$PHASE" = D ]; then
   fi
 fi
 if [ "$PHASE" = B ]; then
-  SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
-  r=$?
-  [ $r -ne 0 ] && rc=1
-  say "bench gate: rc $r at $(elapsed) s"
-  cat "$OUT/bench/00_summary.log" >>"$S"
-  [ -s "$OUT/bench/model_bench.json" ] && python3 bench/bench_table.py "$OUT/bench/model_bench.json" >>"$S" 2>&1
+  bench_gate
   if [ "$(elapsed)" -lt 470 ]; then
     checkpoint gdn13 --family gated_deltanet && pruned gdn13 && bench_decode gdn13 now 1,8,64,256
   fi

@@ -30,12 +30,7 @@ if [ "$PHASE" = B ]; then
    skinny_variant u1 's|#pragma unroll 2|#pragma unroll 1|' &
    wait; echo "variants built at $(elapsed) s" >"$LOGS/variants.log") &
   vb=$!
-  SKIP_TESTS=1 BENCH=1 OUT="$OUT/bench" LOGS="$LOGS/bench" bash ci/device.sh
-  r=$?
-  [ $r -ne 0 ] && rc=1
-  say "bench gate: rc $r at $(elapsed) s"
-  cat "$OUT/bench/00_summary.log" >>"$S"
-  [ -s "$OUT/bench/model_bench.json" ] && python3 bench/bench_table.py "$OUT/bench/model_bench.json" >>"$S" 2>&1
+  bench_gate
   wait $vb
   say "$(cat "$LOGS/variants.log")"
   run_variants 420 base u4 u1
