@@ -10,7 +10,8 @@
 # deliberate bug must fail the named test), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
 # summary; TEACHER "" = --no-kd), bench_prefill NAME SHAPES (`statecut bench` of WORK/NAME against NAME_p50 at
-# the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
+# the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), bench_gate
+# (ci/device.sh BENCH=1: the benchmarks and the regression gate under OUT/bench), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
 # stopped DEADLINE seconds after the script's start), profile_train STUDENT TEACHER (two bf16 LoRA + KD
 # finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator, without and with the
 # operators' input shapes, into the summary).
