@@ -2,7 +2,9 @@
 # The whole GPU check in one command, for a machine with an NVIDIA GPU (sm_90) and a CUDA LibTorch (the H200 of
 # bench/README.md): configure a Release CUDA build, build the GPU tests, the CLI and the kernels' benchmark, run every
 # test labelled GPU (kernel equivalence with the double reference, metamorphic relations, bad input, the model
-# families and the calibration on CUDA) and the CLI's CUDA test, then compute-sanitizer's memcheck and racecheck over
+# families and the calibration on CUDA), the CLI's CUDA test and the CUDA cases of tests/torch/decode_equivalence.cpp
+# (prompt + decoded steps = one forward, every family: an L0 file, so ctest -L GPU does not run it), then
+# compute-sanitizer's memcheck and racecheck over
 # the kernels' bad-input test, the fused layer kernels' test (norms, conv, GEMVs: 8 s and 20 s on the H200, 36th wave;
 # synccheck and initcheck clean too), the decode fold's test (its shared v staging and barriers) and a slice of the
 # equivalence cases.
@@ -35,7 +37,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -D
   -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
   { keep "$LOGS/configure.log"; say "configure FAILED"; tail -30 "$LOGS/configure.log"; exit 1; }
 gpu_tests=""
-[ "${SKIP_TESTS:-0}" = 1 ] || gpu_tests="logits_cmd $(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')"
+[ "${SKIP_TESTS:-0}" = 1 ] ||
+  gpu_tests="logits_cmd decode_equivalence $(for f in tests/gpu/*.cpp; do basename "$f" .cpp; done | tr '\n' ' ')"
 # shellcheck disable=SC2086
 cmake --build "$BUILD" -j"$(nproc)" --target statecut statecut-random-checkpoint bench_cuda_gated_delta $gpu_tests >"$LOGS/build.log" 2>&1 ||
   { keep "$LOGS/build.log"; say "build FAILED"; grep -E "error|FAILED" -A3 "$LOGS/build.log" | head -60; exit 1; }
@@ -48,6 +51,10 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   grep -ohE "\[(errors|meta)\].*" "$LOGS/ctest_gpu.log" | sed 's/gated_delta(//' | cut -c1-230 | sort -u >>"$SUM"
   "$BUILD/tests/logits_cmd" --gtest_filter='*cuda*:*Cuda*' >"$LOGS/logits_cuda.log" 2>&1 || { rc=1; keep "$LOGS/logits_cuda.log"; }
   say "logits_cmd (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/logits_cuda.log" | tr '\n' ' ')"
+  timeout 300 "$BUILD/tests/decode_equivalence" --gtest_filter='*cuda*' >"$LOGS/decode_cuda.log" 2>&1 ||
+    { rc=1; keep "$LOGS/decode_cuda.log"; }
+  say "decode_equivalence (CUDA): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$LOGS/decode_cuda.log" | tr '\n' ' ')"
+  grep -E "^\[  FAILED  \]" "$LOGS/decode_cuda.log" | head -20 >>"$SUM"
 fi
 if [ "${SKIP_SANITIZER:-0}" != 1 ] && [ "${SKIP_TESTS:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
