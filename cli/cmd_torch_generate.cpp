@@ -98,6 +98,7 @@ int run_generate(GenerateArgs& a, const CLI::App& app) {
   } else {
     print(stream.finish());
     std::printf("\n");
+    std::fflush(stdout);  // the text's last line before the summary on stderr, also when both go to one file
     if (!a.quiet)
       std::fprintf(stderr, "statecut generate: %zu tokens; prefill %lld tokens in %.3f s, decode %.1f tokens/s%s; state %lld bytes\n",
                  out.size(), static_cast<long long>(r.prompt_tokens), r.prefill_seconds, decode_tps,

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using statecut::test::run_program;
 using statecut::test::run_statecut;
 using statecut::test::TempDir;
 
@@ -95,6 +96,18 @@ TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
   ASSERT_EQ(q.code, 0) << q.err;
   EXPECT_EQ(q.out, r.out);
   EXPECT_EQ(q.err, "") << "--quiet: no summary line";
+}
+
+// Text and summary sent to one file (`2>&1 > log`, as CI logs and `nohup` do): the text's last line is written
+// before the summary line, not after it (stdout is fully buffered into a file, stderr is not).
+TEST(Cli_Generate, textEndsBeforeTheSummaryInOneFile) {
+  const std::string gen = "generate --checkpoint " + kGenerateModel + " --prompt 'def f' --max-new-tokens 20";
+  const auto j = run_statecut(gen + " --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const std::string text = nlohmann::json::parse(j.out).at("text").get<std::string>();
+  const auto r = run_program("/bin/sh", "-c \"" + std::string(STATECUT_CLI) + " " + gen + " 2>&1\"");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(text + "\nstatecut generate: 20 tokens", 0), 0u) << r.out;
 }
 
 // --max-new-tokens 0 runs the prompt alone: no token, no text, but the prefill happened and left its state (the shipped
