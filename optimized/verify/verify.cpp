@@ -205,7 +205,7 @@ Report run_verify(const VerifyOptions& opt) {
   if (ctx.kind == RecKind::Mamba2) ctx.l2norm_qk = false;
   make_windows(ctx);
   // The model in the dtype it is stored in: what `load` reports on and what the other checks run.
-  ctx.say("load");
+  ctx.say("reading the weights (" + std::string(dtype_label(ctx.run_dtype)) + " on " + ctx.device.str() + ")");
   try {
     ctx.weights = std::make_unique<WeightSource>(WeightSource::open_dir(ctx.dir));
     ctx.model = load_causal_lm(ctx.dir, ctx.run_dtype, ctx.device);
