@@ -98,7 +98,7 @@ TEST(Cli_Generate, humanOutputIsThePromptContinuation) {
   EXPECT_EQ(q.err, "") << "--quiet: no summary line";
 }
 
-// Text and summary sent to one file (`2>&1 > log`, as CI logs and `nohup` do): the text's last line is written
+// Text and summary sent to one file (`> log 2>&1`, as CI logs and `nohup` do): the text's last line is written
 // before the summary line, not after it (stdout is fully buffered into a file, stderr is not).
 TEST(Cli_Generate, textEndsBeforeTheSummaryInOneFile) {
   const std::string gen = "generate --checkpoint " + kGenerateModel + " --prompt 'def f' --max-new-tokens 20";
