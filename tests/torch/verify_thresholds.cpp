@@ -4,6 +4,9 @@
 // tokens and the fp32 model rows at 8192 against fixed limits (audit 25 F1); the layer rows' limits now grow as
 // sqrt(T/512) past 512 tokens (measured ~T^0.45), the whole model's fp32 rows as T/512 (each layer's error feeds the
 // next: measured ~T^0.7), and within 512 tokens (the defaults) nothing changes.
+#include <cmath>
+#include <limits>
+
 #include "optimized/verify/verify_checks.h"
 #include "tests/torch/verify_test_util.h"
 
@@ -45,6 +48,36 @@ TEST(Verify_Thresholds, aLongWindowDoublesTheLimitsAndSaysWhy) {
     EXPECT_NE(c.reason.find("x sqrt(T/512) = 2 for 2048 tokens"), std::string::npos) << name << ": " << c.reason;
     EXPECT_LT(c.figure, 1e-5) << name;
   }
+}
+
+// Every figure of verify is rel_err's ‖a − b‖ / ‖b‖: against an all-zero reference it is 0 only when a is zero too and
+// infinite otherwise (an error against nothing is never small), NaN when a holds a NaN; the Eigen and the tensor form
+// alike.
+TEST(Verify_RelErr, aZeroReferenceGivesZeroOnlyForZeroAndInfinityOtherwise) {
+  using statecut::verify::rel_err;
+  const double inf = std::numeric_limits<double>::infinity();
+  const torch::Tensor z = torch::zeros({3, 5}, torch::kFloat32);
+  EXPECT_EQ(rel_err(z, z), 0.0);
+  EXPECT_EQ(rel_err(z + 1e-6, z), inf);
+  EXPECT_TRUE(std::isnan(rel_err(z + std::numeric_limits<float>::quiet_NaN(), z)));
+  EXPECT_DOUBLE_EQ(rel_err(torch::full({4}, 3.0), torch::full({4}, 2.0)), 0.5);
+  const statecut::ref::Mat m0 = statecut::ref::Mat::Zero(3, 5);
+  EXPECT_EQ(rel_err(m0, m0), 0.0);
+  EXPECT_EQ(rel_err(statecut::ref::Mat::Constant(3, 5, 1e-6), m0), inf);
+  EXPECT_DOUBLE_EQ(rel_err(statecut::ref::Mat::Constant(2, 2, 3.0), statecut::ref::Mat::Constant(2, 2, 2.0)), 0.5);
+}
+
+// Windows of two tokens, the shortest --len takes, are split for state-carry (at the first token), not skipped as
+// windows of one token are.
+TEST(Verify_Thresholds, stateCarrySplitsWindowsOfTwoTokens) {
+  const std::string dir = fixture("fla_delta_net");
+  if (dir.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  statecut::verify::VerifyOptions o = quick(dir);
+  o.len = 2;
+  o.only = {"state-carry"};
+  const Report r = run_verify(o);
+  EXPECT_EQ(row(r, "state-carry").status, Status::Pass) << row(r, "state-carry").message;
+  EXPECT_TRUE(r.passed()) << failures(r);
 }
 
 }  // namespace
