@@ -73,6 +73,35 @@ TEST(Verify_Failures, nanInOneConvWeightFailsLoadNamingTheTensor) {
   EXPECT_EQ(row(r, "reference").status, Status::Skip);  // nothing runs on a model that does not load
 }
 
+// A weight stored as integers (here lm_head's fp32 bytes relabelled I32) fails load in verify's own words, naming
+// the tensor and its dtype, once (the loader's refusal of the same tensor is the same fact).
+TEST(Verify_Failures, anIntegerWeightFailsLoadNamingItsDtype) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-int");
+  const std::string dir = tmp / "ckpt";
+  copy_checkpoint(src, dir);
+  const std::string path = dir + "/model.safetensors", bad = "lm_head.weight";
+  {
+    statecut::io::SafetensorsWriter w;
+    const auto f = statecut::io::SafetensorsFile::open(path);
+    ASSERT_EQ(f.tensor(bad).dtype, statecut::io::DType::F32);
+    for (const auto& n : f.names()) {
+      const auto& v = f.tensor(n);
+      w.add(n, n == bad ? statecut::io::DType::I32 : v.dtype, v.shape, v.data, v.nbytes);
+    }
+    w.set_metadata(f.metadata());
+    w.write(path + ".new");
+  }
+  fs::rename(path + ".new", path);
+  const Report r = run_verify(quick(dir));
+  const CheckResult& load = row(r, "load");
+  EXPECT_EQ(load.status, Status::Fail);
+  EXPECT_EQ(load.where, bad);
+  EXPECT_TRUE(contains(load.message, bad + ": dtype I32 (the models load F32, BF16, F16, F64)")) << load.message;
+  EXPECT_EQ(r.exit_code(), 1);
+}
+
 /// A prune that `statecut finetune` trained afterwards: its conv weights are no longer the source's bytes. With the
 /// record's "finetune" entry naming the tensor the rest passes; without a finetune entry the same edit fails, and so
 /// does an entry without "changed_tensors" (which statecut finetune always writes): it skipped the whole comparison,
