@@ -199,8 +199,8 @@ void check_certificate(Context& ctx, const json& rec, const std::string& source,
   for (int64_t s : starts) {
     if (s < 0 || s + len > static_cast<int64_t>(stream.size()))
       throw std::runtime_error("statecut.json: calibration start " + std::to_string(s) + " + len " +
-                               std::to_string(len) + " is past the " + std::to_string(stream.size()) +
-                               " tokens of its files");
+                               std::to_string(len) + " lies outside the " +
+                               std::to_string(stream.size()) + " tokens of its files");
     ids.insert(ids.end(), stream.begin() + s, stream.begin() + s + len);
   }
   const torch::Tensor windows = torch::tensor(ids, torch::kInt64).view({static_cast<int64_t>(starts.size()), len});

@@ -258,6 +258,30 @@ TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
   EXPECT_TRUE(contains(row(kf, "pruned.certificate").message, "applied with --keep-from /elsewhere/statecut.json"));
 }
 
+// A record whose calibration windows do not lie in its files (a start edited past their end, or before their start)
+// cannot re-derive its certificate: the pruned group fails naming the start, rather than reading outside the token
+// stream (the 200000 byte ids of assets/corpora/pydocs_train.txt).
+TEST(Verify_Failures, aCalibrationStartOutsideItsFilesFailsTheCertificate) {
+  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
+  TempDir tmp("verify-cal");
+  const std::string out = tmp / "pruned";
+  prune_calibrated(src, out, "drrqr", 4, 512);
+  auto v = quick(out, src);
+  v.only = {"pruned"};
+  ASSERT_EQ(row(run_verify(v), "pruned.certificate").status, Status::Pass);
+  for (const int64_t start : {int64_t{-1}, int64_t{1} << 40}) {
+    SCOPED_TRACE(start);
+    edit_json(out + "/statecut.json", [&](nlohmann::json& j) { j["calibration"]["starts"][1] = start; });
+    const Report r = run_verify(v);
+    const CheckResult& c = row(r, "pruned");  // the group's row: the check could not complete
+    EXPECT_EQ(c.status, Status::Fail);
+    EXPECT_TRUE(contains(c.message, "calibration start " + std::to_string(start) +
+                                        " + len 512 lies outside the 200000 tokens of its files"))
+        << c.message;
+    EXPECT_EQ(r.exit_code(), 1);
+  }
+}
+
 TEST(Verify_Failures, unreadableInputThrowsNamingTheFile) {
   TempDir tmp("verify-unreadable");
   EXPECT_THROW(run_verify(quick(tmp / "nope")), Unreadable);
