@@ -221,15 +221,22 @@ TEST(Verify_Failures, qRowsKeptButConvChannelsNotFailsPruned) {
   EXPECT_EQ(row(r, "pruned.record").status, Status::Pass);
 }
 
-// The shipped model: its strong-RRQR selections need swaps (max rho in (1.01, 1.5]); the fixtures' QRCP pivots
-// already have rho <= 1, so no record f > 1 could fail there.
-TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
+/// A drrqr prune of the shipped model into `out` (4 calibration windows of 512 byte ids), and the options that verify
+/// its pruned group against the model.
+statecut::verify::VerifyOptions shipped_drrqr_prune(const std::string& out) {
   const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
-  TempDir tmp("verify-cert");
-  const std::string out = tmp / "pruned";
   prune_calibrated(src, out, "drrqr", 4, 512);
   auto v = quick(out, src);
   v.only = {"pruned"};
+  return v;
+}
+
+// The shipped model: its strong-RRQR selections need swaps (max rho in (1.01, 1.5]); the fixtures' QRCP pivots
+// already have rho <= 1, so no record f > 1 could fail there.
+TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
+  TempDir tmp("verify-cert");
+  const std::string out = tmp / "pruned";
+  const auto v = shipped_drrqr_prune(out);
   const Report ok = run_verify(v);
   const CheckResult& c = row(ok, "pruned.certificate");
   ASSERT_EQ(c.status, Status::Pass) << c.message;
@@ -262,12 +269,9 @@ TEST(Verify_Failures, drrqrRecordEditedToF101FailsTheCertificate) {
 // cannot re-derive its certificate: the pruned group fails naming the start, rather than reading outside the token
 // stream (the 200000 byte ids of assets/corpora/pydocs_train.txt).
 TEST(Verify_Failures, aCalibrationStartOutsideItsFilesFailsTheCertificate) {
-  const std::string src = (kRoot / "assets" / "byte_delta_net_4L").string();
   TempDir tmp("verify-cal");
   const std::string out = tmp / "pruned";
-  prune_calibrated(src, out, "drrqr", 4, 512);
-  auto v = quick(out, src);
-  v.only = {"pruned"};
+  const auto v = shipped_drrqr_prune(out);
   ASSERT_EQ(row(run_verify(v), "pruned.certificate").status, Status::Pass);
   for (const int64_t start : {int64_t{-1}, int64_t{1} << 40}) {
     SCOPED_TRACE(start);
