@@ -118,3 +118,20 @@ TEST(Equiv_RankState, gatedStateOfGatedDeltaNetIsTheModelsFinalState) {
   ASSERT_GT(b0.v.size(2), b0.k.size(2)) << "fixture has grouped values";
   expect_states_equal_model(f, /*gated=*/true);
 }
+
+// The final state's utilization ‖S‖_F² / (σ₁² min(dk, dv)), by power iteration and by SVD, where the state is not
+// square (fla Gated DeltaNet with expand_v 2: dk 32, dv 64): the two agree, and both lie in (0, 1].
+TEST(Equiv_RankState, finalUtilizationByPowerIterationIsTheSvdsForANonSquareState) {
+  if (!fs::exists(kRankFixtures / "fla_gated_deltanet")) GTEST_SKIP() << "no fixtures";
+  const FixtureRun f = run_rank_fixture("fla_gated_deltanet", 127);
+  const RankReport rep = analyze_rank(*f.model, f.ids, RankOptions{});
+  ASSERT_FALSE(rep.layers.empty());
+  for (const auto& L : rep.layers) {
+    ASSERT_NE(L.dk, L.dv) << "the fixture's state is square: this test needs dk != dv";
+    for (const auto& h : L.heads) {
+      EXPECT_NEAR(h.final_u_power, h.final_u_exact, 1e-6 * h.final_u_exact) << "power iteration vs SVD";
+      EXPECT_GT(h.final_u_exact, 0.0);
+      EXPECT_LE(h.final_u_exact, 1.0 + 1e-12);
+    }
+  }
+}
