@@ -205,6 +205,23 @@ TEST(Unit_ChoiceTask, oneChoiceTaskReportsPerplexityAndGreedyAccuracy) {
   EXPECT_EQ(j["configs"]["hand"]["output_type"], "loglikelihood");
 }
 
+// Token id 0 (the NUL byte of a byte-level model; "!" of GPT-2's vocabulary) is an id like any other: a choice
+// holding it is scored, not refused as outside the vocabulary [0, V).
+TEST(Unit_ChoiceTask, tokenIdZeroIsInTheVocabulary) {
+  auto logits = torch::full({256}, -20.0);
+  logits[0] = 1.0;
+  logits['z'] = 5.0;
+  ConstantLM m(logits);
+  ChoiceRecord a;
+  a.context = "q";
+  a.delimiter = "";
+  a.choices = {std::string("z\0", 2)};
+  const auto res = evaluate_choice_task(m, task_of({a}, false), Tokenizer::bytes(), {});
+  const auto lp = torch::log_softmax(logits.to(torch::kFloat64), 0);
+  const double want = lp['z'].item<double>() + lp[0].item<double>();
+  EXPECT_NEAR(res.perplexity, std::exp(-want), 1e-4 * res.perplexity);
+}
+
 TEST(Unit_ChoiceTask, winograndeFormScoresTheContinuationAfterEachContext) {
   pipeline_test::TempDir d("wino");
   const std::string path = d / "wino.jsonl";
