@@ -22,10 +22,7 @@ TEST(Verify_Failures, mtpHeadAndVisionTowerPassLoadButAStrayTensorFails) {
     TempDir tmp("verify-mtp");
     const std::string dir = tmp / "ckpt";
     copy_checkpoint(src, dir);
-    const std::string path = dir + "/model.safetensors";
-    statecut::io::SafetensorsWriter w;
-    {
-      const auto f = statecut::io::SafetensorsFile::open(path);
+    rewrite_model(dir, [&](const statecut::io::SafetensorsFile& f, statecut::io::SafetensorsWriter& w) {
       const std::string norm = f.has("model.norm.weight") ? "model.norm.weight" : "model.language_model.norm.weight";
       for (const auto& n : f.names()) w.add(f.tensor(n));
       std::vector<std::string> extra = {"mtp.layers.0.input_layernorm.weight", "model.visual.blocks.0.norm1.weight",
@@ -35,10 +32,7 @@ TEST(Verify_Failures, mtpHeadAndVisionTowerPassLoadButAStrayTensorFails) {
         const auto& v = f.tensor(norm);
         w.add(n, v.dtype, v.shape, v.data, v.nbytes);
       }
-      w.set_metadata(f.metadata());
-      w.write(path + ".new");
-    }
-    fs::rename(path + ".new", path);
+    });
     const Report r = run_verify(quick(dir));
     const CheckResult& load = row(r, "load");
     if (stray) {
@@ -81,19 +75,14 @@ TEST(Verify_Failures, anIntegerWeightFailsLoadNamingItsDtype) {
   TempDir tmp("verify-int");
   const std::string dir = tmp / "ckpt";
   copy_checkpoint(src, dir);
-  const std::string path = dir + "/model.safetensors", bad = "lm_head.weight";
-  {
-    statecut::io::SafetensorsWriter w;
-    const auto f = statecut::io::SafetensorsFile::open(path);
-    ASSERT_EQ(f.tensor(bad).dtype, statecut::io::DType::F32);
+  const std::string bad = "lm_head.weight";
+  rewrite_model(dir, [&](const statecut::io::SafetensorsFile& f, statecut::io::SafetensorsWriter& w) {
+    EXPECT_EQ(f.tensor(bad).dtype, statecut::io::DType::F32);
     for (const auto& n : f.names()) {
       const auto& v = f.tensor(n);
       w.add(n, n == bad ? statecut::io::DType::I32 : v.dtype, v.shape, v.data, v.nbytes);
     }
-    w.set_metadata(f.metadata());
-    w.write(path + ".new");
-  }
-  fs::rename(path + ".new", path);
+  });
   const Report r = run_verify(quick(dir));
   const CheckResult& load = row(r, "load");
   EXPECT_EQ(load.status, Status::Fail);

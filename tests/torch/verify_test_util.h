@@ -64,13 +64,25 @@ inline void copy_checkpoint(const std::string& src, const std::string& dst) {
     if (e.is_regular_file()) fs::copy_file(e.path(), fs::path(dst) / e.path().filename());
 }
 
-/// Rewrites dir/model.safetensors with tensor `name` replaced by edit(tensor) (same dtype and shape expected).
-inline void edit_tensor(const std::string& dir, const std::string& name,
-                        const std::function<void(torch::Tensor&)>& edit) {
+/// What rewrite_model fills its writer with, given the file as it was.
+using ModelFill = std::function<void(const statecut::io::SafetensorsFile&, statecut::io::SafetensorsWriter&)>;
+/// Rewrites dir/model.safetensors with the tensors `fill` adds from the file as it was, its metadata kept (the writer
+/// copies what it is given and replaces the file atomically).
+inline void rewrite_model(const std::string& dir, const ModelFill& fill) {
   const std::string path = (fs::path(dir) / "model.safetensors").string();
   statecut::io::SafetensorsWriter w;
   {
     const auto f = statecut::io::SafetensorsFile::open(path);
+    fill(f, w);
+    w.set_metadata(f.metadata());
+  }
+  w.write(path);
+}
+
+/// Rewrites dir/model.safetensors with tensor `name` replaced by edit(tensor) (same dtype and shape expected).
+inline void edit_tensor(const std::string& dir, const std::string& name,
+                        const std::function<void(torch::Tensor&)>& edit) {
+  rewrite_model(dir, [&](const statecut::io::SafetensorsFile& f, statecut::io::SafetensorsWriter& w) {
     bool found = false;
     for (const auto& n : f.names()) {
       const auto& v = f.tensor(n);
@@ -84,10 +96,8 @@ inline void edit_tensor(const std::string& dir, const std::string& name,
       t = t.contiguous();
       w.add(n, v.dtype, v.shape, t.data_ptr(), v.nbytes);
     }
-    w.set_metadata(f.metadata());
-    if (!found) ADD_FAILURE() << path << ": no tensor " << name;
-  }
-  w.write(path);
+    if (!found) ADD_FAILURE() << dir << "/model.safetensors: no tensor " << name;
+  });
 }
 
 /// Reads, edits and writes back a JSON file.
