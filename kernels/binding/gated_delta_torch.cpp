@@ -36,9 +36,10 @@ const float* f32_ptr(const OptTensor& t, const at::Tensor& like, int64_t numel, 
 }
 
 /// t [B, T, inner...] with packed inner dims whose B·T tokens lie one stride apart (a slice of a packed projection
-/// output): that stride in elements, when the kernel may read t in place (8-byte aligned, stride a multiple of 4, as
-/// its 4-element loads need); 0 otherwise.
-int64_t token_stride(const at::Tensor& t) {
+/// output): that stride in elements, when the kernel may read t in place; 0 otherwise. `vector_loads`: the kernel
+/// reads t 4 elements at a time (q, k, v), so t must be 8-byte aligned and the stride a multiple of 4; g and beta are
+/// read one element at a time, anywhere.
+int64_t token_stride(const at::Tensor& t, bool vector_loads = true) {
   int64_t inner = 1;
   for (int64_t d = t.dim() - 1; d >= 2; --d) {
     if (t.size(d) != 1 && t.stride(d) != inner) return 0;
@@ -52,12 +53,14 @@ int64_t token_stride(const at::Tensor& t) {
     return 0;
   else if (B > 1)
     stride = t.stride(0);
-  const bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 == 0 && stride % 4 == 0;
+  const bool aligned = !vector_loads || (reinterpret_cast<uintptr_t>(t.data_ptr()) % 8 == 0 && stride % 4 == 0);
   return aligned && stride >= inner ? stride : 0;
 }
 
-/// The decode op reads q, k, v, g and beta in place where token_stride allows (g and beta when they are of q's type):
-/// no copies or conversions ahead of the launch.
+/// The decode op reads q, k, v, g and beta in place where token_stride allows (g and beta when they are of q's type,
+/// at any alignment and stride: Gated DeltaNet 1.3B's six beta and six gate logits of a token sit at packed offsets
+/// 9216 and 9222, and each took a conversion launch a layer before the kernel until the 47th wave): no copies or
+/// conversions ahead of the launch.
 void read_in_place(GatedDeltaArgs& a, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const OptTensor& g, const OptTensor& beta, std::vector<at::Tensor>& keep) {
   auto input = [&](const at::Tensor& t, const void*& p, int64_t& stride) {
@@ -78,7 +81,7 @@ void read_in_place(GatedDeltaArgs& a, const at::Tensor& q, const at::Tensor& k, 
     if (!t.has_value() || !t->defined() || t->scalar_type() != q.scalar_type() || t->dim() != 3 ||
         t->size(0) != q.size(0) || t->size(1) != q.size(1) || t->size(2) != v.size(2) || t->device() != q.device())
       return false;
-    stride = token_stride(*t);
+    stride = token_stride(*t, /*vector_loads=*/false);
     if (stride) p = t->data_ptr();
     return stride != 0;
   };

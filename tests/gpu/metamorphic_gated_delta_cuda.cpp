@@ -13,6 +13,7 @@
 #include "tests/gpu/gated_delta_cases.h"
 
 #ifdef STATECUT_WITH_CUDA_KERNELS
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/gated_delta.h"
@@ -323,6 +324,55 @@ TEST(Meta_GatedDeltaCuda, packedVarlenEqualsSeparateCalls) {
       EXPECT_EQ(rel_err(s_n, s_p.narrow(0, n, 1)), 0.0) << "sequence " << n;
       off += L;
     }
+  }
+#endif
+}
+
+// Gated DeltaNet 1.3B's packed projection holds a token's six beta logits and six gate inputs at offsets 9216 and
+// 9222: at batch 1 their token stride (6) is no multiple of 4, and the gate inputs start 4 bytes off an 8-byte line.
+// The kernel reads g and beta one element at a time, so it takes them in place there too: the step allocates no
+// more than the same step with every slice aligned (before the 47th wave, two bf16 -> fp32 conversions a layer, two
+// launches and two allocations more), and its result is that of the contiguous fp32 call bit for bit.
+TEST(Meta_GatedDeltaCuda, decodeReadsOddlyPlacedGateAndBetaInPlace) {
+  STATECUT_REQUIRE_GPU();
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  const int64_t H = 2, K = 64, V = 128;
+  const auto A_log = at::rand({8}).to(at::kCUDA), dt_bias = at::randn({8}).to(at::kCUDA);
+  // One step of a packed [B, 1, q | k | v | b | a | pad] output: the allocations it makes, its o and state, and the
+  // same step from contiguous fp32 copies.
+  const auto step = [&](int64_t B, int64_t HV, int64_t pad, uint64_t seed) {
+    const int64_t width = 2 * H * K + HV * V + 2 * HV + pad;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+    const auto y = at::randn({B, 1, width}, gen, at::TensorOptions().dtype(at::kFloat)).to(at::kCUDA, at::kBFloat16);
+    int64_t off = 0;
+    auto take = [&](int64_t n) { return y.narrow(-1, (off += n) - n, n); };
+    const auto q = take(H * K).view({B, 1, H, K}), k = take(H * K).view({B, 1, H, K});
+    const auto v = take(HV * V).view({B, 1, HV, V}), b = take(HV), a = take(HV);
+    const auto s0 = at::randn({B, HV, K, V}, gen).to(at::kCUDA) * 0.1;
+    const auto Al = A_log.narrow(0, 0, HV).contiguous(), dt = dt_bias.narrow(0, 0, HV).contiguous();
+    auto run = [&](const at::Tensor& qq, const at::Tensor& kk, const at::Tensor& vv, const at::Tensor& aa,
+                   const at::Tensor& bb, at::Tensor& st) {
+      return statecut::cuda::gated_delta_rule_decode_(qq, kk, vv, aa, bb, 0.125, st, c10::nullopt, true, true, Al, dt,
+                                                      /*use_beta_sigmoid_in_kernel=*/true, false, false);
+    };
+    at::Tensor st = s0.clone(), st_c = s0.clone();
+    const auto qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), ac = a.to(at::kFloat),
+               bc = b.to(at::kFloat);
+    const int dev = static_cast<int>(y.device().index());
+    torch::cuda::synchronize();
+    const auto before = c10::cuda::CUDACachingAllocator::getDeviceStats(dev).allocation[0].allocated;
+    const auto o = run(q, k, v, a, b, st);
+    const auto allocations = c10::cuda::CUDACachingAllocator::getDeviceStats(dev).allocation[0].allocated - before;
+    const auto o_c = run(qc, kc, vc, ac, bc, st_c);
+    EXPECT_EQ(rel_err(o, o_c), 0.0) << "B=" << B << " HV=" << HV;
+    EXPECT_EQ(rel_err(st, st_c), 0.0) << "B=" << B << " HV=" << HV;
+    return allocations;
+  };
+  const auto aligned = step(1, 8, 8, seed_from_env(47));  // stride 8·… and every slice on an 8-byte line
+  for (int64_t B : {1, 3}) {
+    const auto odd = step(B, 6, 4, seed_from_env(48 + B));
+    EXPECT_EQ(odd, aligned) << "B=" << B << ": allocations of the oddly placed step (" << odd
+                            << ") beyond the aligned one's (" << aligned << "): a copy of g or beta";
   }
 #endif
 }
