@@ -86,10 +86,14 @@ __device__ __forceinline__ float token_log_gate(const GatedDeltaArgs& a, long to
   return log_gate_of(a, a.g[tok * a.HV + hv], hv);
 }
 
+/// beta of token tok from the fp32 array; with use_beta_sigmoid_in_kernel sigmoid_f (expf), as the input-type path of
+/// the decode kernels forms it. (This path had __expf until the 48th wave, so Gated DeltaNet's batch-1 step, whose
+/// logits were converted to fp32, and its batched steps, which read them in bf16, formed beta differently: an ulp of
+/// the state here and there.)
 __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, int hv) {
   if (a.beta == nullptr) return 1.f;
   const float b = a.beta[tok * a.HV + hv];
-  return a.beta_sigmoid ? 1.f / (1.f + __expf(-b)) : b;
+  return a.beta_sigmoid ? sigmoid_f(b) : b;
 }
 
 /// Token range [bos, eos) of sequence n.

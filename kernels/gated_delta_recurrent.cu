@@ -57,7 +57,7 @@ __device__ __forceinline__ float token_beta(const GatedDeltaArgs& a, long tok, i
   if (a.beta_typed == nullptr && a.beta == nullptr) return 1.f;
   float b = a.beta_typed ? to_f<T>(static_cast<const T*>(a.beta_typed)[tok * a.beta_stride + hv])
                          : a.beta[tok * a.HV + hv];
-  if (a.beta_sigmoid) b = 1.f / (1.f + expf(-b));
+  if (a.beta_sigmoid) b = detail::sigmoid_f(b);
   return a.beta_round ? to_f<T>(detail::from_f<T>(b)) : b;
 }
 
