@@ -10,7 +10,8 @@
 # deliberate bug must fail the named test), random_tokens (WORK/tok.bin), ft LABEL STUDENT
 # TEACHER OPTIONS (a finetune of 4 x 2048 tokens a step from WORK/tok.bin, its steady rate from loss.csv into the
 # summary; TEACHER "" = --no-kd), bench_prefill NAME SHAPES (`statecut bench` of WORK/NAME against NAME_p50 at
-# the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), bench_gate
+# the prefill shapes, decode batch 1), bench_decode NAME LABEL BATCHES (the same, decode only), gpu_gate
+# (SKIP_SANITIZER=1 ci/device.sh: every GPU test under OUT/gate), bench_gate
 # (ci/device.sh BENCH=1: the benchmarks and the regression gate under OUT/bench), fla_prefill DEADLINE NAME... (fla's model forward 8 x 2048 on those checkpoints,
 # stopped DEADLINE seconds after the script's start), profile_train STUDENT TEACHER (two bf16 LoRA + KD
 # finetune steps of 4 x 2048 random tokens, the kernel table and the time by operator, without and with the
@@ -66,6 +67,16 @@ bench_prefill() {  # name, prefill shapes: WORK/NAME vs WORK/NAME_p50, decode ba
     --decode 1 --json >"$OUT/bench_$n.json" 2>"$LOGS/bench_$n.err" || { rc=1; keep "$LOGS/bench_$n.err"; }
   say "--- statecut bench $n at $(elapsed) s"
   python3 bench/bench_table.py "$OUT/bench_$n.json" >>"$S" 2>&1
+}
+
+gpu_gate() {  # SKIP_SANITIZER=1 ci/device.sh under OUT/gate (every GPU test, the CLI's CUDA logits, decode_equivalence's
+  # CUDA cases), its summary without the per-case SKIPPED lines into the summary
+  local r
+  SKIP_SANITIZER=1 OUT="$OUT/gate" LOGS="$LOGS/gate" bash ci/device.sh
+  r=$?
+  [ $r -ne 0 ] && rc=1
+  say "gate: rc $r at $(elapsed) s"
+  grep -v "SKIPPED" "$OUT/gate/00_summary.log" >>"$S"
 }
 
 bench_gate() {  # SKIP_TESTS=1 BENCH=1 ci/device.sh (the kernels' and the model benchmark, the regression gate over both)

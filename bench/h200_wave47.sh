@@ -25,11 +25,7 @@ harness() {  # label, env...: the base harness, quick, without the single shapes
 if [ "$PHASE" = A ]; then
   (skinny_variant base; echo "harness built at $(elapsed) s" >"$LOGS/variants.log") &
   vb=$!
-  SKIP_SANITIZER=1 OUT="$OUT/gate" LOGS="$LOGS/gate" bash ci/device.sh
-  r=$?
-  [ $r -ne 0 ] && rc=1
-  say "gate: rc $r at $(elapsed) s"
-  cat "$OUT/gate/00_summary.log" >>"$S"
+  gpu_gate
   wait $vb
   say "$(cat "$LOGS/variants.log")"
   harness split_auto

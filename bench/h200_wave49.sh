@@ -14,11 +14,7 @@ TAG=w49
 # shellcheck source=bench/device_env.sh
 source "$(dirname "$0")/device_env.sh"
 if [ "$PHASE" = A ]; then
-  SKIP_SANITIZER=1 OUT="$OUT/gate" LOGS="$LOGS/gate" bash ci/device.sh
-  r=$?
-  [ $r -ne 0 ] && rc=1
-  say "gate: rc $r at $(elapsed) s"
-  grep -v "SKIPPED" "$OUT/gate/00_summary.log" | grep -v "^\[errors\]\|^\[meta\]" >>"$S"
+  gpu_gate
   configure_and_build fused_ops_cuda
   checkpoint gdn13 --family gated_deltanet && pruned gdn13 && bench_decode gdn13 now 1,8,64,256
   checkpoint dn13 && pruned dn13 && bench_decode dn13 control 1,8
