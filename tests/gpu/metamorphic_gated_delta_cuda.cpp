@@ -368,7 +368,7 @@ TEST(Meta_GatedDeltaCuda, decodeReadsOddlyPlacedGateAndBetaInPlace) {
     EXPECT_EQ(rel_err(st, st_c), 0.0) << "B=" << B << " HV=" << HV;
     return allocations;
   };
-  const auto aligned = step(1, 8, 8, seed_from_env(47));  // stride 8·… and every slice on an 8-byte line
+  const auto aligned = step(1, 8, 8, seed_from_env(47));  // HV 8: token stride 8, every slice on an 8-byte line
   for (int64_t B : {1, 3}) {
     const auto odd = step(B, 6, 4, seed_from_env(48 + B));
     EXPECT_EQ(odd, aligned) << "B=" << B << ": allocations of the oddly placed step (" << odd
