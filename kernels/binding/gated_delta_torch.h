@@ -47,9 +47,9 @@ std::tuple<at::Tensor, at::Tensor> gated_linear_attention_rule(
 /// stride a multiple of 4 for the kernel's 4-element loads), g and beta also when they are of q's dtype (no
 /// conversion), at any alignment and stride (read one element at a time). The in-kernel sigmoid of beta is the same
 /// (expf) whether beta comes as fp32 or in q's dtype. round_beta: beta (after the sigmoid) is rounded to q's dtype,
-/// as a model computing the sigmoid in that dtype (fla DeltaNet) has it. delta = false: gated linear attention, S = exp(g) S + beta k v^T;
-/// beta_dt (with use_gate_in_kernel; beta unused): beta = softplus(g + dt_bias), Mamba-2's dt from its raw input
-/// (kernels/gated_delta.h; both C++ only, not in the registered schema).
+/// as a model computing the sigmoid in that dtype (fla DeltaNet) has it. delta = false: gated linear attention,
+/// S = exp(g) S + beta k v^T; beta_dt (with use_gate_in_kernel; beta unused): beta = softplus(g + dt_bias), Mamba-2's
+/// dt from its raw input (kernels/gated_delta.h; both C++ only, not in the registered schema).
 /// A decode step's short conv before the kernel and its output norm after it, done by the kernel (the fold of
 /// kernels/gated_delta.h, GatedDeltaArgs::conv_state): q, k, v are then the raw projection outputs and the op returns
 /// the normalised output, bit for bit fused_conv1d_step (SiLU) → the decode → fused_rms_norm / fused_gated_rms_norm
