@@ -110,14 +110,4 @@ GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const Gene
   return res;
 }
 
-std::string decode_bytes(const std::vector<int64_t>& ids) {
-  std::string out;
-  out.reserve(ids.size());
-  for (int64_t id : ids) {
-    if (id < 0 || id > 255) throw std::invalid_argument("token id " + std::to_string(id) + " is not a byte");
-    out.push_back(static_cast<char>(static_cast<unsigned char>(id)));
-  }
-  return out;
-}
-
 }  // namespace statecut

@@ -6,8 +6,8 @@
 /// to sample_next's greedy pick: the lowest id among equal maxima) and step i + 1 runs while the host reads ids_i;
 /// sampling: each step is fed the host's draw. Greedy decoding therefore equals repeating "argmax of a full
 /// forward over prompt + tokens so far" (tests/cli/generate_cli.cpp checks that on the shipped model).
-/// Text: Tokenizer::decode (optimized/text/tokenizer.h) for every tokenizer, streamed by TextStream (text_stream.h);
-/// decode_bytes is the byte-level case without a Tokenizer.
+/// Text: Tokenizer::decode (optimized/text/tokenizer.h) for every tokenizer, the byte-level one included, streamed by
+/// TextStream (text_stream.h).
 #pragma once
 #include <torch/torch.h>
 
@@ -49,8 +49,5 @@ struct GenerateResult {
 /// picked at each step (ids of rows already stopped repeat their stop id). Throws one line on a bad option.
 GenerateResult generate(CausalLM& model, const torch::Tensor& prompt, const GenerateOptions& opt,
                         const std::function<void(int64_t, const std::vector<int64_t>&)>& on_token = {});
-
-/// Byte-level ids → the bytes they stand for (ids ≥ 256 throw: not a byte-level vocabulary).
-std::string decode_bytes(const std::vector<int64_t>& ids);
 
 }  // namespace statecut

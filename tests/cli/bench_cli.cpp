@@ -32,7 +32,13 @@ TEST(Cli_Bench, figuresAndSpeedupOfAModelAndItsPrune) {
       EXPECT_GT(f.at("tokens_per_s").get<double>(), 0.0) << f.dump();
       EXPECT_GT(f.at("floor_ms").get<double>(), 0.0) << f.dump();
       EXPECT_LT(f.at("check_rel_err").get<double>(), 1e-6) << f.dump();  // eager CPU step vs eager step: same ops
+      // ms a step and tokens/s are one timing: batch tokens every ms_per_step (a formula off in one shows here)
+      const double want = static_cast<double>(f.at("batch").get<int64_t>()) * 1e3 / f.at("ms_per_step").get<double>();
+      EXPECT_NEAR(f.at("tokens_per_s").get<double>(), want, 1e-9 * want) << f.dump();
     }
+    // The copy bandwidth the floors divide by is a machine's: between 100 MB/s and 100 TB/s (2 x bytes / time).
+    EXPECT_GT(m.at("bandwidth_bytes_per_s").get<double>(), 1e8);
+    EXPECT_LT(m.at("bandwidth_bytes_per_s").get<double>(), 1e14);
   }
   // fixture: 2 layers, 2 heads, dk = dv = 32 (pruned: dk 16), conv 4 on q, k, v, fp32:
   // state layers·heads·dk·dv·4 = 2·2·32·32·4 = 16 KiB, conv windows layers·(W−1)·(64+64+64)·4 = 4.5 KiB; pruned
