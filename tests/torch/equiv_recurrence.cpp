@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "optimized/models/recurrence.h"
+#include "optimized/models/recurrence_cached.h"
 #include "reference/delta_rule.h"
 #include "reference/gated_delta_rule.h"
 #include "reference/linear_attention.h"
@@ -212,6 +213,27 @@ std::vector<DecayCase> decay_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Equiv_RecurrenceFp32Decay, testing::ValuesIn(decay_cases()), decay_name);
+
+// A decode step continues a carried state [B, Hv, dk, dv]; one of another shape (another model's cache, a prune's
+// cache handed to the full model) is refused naming the shape it must have, not broadcast or failed deep in a matmul:
+// each dimension wrong alone, and a state of three dimensions.
+TEST(BadInput_CachedRecurrence, aCarriedStateOfAnotherShapeIsNamed) {
+  const int64_t B = 2, H = 2, dk = 8, dv = 4;
+  torch::manual_seed(7);
+  const auto q = torch::randn({B, 1, H, dk}), k = torch::randn({B, 1, H, dk}), v = torch::randn({B, 1, H, dv});
+  const auto beta = torch::rand({B, 1, H}), g = -torch::rand({B, 1, H});
+  const std::vector<std::vector<int64_t>> bad = {
+      {B + 1, H, dk, dv}, {B, 1, dk, dv}, {B, H, dk + 1, dv}, {B, H, dk, dv + 1}, {B, H, dk}};
+  for (const auto& shape : bad) {
+    torch::Tensor state = torch::zeros(shape);
+    try {
+      delta_rule_cached(q, k, v, beta, g, 1.0, /*l2norm_qk=*/true, RecurrenceMode::Recurrent, state);
+      ADD_FAILURE() << "no error for a state of shape " << torch::IntArrayRef(shape);
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("state must be [2,2,8,4], got"), std::string::npos) << e.what();
+    }
+  }
+}
 
 }  // namespace
 }  // namespace statecut
