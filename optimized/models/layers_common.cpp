@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -302,6 +303,10 @@ torch::Tensor tied_output_head(const WeightSource& w, const torch::Tensor& embed
 int64_t cfg_int(const nlohmann::json& c, const std::string& key, const std::string& origin) {
   const auto* f = config_field(c, key);
   if (!f) bad(origin, key, "missing required field");
+  // nlohmann reads 2^63 .. 2^64-1 as unsigned, and get<int64_t> wraps them to negatives ("must be positive" for
+  // a size of 2^63, or a layer count of 2^64-1 read as -1 layers): they are out of range, named so
+  if (f->is_number_unsigned() && f->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    bad(origin, key, "expected an integer, got " + f->dump() + ", past the largest 64-bit integer");
   if (f->is_number_integer()) return f->get<int64_t>();
   bad(origin, key, "expected an integer, got " + f->dump());
 }

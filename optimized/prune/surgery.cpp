@@ -1,5 +1,6 @@
 #include "optimized/prune/surgery.h"
 
+#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -296,7 +297,11 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
     for (const auto& l : j["selection"]["layers"]) {
       if (!l.contains("keep")) surgery_fail(path + ": layer without a 'keep' list (a pca rotation cannot be re-applied from JSON)");
       LayerSelection s;
-      s.layer = static_cast<int>(keep_int(l.at("layer"), path, "selection layer"));
+      const auto layer = json_layer_index(l.at("layer"));
+      if (!layer)
+        surgery_fail(path + ": selection layer: expected a layer index (an integer in [0, 2^31)), got " +
+                     l.at("layer").dump());
+      s.layer = *layer;
       const std::string where = "selection layer " + std::to_string(s.layer);
       if (!l.at("keep").is_array()) surgery_fail(path + ": " + where + ": 'keep' is not a list of per-head lists");
       for (const auto& kh : l.at("keep")) s.keep.push_back(keep_list(kh, path, where));
@@ -313,6 +318,16 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
 }
 
 }  // namespace
+
+std::optional<int> json_layer_index(const json& v) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    return u <= static_cast<uint64_t>(INT_MAX) ? std::optional<int>(static_cast<int>(u)) : std::nullopt;
+  }
+  if (!v.is_number_integer()) return std::nullopt;  // a float, a string, null
+  const auto i = v.get<int64_t>();
+  return i >= 0 && i <= INT_MAX ? std::optional<int>(static_cast<int>(i)) : std::nullopt;
+}
 
 std::vector<LayerSelection> read_keep_file(const std::string& path) {
   return keep_selections(io::read_json_file(path), path);

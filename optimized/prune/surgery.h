@@ -27,6 +27,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -74,5 +75,9 @@ void write_pruned_checkpoint(const std::string& src_dir, const std::vector<Layer
 std::vector<LayerSelection> read_keep_file(const std::string& path);
 /// The same from parsed JSON; `path` names the origin in the one-line errors.
 std::vector<LayerSelection> keep_selections(const nlohmann::json& j, const std::string& path);
+/// A record's or keep file's "layer": a JSON integer that fits an int and is not negative, else nullopt (a layer the
+/// model lacks is refused later, by whoever knows the model). The one rule for keep files and verify's record check:
+/// read as int, layer 2^32 + 1 was layer 1 and 2^64 - 1 was layer -1.
+std::optional<int> json_layer_index(const nlohmann::json& v);
 
 }  // namespace statecut

@@ -37,6 +37,17 @@ bool keep_lists_well_formed(const json& kj) {
   return ok;
 }
 
+/// A selection entry's layer (json_layer_index of its "layer"), nullopt when it has none.
+std::optional<int> entry_layer(const json& l) {
+  return l.is_object() && l.contains("layer") ? json_layer_index(l["layer"]) : std::nullopt;
+}
+
+/// The problem with a selection entry whose "layer" is no layer index.
+std::string no_layer_index(const json& l) {
+  const std::string got = l.is_object() && l.contains("layer") ? l["layer"].dump() : std::string("absent");
+  return "a selection entry without a layer index (an integer in [0, 2^31)): \"layer\" " + got.substr(0, 40);
+}
+
 /// The step's kind (pruning_step_kind), and its keep sets when it kept channels; nullopt (with a problem) when its selection is malformed.
 std::optional<PruningStep> record_step_of(const json& step, const std::string& where, RecordKeepSets& keep,
                                           std::vector<std::string>& problems) {
@@ -48,18 +59,19 @@ std::optional<PruningStep> record_step_of(const json& step, const std::string& w
     return std::nullopt;
   }
   for (const auto& l : sel["layers"]) {
-    if (!l.is_object() || !l.contains("layer") || !l["layer"].is_number_integer()) {
-      problems.push_back(where + ": a selection entry without an integer \"layer\"");
+    const auto layer = entry_layer(l);
+    if (!layer) {
+      problems.push_back(where + ": " + no_layer_index(l));
       return std::nullopt;
     }
     if (!l.contains("keep")) continue;  // a rotated layer
     const json& kj = l["keep"];
     if (!keep_lists_well_formed(kj)) {
-      problems.push_back(where + ": layer " + std::to_string(l["layer"].get<int>()) +
+      problems.push_back(where + ": layer " + std::to_string(*layer) +
                          ": \"keep\" must hold one list of integer channels per key head");
       return std::nullopt;
     }
-    keep[l["layer"].get<int>()] = kj.get<std::vector<std::vector<int64_t>>>();
+    keep[*layer] = kj.get<std::vector<std::vector<int64_t>>>();
   }
   return kind;
 }
@@ -235,6 +247,8 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   };
   const int64_t old_dk = int_field("head_k_dim");
   const int64_t new_dk = int_field("new_head_k_dim");
+  if (rec.contains("head_k_dim") && rec["head_k_dim"].is_number_integer() && old_dk <= 0)  // 2^64 - 1 reads as -1
+    problems.push_back(path + ": head_k_dim " + rec["head_k_dim"].dump() + " is no key dimension (a positive integer)");
   const int now_dk = ctx.layers.front().head_k_dim;
   if (new_dk != now_dk)
     problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
@@ -246,11 +260,12 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
     problems.push_back(path + ": no selection.layers");
   } else {
     for (const auto& l : rec["selection"]["layers"]) {
-      if (!l.is_object() || !l.contains("layer") || !l["layer"].is_number_integer()) {
-        problems.push_back(path + ": a selection entry without an integer \"layer\": " + l.dump().substr(0, 60));
+      const auto index = entry_layer(l);
+      if (!index) {
+        problems.push_back(path + ": " + no_layer_index(l));
         continue;
       }
-      const int layer = l["layer"].get<int>();
+      const int layer = *index;
       if (keep.count(layer)) {
         problems.push_back(path + ": layer " + std::to_string(layer) + " is listed twice");
         continue;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -183,10 +184,12 @@ TEST_F(BadInput_CliCheckpoint, unknownModelType) {
 
 // One config reader with the loader's strictness (issue 19.5): a head count that is not an integer — 16.5 (no
 // truncation to 16) or the string "2" (no default) — is the same one-line error naming the file and the key in
-// every command, prune's data-free path (which reads config.json before any weights) included.
+// every command, prune's data-free path (which reads config.json before any weights) included. 2^64 - 1 is no int64
+// (nlohmann reads it unsigned; it wrapped to -1 and was named as a head count that does not divide the key dim).
 TEST_F(BadInput_CliCheckpoint, nonIntegerHeadCountNamesTheFileAndKey) {
   // 16.0 too: torch and Python refuse a float as a size (nn.Linear(64.0, ...)), so fla / transformers cannot load it
-  for (const nlohmann::json& bad : {nlohmann::json(16.5), nlohmann::json("2"), nlohmann::json(16.0)}) {
+  for (const nlohmann::json& bad : {nlohmann::json(16.5), nlohmann::json("2"), nlohmann::json(16.0),
+                                    nlohmann::json(UINT64_MAX)}) {
     SCOPED_TRACE(bad.dump());
     TempDir d("cli_badheads");
     const std::string ck = copy_good(d);

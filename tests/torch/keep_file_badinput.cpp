@@ -59,6 +59,21 @@ TEST(BadInput_KeepFile, valueOfTheWrongTypeNamesTheFile) {
   EXPECT_NE(refusal(R"({"selection": {"layers": [{"layer": 0, "keep": [[0.5, 1]]}]}})"), "(accepted)");
 }
 
+// A statecut.json's layer is an int's worth, never wrapped: 2^32 read as int was layer 0 and 2^64 - 1 layer -1; the
+// largest int is read as itself (a layer the model lacks is the pruner's to refuse).
+TEST(BadInput_KeepFile, aSelectionLayerBeyondAnIntIsRefusedNotWrapped) {
+  for (const char* layer : {"4294967296", "18446744073709551615", "2147483648", "-1"}) {
+    const std::string m = refusal(std::string(R"({"selection": {"layers": [{"layer": )") + layer + R"(, "keep": [[0, 1]]}]}})");
+    EXPECT_NE(m.find(std::string("expected a layer index (an integer in [0, 2^31)), got ") + layer), std::string::npos) << m;
+  }
+  pipeline_test::TempDir d("keep_file_intmax");
+  const std::string p = d / "keep.json";
+  std::ofstream(p) << R"({"selection": {"layers": [{"layer": 2147483647, "keep": [[3]]}]}})";
+  const auto sel = read_keep_file(p);
+  ASSERT_EQ(sel.size(), 1u);
+  EXPECT_EQ(sel[0].layer, 2147483647);
+}
+
 // A layer listed twice in a statecut.json is refused: the second keep set silently replaced the first, and prune
 // wrote "in 3 layers" for a 2-layer model.
 TEST(BadInput_KeepFile, aLayerListedTwiceIsRefused) {

@@ -371,6 +371,34 @@ TEST(Verify_Failures, deadQueryChannelsAreToldApartByTheirKeyRowsWithoutARecord)
   EXPECT_EQ(row(r, "pruned.weights").status, Status::Pass) << row(r, "pruned.weights").message;
 }
 
+// A record's layer indices and head_k_dim are read as what they are: layers 2^32 and 2^32 + 1 read as int were layers
+// 0 and 1 (the tampered record passed every row), head_k_dim 2^64 - 1 read as -1 (the record row passed "dk -1").
+TEST(Verify_Failures, aRecordsLayerAndDkBeyondTheirIntegersFailTheRecordNotWrap) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-wrap");
+  const std::string out = tmp / "pruned";
+  prune_l1(src, out);
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    j["selection"]["layers"][0]["layer"] = 4294967296LL;
+    j["selection"]["layers"][1]["layer"] = 4294967297LL;
+  });
+  const Report wrapped = run_verify(quick(out, src));
+  EXPECT_EQ(row(wrapped, "pruned.record").status, Status::Fail);
+  EXPECT_TRUE(contains(row(wrapped, "pruned.record").message, "without a layer index (an integer in [0, 2^31)): \"layer\" 4294967296"))
+      << row(wrapped, "pruned.record").message;
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    j["selection"]["layers"][0]["layer"] = 0;
+    j["selection"]["layers"][1]["layer"] = 1;
+  });
+  ASSERT_EQ(row(run_verify(quick(out, src)), "pruned.record").status, Status::Pass) << "the record restored";
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j["head_k_dim"] = UINT64_MAX; });
+  const Report dk = run_verify(quick(out, src));
+  EXPECT_EQ(row(dk, "pruned.record").status, Status::Fail);
+  EXPECT_TRUE(contains(row(dk, "pruned.record").message, "head_k_dim 18446744073709551615 is no key dimension"))
+      << row(dk, "pruned.record").message;
+}
+
 // A fine-tune record holds every tensor outside its changed_tensors to the source bit for bit (a null "finetune" is no
 // record), and a layer listed twice is a broken record (the first keep set was silently ignored).
 TEST(Verify_Failures, aFinetuneRecordHoldsEveryUnchangedTensorToTheSource) {
