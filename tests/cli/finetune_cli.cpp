@@ -169,6 +169,9 @@ TEST(Cli_Finetune, badInputIsOneLineExitOneNothingWritten) {
       {student + " --teacher " + other_vocab + " --text " + text, "vocab"},
       {student + teacher + " --text " + text + " --resume", "no saved state"},
       {student + teacher + " --text " + text + " --device tpu", "--device", 2},
+      // a device LibTorch knows but the trainer does not run on: refused before any weight is read (seed 341: the
+      // trainer's own check inverted survived, LibTorch then failed on the meta device's missing kernels)
+      {student + teacher + " --text " + text + " --device meta", "--device must be cpu or cuda, got 'meta'", 2},
       // diverged (NaN weights that every command would refuse): an error with nothing written, not a checkpoint
       {student + teacher + " --text " + text + " --steps 3 --lr 1e30", "training diverged"},
       // a micro-batch whose logits alone exceed the memory: refused before it is built (the OOM killer ended it)

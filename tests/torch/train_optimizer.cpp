@@ -68,6 +68,38 @@ TEST(Train_Optimizer, adamwFollowsPytorchsFormulaStepForStep) {
   EXPECT_EQ(opt.steps(), 2);
 }
 
+// A resumed run's moments: state() names them "<param>.exp_avg" and ".exp_avg_sq", load_state restores them and the
+// step count, and a moment missing or of another shape is named (ci/mutate seed 341: the message named the next
+// parameter's moment and survived).
+TEST(Train_Optimizer, loadStateRestoresTheMomentsAndNamesAMissingOrMisshapenOne) {
+  auto a = param_with_grad({1, 2}, {0.5, -1}), b = param_with_grad({3}, {2});
+  AdamW trained({{"a", a}, {"b", b}}, AdamWConfig{});
+  trained.step(1e-2);
+  const auto state = trained.state();
+  ASSERT_EQ(state.size(), 4u);
+  EXPECT_EQ(state[0].first, "a.exp_avg");
+  EXPECT_EQ(state[3].first, "b.exp_avg_sq");
+  AdamW resumed({{"a", a.detach().clone()}, {"b", b.detach().clone()}}, AdamWConfig{});
+  resumed.load_state(state, 7);
+  EXPECT_EQ(resumed.steps(), 7);
+  const auto back = resumed.state();
+  for (size_t i = 0; i < state.size(); ++i) EXPECT_TRUE(torch::equal(back[i].second, state[i].second)) << state[i].first;
+  const auto message = [&](size_t drop, bool reshape) {
+    auto st = state;
+    if (reshape) st[drop].second = torch::zeros({5}, torch::kFloat64);
+    else st.erase(st.begin() + static_cast<std::ptrdiff_t>(drop));
+    try {
+      resumed.load_state(st, 1);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(message(0, false), "optimizer state: missing 'a.exp_avg'");
+  EXPECT_EQ(message(3, false), "optimizer state: missing 'b.exp_avg_sq'");
+  EXPECT_EQ(message(1, true), "optimizer state: 'a.exp_avg_sq' has the wrong shape");
+}
+
 TEST(Train_Optimizer, cosineScheduleWarmsUpThenDecaysToItsFloor) {
   const double lr = 1e-3, m = 0.1;
   // 101 steps, warmup 1: the decay spans steps 1..101, half-way at 51
