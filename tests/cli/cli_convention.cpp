@@ -90,6 +90,10 @@ TEST(Cli_Convention, anOptionOutOfItsRangeIsAUsageErrorWhereverItIsChecked) {
       {"bench --checkpoint " + model + " --prompt -5", "--prompt: must be an integer >= 1"},
       {"eval --checkpoint " + model + " --text " + text + " --device tpu", "--device: must be cpu, cuda or cuda:N"},
       {"rank --checkpoint " + model + " --text " + text + " --device tpu", "--device: must be cpu, cuda or cuda:N"},
+      // cuda:N is the only form with an index (ci/mutate seed 342: its prefix test inverted survived)
+      {"rank --checkpoint " + model + " --text " + text + " --device cudx:1", "--device: must be cpu, cuda or cuda:N"},
+      {"rank --checkpoint " + model + " --text " + text + " --device cuda:", "--device: must be cpu, cuda or cuda:N"},
+      {"rank --checkpoint " + model + " --text " + text + " --device cuda:1x", "--device: must be cpu, cuda or cuda:N"},
       {"rank --checkpoint " + model + " --text " + text + " --offset -1", "--offset: must be an integer >= 0"},
       {prune + "--method l1 --ratio 0.5 --f inf", "--f must be finite and > 1"},
   };
@@ -101,6 +105,10 @@ TEST(Cli_Convention, anOptionOutOfItsRangeIsAUsageErrorWhereverItIsChecked) {
   }
   EXPECT_FALSE(std::filesystem::exists(d / "out"));
   EXPECT_FALSE(std::filesystem::exists(d / "ft"));
+  // cuda:1 is a device name: past the parser, whatever this machine has (no device, one, several)
+  const CliRun indexed = run_statecut("rank --checkpoint " + model + " --text " + text + " --device cuda:1 --json");
+  EXPECT_NE(indexed.code, 2) << indexed.err;
+  EXPECT_EQ(indexed.err.find("usage"), std::string::npos) << indexed.err;
   const CliRun beyond = run_statecut(prune + "--method l1 --keep 65");
   EXPECT_EQ(beyond.code, 1) << beyond.err;
   EXPECT_NE(beyond.err.find("exceeds the key head dim dk = 64"), std::string::npos) << beyond.err;
