@@ -299,7 +299,7 @@ std::vector<LayerSelection> keep_file_selections(const json& j, const std::strin
       LayerSelection s;
       const auto layer = json_layer_index(l.at("layer"));
       if (!layer)
-        surgery_fail(path + ": selection layer: expected a layer index (an integer in [0, 2^31)), got " +
+        surgery_fail(path + ": selection layer: expected a layer index (" + kLayerIndexRule + "), got " +
                      l.at("layer").dump());
       s.layer = *layer;
       const std::string where = "selection layer " + std::to_string(s.layer);

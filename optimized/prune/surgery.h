@@ -79,5 +79,7 @@ std::vector<LayerSelection> keep_selections(const nlohmann::json& j, const std::
 /// model lacks is refused later, by whoever knows the model). The one rule for keep files and verify's record check:
 /// read as int, layer 2^32 + 1 was layer 1 and 2^64 - 1 was layer -1.
 std::optional<int> json_layer_index(const nlohmann::json& v);
+/// json_layer_index's rule in the words of the messages that refuse a layer.
+inline constexpr const char* kLayerIndexRule = "an integer in [0, 2^31)";
 
 }  // namespace statecut

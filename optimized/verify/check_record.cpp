@@ -45,7 +45,8 @@ std::optional<int> entry_layer(const json& l) {
 /// The problem with a selection entry whose "layer" is no layer index.
 std::string no_layer_index(const json& l) {
   const std::string got = l.is_object() && l.contains("layer") ? l["layer"].dump() : std::string("absent");
-  return "a selection entry without a layer index (an integer in [0, 2^31)): \"layer\" " + got.substr(0, 40);
+  return std::string("a selection entry without a layer index (") + kLayerIndexRule + "): \"layer\" " +
+         got.substr(0, 40);
 }
 
 /// The step's kind (pruning_step_kind), and its keep sets when it kept channels; nullopt (with a problem) when its selection is malformed.

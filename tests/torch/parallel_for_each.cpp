@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "optimized/models/parallel_for_each.h"
+#include "tests/scoped_env.h"
 
 namespace statecut {
 namespace {
@@ -24,16 +25,9 @@ namespace {
 /// the previous state.
 struct ThreadCount {
   int saved = at::get_num_threads();
-  std::string env = std::getenv("OMP_NUM_THREADS") ? std::getenv("OMP_NUM_THREADS") : "";
-  explicit ThreadCount(int n) {
-    setenv("OMP_NUM_THREADS", std::to_string(n).c_str(), 1);
-    at::set_num_threads(n);
-  }
-  ~ThreadCount() {
-    if (env.empty()) unsetenv("OMP_NUM_THREADS");
-    else setenv("OMP_NUM_THREADS", env.c_str(), 1);
-    at::set_num_threads(saved);
-  }
+  test::ScopedEnv env;
+  explicit ThreadCount(int n) : env("OMP_NUM_THREADS", std::to_string(n)) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved); }
 };
 
 TEST(ParallelForEach, itemsRunOnTheIntraOpThreadCount) {

@@ -5,7 +5,6 @@
 // every file but the safetensors ones.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -13,31 +12,14 @@
 
 #include "optimized/train/data_parallel.h"
 #include "optimized/train/train_io.h"
+#include "tests/scoped_env.h"
 #include "tests/test_files.h"
 
 namespace statecut {
 namespace {
 namespace fs = std::filesystem;
 
-/// Sets (or, with nullopt, unsets) an environment variable for the scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value->c_str(), 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 /// data_parallel_from_env's error with WORLD_SIZE and RANK as given, "(no group)" when it returns none.
 std::string world_error(std::optional<std::string> world, std::optional<std::string> rank) {
