@@ -238,12 +238,18 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   std::vector<std::string> problems;
   std::set<int> rotated;  // layers the record says were rotated (pca), not subset
   const std::string path = (fs::path(ctx.dir) / "statecut.json").string();
+  // A key dimension as the record states it; -1 when missing (named: prune writes both) or no integer. 2^63 and more
+  // (nlohmann's unsigned) read as -1 too, and the messages below print the record's own text, never that -1.
   const auto int_field = [&](const char* key) {
-    if (!rec.contains(key)) return int64_t{-1};
+    if (!rec.contains(key)) {
+      problems.push_back(path + ": no \"" + key + "\"");
+      return int64_t{-1};
+    }
     if (!rec[key].is_number_integer()) {
       problems.push_back(path + ": \"" + key + "\" is " + rec[key].dump() + ", not an integer");
       return int64_t{-1};
     }
+    if (rec[key].is_number_unsigned() && rec[key].get<uint64_t>() > uint64_t{INT64_MAX}) return int64_t{-1};
     return rec[key].get<int64_t>();
   };
   const int64_t old_dk = int_field("head_k_dim");
@@ -251,8 +257,8 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   if (rec.contains("head_k_dim") && rec["head_k_dim"].is_number_integer() && old_dk <= 0)  // 2^64 - 1 reads as -1
     problems.push_back(path + ": head_k_dim " + rec["head_k_dim"].dump() + " is no key dimension (a positive integer)");
   const int now_dk = ctx.layers.front().head_k_dim;
-  if (new_dk != now_dk)
-    problems.push_back(path + ": new_head_k_dim " + std::to_string(new_dk) + " but config.json gives dk " +
+  if (rec.contains("new_head_k_dim") && rec["new_head_k_dim"].is_number_integer() && new_dk != now_dk)
+    problems.push_back(path + ": new_head_k_dim " + rec["new_head_k_dim"].dump() + " but config.json gives dk " +
                        std::to_string(now_dk));
   if (rec.contains("finetune") && !rec["finetune"].is_object())
     problems.push_back(path + ": \"finetune\" is " + std::string(rec["finetune"].type_name()) +
@@ -339,7 +345,7 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   if (rec.contains("ratio") && rec["ratio"].is_number() && old_dk > 0 && !rec.contains("keep_from")) {
     const double ratio = rec["ratio"].get<double>();
     const int expect = ratio > 0 && ratio < 1 ? budget_for_ratio(static_cast<int>(old_dk), ratio) : -1;
-    if (expect != new_dk)
+    if (expect != new_dk && new_dk > 0)  // new_dk -1: named above
       problems.push_back(path + ": ratio " + rec["ratio"].dump() + " of dk " + std::to_string(old_dk) + " keeps " +
                          (expect > 0 ? std::to_string(expect) : std::string("no valid number of")) +
                          " channels, the record " + std::to_string(new_dk));

@@ -396,7 +396,21 @@ TEST(Verify_Failures, aRecordsLayerAndDkBeyondTheirIntegersFailTheRecordNotWrap)
   const Report dk = run_verify(quick(out, src));
   EXPECT_EQ(row(dk, "pruned.record").status, Status::Fail);
   EXPECT_TRUE(contains(row(dk, "pruned.record").message, "head_k_dim 18446744073709551615 is no key dimension"))
-      << row(dk, "pruned.record").message;
+      << row(dk, "pruned.record").message;  // new_head_k_dim past int64 is named as the record wrote it (it read "new_head_k_dim -1"), a missing one by name.
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) {
+    j["head_k_dim"] = 32;
+    j["new_head_k_dim"] = UINT64_MAX;
+  });
+  const Report new_dk = run_verify(quick(out, src));
+  EXPECT_EQ(row(new_dk, "pruned.record").status, Status::Fail);
+  EXPECT_TRUE(contains(row(new_dk, "pruned.record").message, "new_head_k_dim 18446744073709551615 but config.json gives dk 16"))
+      << row(new_dk, "pruned.record").message;
+  for (const char* wrapped_text : {"new_head_k_dim -1", "the record -1"})
+    EXPECT_FALSE(contains(row(new_dk, "pruned.record").details.dump(), wrapped_text)) << row(new_dk, "pruned.record").details;
+  edit_json(out + "/statecut.json", [](nlohmann::json& j) { j.erase("new_head_k_dim"); });
+  const Report missing = run_verify(quick(out, src));
+  EXPECT_EQ(row(missing, "pruned.record").status, Status::Fail);
+  EXPECT_EQ(row(missing, "pruned.record").message, out + "/statecut.json: no \"new_head_k_dim\"");
 }
 
 // A fine-tune record holds every tensor outside its changed_tensors to the source bit for bit (a null "finetune" is no
