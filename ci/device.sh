@@ -33,10 +33,9 @@ TORCH_PREFIX=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
   date -u
 } | tee -a "$SUM"
 t0=$(date +%s)
-# BENCH=1 turns the benchmarks on explicitly: a build folder configured before without them (the wave scripts'
-# configure_and_build) would otherwise keep them off and have no bench target.
-bench_opt=()
-[ "${BENCH:-0}" = 1 ] && bench_opt=(-DSTATECUT_BENCH=ON)
+# The benchmarks are configured on always: the build below always makes bench_cuda_gated_delta, and a build folder
+# configured before without them (the wave scripts' configure_and_build) would otherwise have no such target.
+bench_opt=(-DSTATECUT_BENCH=ON)
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTATECUT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
   "${bench_opt[@]}" -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" >"$LOGS/configure.log" 2>&1 ||
   { keep "$LOGS/configure.log"; say "configure FAILED"; tail -30 "$LOGS/configure.log"; exit 1; }
