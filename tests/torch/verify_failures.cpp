@@ -91,6 +91,34 @@ TEST(Verify_Failures, anIntegerWeightFailsLoadNamingItsDtype) {
   EXPECT_EQ(r.exit_code(), 1);
 }
 
+// Many problems: the message lists the first four and counts the rest; details hold every one (six weights relabelled
+// I32, each its own problem).
+TEST(Verify_Failures, loadListsFourProblemsAndCountsTheRest) {
+  const std::string src = fixture("fla_delta_net");
+  if (src.empty()) GTEST_SKIP() << "fixture fla_delta_net not found";
+  TempDir tmp("verify-many");
+  const std::string dir = tmp / "ckpt";
+  copy_checkpoint(src, dir);
+  int relabelled = 0;
+  rewrite_model(dir, [&](const statecut::io::SafetensorsFile& f, statecut::io::SafetensorsWriter& w) {
+    for (const auto& n : f.names()) {
+      const auto& v = f.tensor(n);
+      const bool bad = v.dtype == statecut::io::DType::F32 && relabelled < 6;
+      relabelled += bad ? 1 : 0;
+      w.add(n, bad ? statecut::io::DType::I32 : v.dtype, v.shape, v.data, v.nbytes);
+    }
+  });
+  ASSERT_EQ(relabelled, 6);
+  const Report r = run_verify(quick(dir));
+  const CheckResult& load = row(r, "load");
+  EXPECT_EQ(load.status, Status::Fail);
+  EXPECT_EQ(load.details["problems"].size(), 6u) << load.details;
+  EXPECT_EQ(load.figure, 6);
+  const std::string tail = "; and 2 more";
+  EXPECT_TRUE(load.message.size() > tail.size() && load.message.compare(load.message.size() - tail.size(), tail.size(), tail) == 0)
+      << load.message;
+}
+
 /// A prune that `statecut finetune` trained afterwards: its conv weights are no longer the source's bytes. With the
 /// record's "finetune" entry naming the tensor the rest passes; without a finetune entry the same edit fails, and so
 /// does an entry without "changed_tensors" (which statecut finetune always writes): it skipped the whole comparison,
