@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_run.h"
 #include "tests/test_env.h"
@@ -75,6 +76,34 @@ TEST(Cli_Bench, theFloorCountsATiedEmbeddingTableAsTheHead) {
   if (untied.empty()) return;
   const auto [w, all] = weights(untied);
   EXPECT_EQ(w, all - 256 * 64 * 4);
+}
+
+// The byte floor of a decode step is W + 2·B·s + B·kv·L over the copy bandwidth: the weights once, each sequence's
+// recurrent state read and written, and its KV cache read at its mean length L over the timed steps (the prompt, the
+// stepper's few warm-up and check steps, half the new tokens). On the hybrid fixture (recurrent layers and full
+// attention) L, solved from each batch's floor, is the same at every batch and lies in [prompt + new / 2, + 8].
+TEST(Cli_Bench, theFloorIsWeightsOnceStateReadAndWrittenAndTheKvCacheRead) {
+  const std::string hybrid = fixture_dir("hf_qwen3_5");
+  if (hybrid.empty()) GTEST_SKIP() << "fixture hf_qwen3_5 not found";
+  const int prompt = 9, new_tokens = 6;
+  const auto r = run_statecut("bench --checkpoint " + hybrid + " --prefill 1x4 --decode 1,3,5 --prompt " +
+                              std::to_string(prompt) + " --new-tokens " + std::to_string(new_tokens) +
+                              " --repeats 1 --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(r.out).at("models")[0];
+  const double W = m.at("weight_bytes_per_step").get<double>(), s = m.at("state_bytes_per_seq").get<double>(),
+               kv = m.at("kv_bytes_per_token").get<double>(), bw = m.at("bandwidth_bytes_per_s").get<double>();
+  ASSERT_GT(s, 0);
+  ASSERT_GT(kv, 0) << "the hybrid's full-attention layers hold a KV cache";
+  std::vector<double> lengths;
+  for (const auto& f : m.at("decode")) {
+    const double B = f.at("batch").get<double>(), bytes = f.at("floor_ms").get<double>() * 1e-3 * bw;
+    lengths.push_back((bytes - W - 2 * B * s) / (B * kv));
+    EXPECT_GE(lengths.back(), prompt + 0.5 * new_tokens - 1e-6) << f.dump();
+    EXPECT_LE(lengths.back(), prompt + 0.5 * new_tokens + 8) << f.dump();
+  }
+  ASSERT_EQ(lengths.size(), 3u);
+  for (double l : lengths) EXPECT_NEAR(l, lengths[0], 1e-6 * lengths[0]);
 }
 
 // A case that cannot be measured (a prefill of 10^10 tokens under an 8 GB address-space limit) fails the run: the
