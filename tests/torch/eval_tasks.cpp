@@ -253,6 +253,20 @@ TEST(Unit_ChoiceTask, shippedTaskFilesRead) {
   EXPECT_EQ(one.records.size(), 4u);
 }
 
+// Lines of spaces, tabs or a lone CR (a CRLF file's empty line) between records are blank: skipped, but counted, so a
+// later record's error names its own line.
+TEST(Unit_ChoiceTask, whitespaceLinesAreSkippedAndCounted) {
+  const std::string ok = R"({"context": "a", "choices": ["b", "c"], "gold": 0})";
+  TempDir d("taskblank");
+  const std::string path = d / "t.jsonl";
+  std::ofstream(path, std::ios::binary) << ok << "\n \n\t\n\r\n \t\r\n" << ok << "\r\n";
+  EXPECT_EQ(read_choice_task(path).records.size(), 2u);
+  const std::vector<std::string> blanks = {" ", "\t", "\r", " \t\r"};
+  for (size_t i = 0; i < blanks.size(); ++i)
+    EXPECT_EQ(read_error(ok + "\n" + blanks[i] + "\n{\"context\": \"a\"}\n").rfind(":3: missing \"choices\"", 0), 0u)
+        << "blank line case " << i;
+}
+
 TEST(BadInput_ChoiceTask, badRecordsNameTheFileAndTheLine) {
   const std::string ok = R"({"context": "a", "choices": ["b", "c"], "gold": 0})";
   const std::vector<std::pair<std::string, std::string>> cases = {
