@@ -143,7 +143,13 @@ TEST(BadInput_EvalNiah, badOptionsAreOneLineAndWriteNoSvg) {
   const std::string filler = (kCorpora / "fortunes.txt").string();
   expect_one_line(run_statecut(base + filler + " --depths 0,1.5"), "usage", "--depths: 1.5 is outside [0, 1]");
   expect_one_line(run_statecut(base + filler + " --lengths 20"), "usage", "--lengths: 20 tokens cannot hold");
+  // The bound is exact: a needle of one byte and a question of one leave a length of 2 no filler, of 3 one token.
+  const std::string tiny = " --needle {key} --question Q --digits 1 --candidates 2 --trials 1 --depths 0 --lengths ";
+  expect_one_line(run_statecut(base + filler + tiny + "2"), "usage",
+                  "--lengths: 2 tokens cannot hold the needle and the question (2 tokens)");
   expect_one_line(run_statecut(base + filler + " --candidates 1"), "usage", "--candidates must be >= 2");
   expect_one_line_error(run_statecut(base + (d / "none.txt")), d / "none.txt");
   EXPECT_FALSE(fs::exists(d / "x.svg"));
+  const auto one_filler = run_statecut(base + filler + tiny + "3 --json");
+  EXPECT_EQ(one_filler.code, 0) << one_filler.err;
 }
