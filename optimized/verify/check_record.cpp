@@ -238,28 +238,29 @@ CheckResult record_row(const Context& ctx, const json& rec, std::map<int, std::v
   std::vector<std::string> problems;
   std::set<int> rotated;  // layers the record says were rotated (pca), not subset
   const std::string path = (fs::path(ctx.dir) / "statecut.json").string();
-  // A key dimension as the record states it; -1 when missing (named: prune writes both) or no integer. 2^63 and more
-  // (nlohmann's unsigned) read as -1 too, and the messages below print the record's own text, never that -1.
-  const auto int_field = [&](const char* key) {
+  // A key dimension as the record states it; nullopt when missing (prune writes both keys) or no integer, the problem
+  // named here. 2^63 and more (nlohmann's unsigned) read as -1, which the checks below refuse printing the record's
+  // own text, never that -1.
+  const auto int_field = [&](const char* key) -> std::optional<int64_t> {
     if (!rec.contains(key)) {
       problems.push_back(path + ": no \"" + key + "\"");
-      return int64_t{-1};
+      return std::nullopt;
     }
     if (!rec[key].is_number_integer()) {
       problems.push_back(path + ": \"" + key + "\" is " + rec[key].dump() + ", not an integer");
-      return int64_t{-1};
+      return std::nullopt;
     }
     if (rec[key].is_number_unsigned() && rec[key].get<uint64_t>() > uint64_t{INT64_MAX}) return int64_t{-1};
     return rec[key].get<int64_t>();
   };
-  const int64_t old_dk = int_field("head_k_dim");
-  const int64_t new_dk = int_field("new_head_k_dim");
-  if (rec.contains("head_k_dim") && rec["head_k_dim"].is_number_integer() && old_dk <= 0)  // 2^64 - 1 reads as -1
+  const std::optional<int64_t> old_field = int_field("head_k_dim"), new_field = int_field("new_head_k_dim");
+  if (old_field && *old_field <= 0)
     problems.push_back(path + ": head_k_dim " + rec["head_k_dim"].dump() + " is no key dimension (a positive integer)");
   const int now_dk = ctx.layers.front().head_k_dim;
-  if (rec.contains("new_head_k_dim") && rec["new_head_k_dim"].is_number_integer() && new_dk != now_dk)
+  if (new_field && *new_field != now_dk)
     problems.push_back(path + ": new_head_k_dim " + rec["new_head_k_dim"].dump() + " but config.json gives dk " +
                        std::to_string(now_dk));
+  const int64_t old_dk = old_field.value_or(-1), new_dk = new_field.value_or(-1);
   if (rec.contains("finetune") && !rec["finetune"].is_object())
     problems.push_back(path + ": \"finetune\" is " + std::string(rec["finetune"].type_name()) +
                        ", not a fine-tune's record");
