@@ -186,6 +186,24 @@ TEST(BadInput_ConfigDefaults, qwenNextSparseStepMustBePositive) {
   }
 }
 
+// Every size, head count and head dim of a Qwen3.5 / Qwen3-Next config is refused at 0 on its own (a mutation
+// sample of optimized/models left the rule's ors turned into ands unheld: dk 0 beside a positive dv passed it). The
+// layer count has its own message (cfg_layer_count); the others share the rule's.
+TEST(BadInput_ConfigDefaults, qwenEachSizeAtZeroIsRefusedOnItsOwn) {
+  for (const char* name : {"hf_qwen3_5", "hf_qwen3_next"}) {
+    const std::string dir = golden_hf::fixture_dir(name);
+    if (dir.empty()) GTEST_SKIP() << "fixture " << name << " not found";
+    for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "linear_num_key_heads",
+                            "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                            "linear_conv_kernel_dim", "num_attention_heads", "num_key_value_heads"}) {
+      json c = fixture_config(dir);
+      c[key] = 0;
+      EXPECT_NE(build_error(c, dir).find("sizes, head counts and head dims must be positive"), std::string::npos)
+          << name << " " << key << " 0: " << build_error(c, dir);
+    }
+  }
+}
+
 // layer_types that is not a list ("full_attention", 4, an object) or holds a non-string is refused, as transformers'
 // validation refuses it; it was read as absent, and the default every-4th-full layout ran without a word. null is
 // absent, as in transformers.
