@@ -134,6 +134,24 @@ TEST(Unit_Checkpoint, pythonsNonFiniteWordsReadAsTheirNames) {
   expect_dir_error([&] { read_json_file(dir / "config.json"); }, "config.json: malformed JSON (");
 }
 
+// The files prune carries beside the pruned weights (is_companion_file), one name per rule: what a tokenizer, a chat
+// template, generation or a processor reads, the licence, and the remote code transformers' auto classes import —
+// and not the model card, a native params.json, other scripts or the weights themselves. (tests/cli/prune_cli.cpp
+// copies a folder end to end; a mutation sample of optimized/io left three of the remote-code prefixes unheld.)
+TEST(Unit_Checkpoint, companionFilesAreWhatTokenizersProcessorsAndRemoteCodeRead) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
+                           "added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "qwen.tiktoken", "tekken.json",
+                           "chat_template.jinja", "chat_template.json", "generation_config.json",
+                           "preprocessor_config.json", "processor_config.json", "LICENSE", "LICENSE.txt",
+                           "configuration_x.py", "modeling_x.py", "tokenization_x.py", "processing_x.py",
+                           "image_processing_x.py", "video_processing_x.py", "feature_extraction_x.py"})
+    EXPECT_TRUE(is_companion_file(name)) << name;
+  for (const char* name : {"README.md", "params.json", "convert.py", "config.json", "model.safetensors",
+                           "model.safetensors.index.json", "modeling_x.pyc", "image_processing.py", "processing.py",
+                           "run_modeling.py", "merges.txt.bak", "my_tokenizer.json"})
+    EXPECT_FALSE(is_companion_file(name)) << name;
+}
+
 TEST(Unit_Tokens, safetensorsAndBinTokenFilesLoad) {
   TempDir dir("tokens");
   const int64_t ids[2][5] = {{0, 1, 255, 31999, 7}, {5, 4, 3, 2, 1}};
