@@ -20,6 +20,8 @@
 ///   gemv_norm     (s, y) = add_rms_norm(x, delta) then gemv or gemv_silu_mul of y (delta null: rms_norm(x)), with
 ///                 every block of the GEMV forming the normalised rows itself by the norm kernels' code (bit for bit
 ///                 their output): a decode step's residual add, next norm and first projection in one launch
+///   gemv_norm_conv one row of gemv_norm whose columns n < C then pass through conv1d_step of their channel (W = 4):
+///                 a decode step's residual add, norm, packed q|k|v|… projection and short conv in one launch
 ///
 /// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
 /// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
@@ -96,5 +98,22 @@ struct GemvNorm {
 constexpr int kGemvNormMaxK = 12288;  ///< one row's K under which gemv_norm always fits (adding)
 cudaError_t gemv_norm(ElemType t, const void* x, const GemvNorm& norm, const void* w, void* y, int M, int N, int K,
                       bool silu_mul, cudaStream_t s);
+
+/// The conv step gemv_norm_conv applies to the first C columns: state [1, W − 1, C] contiguous (shifted in place),
+/// w [C, W] contiguous, bias [C] or null, SiLU or identity (conv1d_step's arguments for one row of C channels).
+struct GemvConv {
+  void* state = nullptr;
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  int C = 0, W = 0;
+  bool silu = true;
+};
+constexpr int kGemvConvWidth = 4;  ///< the one width gemv_norm_conv takes (fla, Mamba-2, Qwen3.5)
+/// gemv_norm of one row (no silu·mul) whose columns n < conv.C leave through conv1d_step: y[n] = act(sum_j w[n, j]
+/// win[j, n] + bias[n]) with win = [state[0..W−2, n], round(gemv)[n]], the state shifted; bit for bit gemv_norm then
+/// conv1d_step over y[:, :C] (the same fma chain on the same rounded input). The conditions of gemv_norm at M = 1,
+/// plus W = kGemvConvWidth and 1 ≤ C ≤ N; else cudaErrorInvalidValue. The state must not alias x, y or w.
+cudaError_t gemv_norm_conv(ElemType t, const void* x, const GemvNorm& norm, const GemvConv& conv, const void* w,
+                           void* y, int N, int K, cudaStream_t s);
 
 }  // namespace statecut::cuda

@@ -178,6 +178,48 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, c
   return {sum, y};
 }
 
+bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w,
+                               const at::Tensor& conv_w, const at::Tensor& conv_b, const at::Tensor& window) {
+  static const bool on = cuda::env_switch_on("STATECUT_GEMV_CONV");
+  const auto alike = [&x](const at::Tensor& t) {
+    return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
+  };
+  if (!on || !fused_norm_gemv_pays(x, delta, nw, w) || !alike(conv_w) || conv_w.dim() != 3 || conv_w.size(1) != 1 ||
+      conv_w.size(2) != kGemvConvWidth)
+    return false;
+  const int64_t C = conv_w.size(0);
+  if (C < 1 || C > w.size(0) || (conv_b.defined() && (!alike(conv_b) || conv_b.numel() != C))) return false;
+  return alike(window) && window.sizes() == at::IntArrayRef({1, kGemvConvWidth - 1, C});
+}
+
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor& x, const at::Tensor& delta,
+                                                               const at::Tensor& nw, double eps, double w_offset,
+                                                               const at::Tensor& w, const at::Tensor& conv_w,
+                                                               const at::Tensor& conv_b, bool silu,
+                                                               at::Tensor& window) {
+  TORCH_CHECK(fused_norm_gemv_conv_pays(x, delta, nw, w, conv_w, conv_b, window),
+              "statecut fused add_rms_norm_gemv_conv: unsupported inputs ", x.sizes(), " x ", w.sizes(), ", conv ",
+              conv_w.sizes(), ", window ", window.sizes());
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t K = w.size(1), N = w.size(0);
+  auto shape = x.sizes().vec();
+  shape.back() = N;
+  at::Tensor y = at::empty(shape, x.options());
+  at::Tensor sum = delta.defined() ? at::empty(x.sizes(), x.options()) : x;
+  GemvNorm g;
+  g.delta = delta.defined() ? delta.data_ptr() : nullptr;
+  g.w = nw.data_ptr();
+  g.sum = delta.defined() ? sum.data_ptr() : nullptr;
+  g.eps = static_cast<float>(eps), g.w_offset = static_cast<float>(w_offset);
+  GemvConv c;
+  c.state = window.data_ptr(), c.w = conv_w.data_ptr(), c.bias = conv_b.defined() ? conv_b.data_ptr() : nullptr;
+  c.C = static_cast<int>(conv_w.size(0)), c.W = kGemvConvWidth, c.silu = silu;
+  check_launch(gemv_norm_conv(elem_type(x), x.data_ptr(), g, c, w.data_ptr(), y.data_ptr(), static_cast<int>(N),
+                              static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
+               "gemv_norm_conv");
+  return {sum, y};
+}
+
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
                                                      double eps, double w_offset) {
   TORCH_CHECK(fused_layer_ops_apply({x, delta, w}), "statecut fused add_rms_norm: unsupported inputs");

@@ -81,5 +81,18 @@ bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, const at::Tensor& delta,
                                                           const at::Tensor& nw, double eps, double w_offset,
                                                           const at::Tensor& w, bool silu_mul);
+/// True when fused_add_rms_norm_gemv_conv serves: fused_norm_gemv_pays(x, delta, nw, w), conv_w [C, 1, 4] contiguous
+/// with 1 <= C <= N, conv_b [C] contiguous or undefined, window [1, 3, C] contiguous, all of x's dtype and device, and
+/// the environment does not say STATECUT_GEMV_CONV=0 (the switch that lets one benchmark call time both ways).
+bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w,
+                               const at::Tensor& conv_w, const at::Tensor& conv_b, const at::Tensor& window);
+/// fused_add_rms_norm_gemv (no silu·mul) whose first C output columns then pass through fused_conv1d_step(·, conv_w,
+/// conv_b, silu, window), the window shifted in place: one launch (kernels/fused_layer_ops.h gemv_norm_conv), bit for
+/// bit the two.
+std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor& x, const at::Tensor& delta,
+                                                               const at::Tensor& nw, double eps, double w_offset,
+                                                               const at::Tensor& w, const at::Tensor& conv_w,
+                                                               const at::Tensor& conv_b, bool silu,
+                                                               at::Tensor& window);
 
 }  // namespace statecut::cuda

@@ -21,6 +21,7 @@
 #include <torch/torch.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,15 @@ torch::Tensor gated_mlp_packed(const torch::Tensor& x, const torch::Tensor& gate
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor& x, const torch::Tensor& d,
                                                             const torch::Tensor& weight, double eps,
                                                             const torch::Tensor& w, bool zero_centered = false);
+/// add_rms_norm_linear whose first C = conv_w.size(0) output columns then pass through causal_conv1d_step(·, conv_w,
+/// conv_b, silu, conv) (decode_cache.h; conv [1, W−1, C] shifted in place, created as zeros when undefined): a decode
+/// step's residual add, norm, packed projection and short conv. Served in one launch where it applies (CUDA, one row,
+/// W = 4: cuda::fused_add_rms_norm_gemv_conv, bit for bit the GEMV then the conv step); otherwise nullopt and nothing
+/// touched, the caller runs add_rms_norm_linear and the conv step.
+std::optional<std::pair<torch::Tensor, torch::Tensor>> add_rms_norm_linear_conv(
+    const torch::Tensor& x, const torch::Tensor& d, const torch::Tensor& weight, double eps, const torch::Tensor& w,
+    const torch::Tensor& conv_w, const torch::Tensor& conv_b, bool silu, torch::Tensor& conv,
+    bool zero_centered = false);
 /// The same before gated_mlp_packed: (s, gated_mlp_packed(rms_norm(s, w), gate_up, down_w)); on CUDA at batch 1 the
 /// norm, the gate|up GEMV and silu·mul are one launch, the down projection a second.
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_gated_mlp(const torch::Tensor& x, const torch::Tensor& d,

@@ -142,16 +142,24 @@ torch::Tensor delta_rule_cached_logits(const torch::Tensor& q, const torch::Tens
   return delta_rule_cached(q, k, v, beta, torch::Tensor(), scale, l2norm_qk, mode, state);
 }
 
+bool decode_fold_admits(int64_t B, int64_t Hk, int64_t Hv, int64_t dv, int64_t W) {
+#ifdef STATECUT_WITH_CUDA_KERNELS
+  static const bool enabled = env_switch_on("STATECUT_DECODE_FOLD");
+  return enabled && cuda::decode_fold_fits(Hk, Hv, dv, W) && cuda::decode_fold_pays(B, Hv);
+#else
+  (void)B, (void)Hk, (void)Hv, (void)dv, (void)W;
+  return false;
+#endif
+}
+
 torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
                                        double scale, bool l2norm_qk, const DecodeFoldInputs& fold,
                                        torch::Tensor& window, torch::Tensor& state) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
-  static const bool enabled = env_switch_on("STATECUT_DECODE_FOLD");
   const torch::Tensor none_t;
-  if (!enabled || v.dim() != 4 || v.size(1) != 1 || !fold.conv_w.defined() || fold.conv_w.dim() != 3 ||
-      !cuda::decode_fold_fits(k.size(2), v.size(2), v.size(3), fold.conv_w.size(2)) ||
-      !cuda::decode_fold_pays(v.size(0), v.size(2)) ||
+  if (v.dim() != 4 || v.size(1) != 1 || !fold.conv_w.defined() || fold.conv_w.dim() != 3 ||
+      !decode_fold_admits(v.size(0), k.size(2), v.size(2), v.size(3), fold.conv_w.size(2)) ||
       !delta_rule_uses_cuda_kernels(q, k, v, {beta_logits, gate ? gate->a : none_t, gate ? gate->A_log : none_t,
                                               gate ? gate->dt_bias : none_t}) ||
       !fused_ops_apply({q, k, v, beta_logits, fold.conv_w, fold.conv_b, fold.norm_w, fold.z}))

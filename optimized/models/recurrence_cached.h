@@ -58,6 +58,10 @@ struct DecodeFoldInputs {
 /// that shape, B·Hv blocks within one wave (cuda::decode_fold_pays: the small batches where it was measured faster),
 /// and the environment not saying STATECUT_DECODE_FOLD=0 (the switch that lets one benchmark call time
 /// both ways). Otherwise an undefined tensor, nothing touched: the caller runs the conv, the step and the norm.
+/// Whether the fold's shape rules and the switch admit a step of B sequences, Hk key heads, Hv value heads of dv and
+/// a conv of width W (the first checks of delta_rule_decode_folded): a caller that would run the conv elsewhere asks
+/// first, so the conv runs once.
+bool decode_fold_admits(int64_t B, int64_t Hk, int64_t Hv, int64_t dv, int64_t W);
 torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
                                        double scale, bool l2norm_qk, const DecodeFoldInputs& fold,

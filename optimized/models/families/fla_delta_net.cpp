@@ -1,6 +1,7 @@
 // fla DeltaNet / Gated DeltaNet decoder (math in fla_delta_net.h).
 #include "optimized/models/families/fla_delta_net.h"
 
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -118,12 +119,19 @@ class FlaCausalLM final : public CausalLM {
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       const auto& lw = layers_[i];
       torch::Tensor x, proj, o;
-      if (use_packed(lw.in_pack))
-        std::tie(h, proj) = add_rms_norm_linear(h, delta, lw.attn_norm, cfg_.norm_eps, lw.in_pack);
-      else
+      bool convolved = false;  // proj's q | k | v already through the short conv (conv_in_projection)
+      if (use_packed(lw.in_pack)) {
+        if (auto pc = conv_in_projection(lw, h, delta, cache.layers[i])) {
+          std::tie(h, proj) = *pc;
+          convolved = true;
+        } else {
+          std::tie(h, proj) = add_rms_norm_linear(h, delta, lw.attn_norm, cfg_.norm_eps, lw.in_pack);
+        }
+      } else {
         std::tie(h, x) = add_rms_norm(h, delta, lw.attn_norm, cfg_.norm_eps);
+      }
       if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);
-      o = attention(lw, x, opt.mode, nullptr, &cache.layers[i], proj);
+      o = attention(lw, x, opt.mode, nullptr, &cache.layers[i], proj, convolved);
       if (use_packed(lw.mlp_pack)) {
         std::tie(h, delta) = add_rms_norm_gated_mlp(h, o, lw.mlp_norm, cfg_.norm_eps, lw.mlp_pack, lw.down_proj);
       } else {
@@ -197,6 +205,22 @@ class FlaCausalLM final : public CausalLM {
     c.conv.resize(1);
     return c.conv[0];
   }
+  /// A decode step's add, norm, packed projection and stacked short conv in one launch (add_rms_norm_linear_conv:
+  /// one row on CUDA) where the decode fold will not take the conv (a layer it serves keeps the plain projection);
+  /// nullopt otherwise, nothing touched.
+  std::optional<std::pair<torch::Tensor, torch::Tensor>> conv_in_projection(const FlaLayerWeights& lw,
+                                                                            const torch::Tensor& h,
+                                                                            const torch::Tensor& delta,
+                                                                            LayerDecodeState& c) const {
+    const auto& L = cfg_.layer;
+    if (!L.use_short_conv || !lw.conv_pack.defined() || h.dim() != 3 || h.size(0) != 1 || h.size(1) != 1) return {};
+    const bool fold_may_take_it = lw.b_proj.defined() && !L.allow_neg_eigval && L.qk_norm != "sum" &&
+                                  decode_fold_admits(1, L.num_heads, L.num_v_heads, L.head_v_dim,
+                                                     lw.conv_pack.size(2));
+    if (fold_may_take_it) return {};
+    return add_rms_norm_linear_conv(h, delta, lw.attn_norm, cfg_.norm_eps, lw.in_pack, lw.conv_pack, lw.conv_pack_b,
+                                    /*silu=*/true, stacked_window(c));
+  }
   /// The other way: a stacked window (from stacked_conv_step) split for the three-conv path.
   static void split_conv_window(const FlaLayerWeights& lw, LayerDecodeState& c) {
     if (c.conv.size() == 1 && c.conv[0].defined()) {
@@ -214,9 +238,10 @@ class FlaCausalLM final : public CausalLM {
   }
 
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
-  /// projected: the packed projection's output when the caller formed it (add_rms_norm_linear; x is then undefined).
+  /// projected: the packed projection's output when the caller formed it (add_rms_norm_linear; x is then undefined);
+  /// convolved: its q | k | v columns are already the short conv's output (conv_in_projection).
   torch::Tensor attention(const FlaLayerWeights& lw, const torch::Tensor& x_in, RecurrenceMode mode, LayerBoundary* b,
-                          LayerDecodeState* cache, const torch::Tensor& projected = {}) {
+                          LayerDecodeState* cache, const torch::Tensor& projected = {}, bool convolved = false) {
     const auto& L = cfg_.layer;
     const auto& x = projected.defined() ? projected : x_in;  // for its shape, device and options only
     const int64_t B = x.size(0), T = x.size(1);
@@ -243,7 +268,7 @@ class FlaCausalLM final : public CausalLM {
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
     const bool l2 = L.qk_norm == "l2";
-    if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined() && lw.b_proj.defined() &&
+    if (!convolved && L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined() && lw.b_proj.defined() &&
         !L.allow_neg_eigval && L.qk_norm != "sum") {
       // A CUDA decode step: the conv and the output norm in the decode kernel's launch where it can take them
       const GateInputs raw{a_in, lw.A_log, lw.dt_bias};
@@ -257,7 +282,9 @@ class FlaCausalLM final : public CausalLM {
                                         cache->state);
       if (o.defined()) return statecut::linear(o.reshape({B, T, L.num_v_heads * L.head_v_dim}), lw.o_proj);
     }
-    if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined()) {
+    if (convolved) {
+      // q, k, v: the conv's output, taken from the projection above
+    } else if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined()) {
       const auto y = stacked_conv_step(lw, qkv, *cache);
       const int64_t Cq = lw.q_proj.size(0), Ck = lw.k_proj.size(0);
       q = y.narrow(-1, 0, Cq), k = y.narrow(-1, Cq, Ck), v = y.narrow(-1, Cq + Ck, lw.v_proj.size(0));
