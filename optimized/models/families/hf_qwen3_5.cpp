@@ -196,22 +196,7 @@ class QwenHybrid final : public CausalLM {
     for (size_t i = 0; i < layers_.size(); ++i) {
       if (!cache) enter_block(opt, static_cast<int64_t>(i));
       const auto& l = layers_[i];
-      // A linear layer's decode step at batch 1 on CUDA: the add, the norm, the packed projection and the short conv
-      // in one launch (add_rms_norm_linear_conv); otherwise the add and norm here, the rest in linear_mixer.
-      std::optional<std::pair<torch::Tensor, torch::Tensor>> pc;
-      if (cache && !l.full && use_packed(l.in_pack)) {
-        auto& c = cache->layers[i];
-        c.conv.resize(1);
-        pc = add_rms_norm_linear_conv(h, delta, l.input_norm, cfg_.eps, l.in_pack, l.conv_w, torch::Tensor(),
-                                      /*silu=*/true, c.conv[0], /*zero_centered=*/true);
-      }
-      torch::Tensor projected;  // with pc: the projection, its q | k | v through the conv
-      if (pc) {
-        std::tie(h, projected) = *pc;
-        x = torch::Tensor();
-      } else {
-        std::tie(h, x) = add_rms_norm_zero_centered(h, delta, l.input_norm, cfg_.eps);
-      }
+      std::tie(h, x) = add_rms_norm_zero_centered(h, delta, l.input_norm, cfg_.eps);
       if (opt.output_hidden_states && i > 0) res.hidden_states.push_back(h);  // after layers 0 … L−2
       torch::Tensor y;
       if (l.full) {
@@ -221,7 +206,7 @@ class QwenHybrid final : public CausalLM {
                   : full_attention(x, l.attn, ac, rotary_, cos, sin);
       } else {
         y = linear_mixer(x, l, opt.mode, opt.capture_boundary && !cache ? &res.boundary[i] : nullptr,
-                         cache ? &cache->layers[i] : nullptr, projected);
+                         cache ? &cache->layers[i] : nullptr);
         if (!cache) hand_over_boundary(opt, res, i);
       }
       std::tie(h, x) = add_rms_norm_zero_centered(h, y, l.post_norm, cfg_.eps);
@@ -238,16 +223,18 @@ class QwenHybrid final : public CausalLM {
   }
 
   /// cache: null for a whole-sequence forward; else the layer's decode state, read and updated.
-  /// projected: the packed projection of a decode step whose q | k | v columns already went through the conv (run's
-  /// add_rms_norm_linear_conv; x is then undefined).
-  torch::Tensor linear_mixer(const torch::Tensor& x_in, const QwenLayer& l, RecurrenceMode mode, LayerBoundary* bd,
-                             LayerDecodeState* cache, const torch::Tensor& projected = {}) const {
+  torch::Tensor linear_mixer(const torch::Tensor& x, const QwenLayer& l, RecurrenceMode mode, LayerBoundary* bd,
+                             LayerDecodeState* cache) const {
     const auto& m = cfg_;
-    const auto& x = projected.defined() ? projected : x_in;  // for its shape, device and dtype
     const int64_t Bsz = x.size(0), T = x.size(1), key_dim = m.hk * m.dk, value_dim = m.hv * m.dv, r = m.hv / m.hk;
     torch::Tensor mixed, z, b, a;
-    if (projected.defined() || use_packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
-      const auto y = projected.defined() ? projected : statecut::linear(x_in, l.in_pack);
+    std::optional<torch::Tensor> convolved;  // a decode step's projection with q | k | v through the conv: one launch
+    if (cache && use_packed(l.in_pack)) {
+      cache->conv.resize(1);
+      convolved = linear_conv(x, l.in_pack, l.conv_w, torch::Tensor(), /*silu=*/true, cache->conv[0]);
+    }
+    if (use_packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
+      const auto y = convolved ? *convolved : statecut::linear(x, l.in_pack);
       const int64_t C = l.qkv.size(0);
       mixed = y.narrow(-1, 0, C);
       z = y.narrow(-1, C, value_dim).view({Bsz, T, m.hv, m.dv});
@@ -270,7 +257,7 @@ class QwenHybrid final : public CausalLM {
       mixed = torch::cat({q, k, v}, -1);
     }
     if (cache) cache->conv.resize(1);
-    if (!projected.defined())
+    if (!convolved)
       mixed = cache ? causal_conv1d_step(mixed, l.conv_w, torch::Tensor(), /*silu=*/true, cache->conv[0])
                     : causal_conv1d(mixed, l.conv_w, torch::Tensor(), /*silu=*/true);
     auto q = mixed.narrow(2, 0, key_dim).reshape({Bsz, T, m.hk, m.dk});
