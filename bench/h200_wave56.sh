@@ -8,6 +8,7 @@
 #      cases; a planted bug (the conv bias dropped in the epilogue) must fail fused_ops_cuda;
 #      `statecut bench --decode 1` of Gated DeltaNet 1.3B, the Qwen3.5-style hybrid and (DN=1) DeltaNet 1.3B (a control:
 #      the fold) against their 50% prunes, with the epilogue off (STATECUT_GEMV_CONV=0) and on, two rounds interleaved.
+#   B  the hybrid's form alone (build; fused_ops_cuda; decode_equivalence's Qwen3.5 CUDA cases; one bench round).
 # Results under $OUT: 00_summary.log, bench_*.json, failing logs. Run: bash bench/h200_wave56.sh A
 set -uo pipefail
 PHASE=${1:-A}
@@ -29,6 +30,15 @@ if [ "$PHASE" = A ]; then
   done
   planted_bug kernels/gemv.cu 's/if (conv.bias) a += bias;/if (false) a += bias;/' fused_ops_cuda '*gemvConv*' \
     "the conv bias dropped in the GEMV's epilogue"
+fi
+if [ "$PHASE" = B ]; then  # the short form for a short budget: the hybrid's gemv_conv, its tests, one round
+  configure_and_build fused_ops_cuda decode_equivalence
+  run_tests fused_ops_cuda
+  timeout 120 "$BUILD/tests/decode_equivalence" --gtest_filter='*qwen*cuda*' >"$LOGS/deq.log" 2>&1 || { rc=1; keep "$LOGS/deq.log"; }
+  say "decode_equivalence qwen cuda: $(grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' "$LOGS/deq.log" | tr '\n' ' ')"
+  checkpoint q35 --family qwen3_5 && pruned q35
+  export STATECUT_GEMV_CONV=0; bench_decode q35 off_r1 1
+  unset STATECUT_GEMV_CONV; bench_decode q35 on_r1 1
 fi
 say "phase $PHASE done at $(elapsed) s, rc $rc"
 exit $rc
