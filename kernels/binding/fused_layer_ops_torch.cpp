@@ -145,6 +145,28 @@ at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
   return gemv_call(x, gate_up, gate_up.size(0) / 2, gemv_silu_mul, "gemv_silu_mul");
 }
 
+namespace {
+
+/// The outputs of a one-row gemv_norm call of N columns and its norm arguments: y [..., N], the residual sum (x itself
+/// without delta).
+struct NormGemvCall {
+  at::Tensor y, sum;
+  GemvNorm g;
+  NormGemvCall(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, double eps, double w_offset,
+               int64_t N) {
+    auto shape = x.sizes().vec();
+    shape.back() = N;
+    y = at::empty(shape, x.options());
+    sum = delta.defined() ? at::empty(x.sizes(), x.options()) : x;
+    g.delta = delta.defined() ? delta.data_ptr() : nullptr;
+    g.w = nw.data_ptr();
+    g.sum = delta.defined() ? sum.data_ptr() : nullptr;
+    g.eps = static_cast<float>(eps), g.w_offset = static_cast<float>(w_offset);
+  }
+};
+
+}  // namespace
+
 bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w) {
   static const bool on = cuda::env_switch_on("STATECUT_NORM_GEMV");
   const auto alike = [&x](const at::Tensor& t) {
@@ -163,19 +185,11 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, c
               "statecut fused add_rms_norm_gemv: unsupported inputs ", x.sizes(), " x ", w.sizes());
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t K = w.size(1), N = silu_mul ? w.size(0) / 2 : w.size(0);
-  auto shape = x.sizes().vec();
-  shape.back() = N;
-  at::Tensor y = at::empty(shape, x.options());
-  at::Tensor sum = delta.defined() ? at::empty(x.sizes(), x.options()) : x;
-  GemvNorm g;
-  g.delta = delta.defined() ? delta.data_ptr() : nullptr;
-  g.w = nw.data_ptr();
-  g.sum = delta.defined() ? sum.data_ptr() : nullptr;
-  g.eps = static_cast<float>(eps), g.w_offset = static_cast<float>(w_offset);
-  check_launch(gemv_norm(elem_type(x), x.data_ptr(), g, w.data_ptr(), y.data_ptr(), 1, static_cast<int>(N),
+  NormGemvCall c(x, delta, nw, eps, w_offset, N);
+  check_launch(gemv_norm(elem_type(x), x.data_ptr(), c.g, w.data_ptr(), c.y.data_ptr(), 1, static_cast<int>(N),
                          static_cast<int>(K), silu_mul, at::cuda::getCurrentCUDAStream()),
                "gemv_norm");
-  return {sum, y};
+  return {c.sum, c.y};
 }
 
 namespace {
@@ -239,20 +253,12 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor&
               conv_w.sizes(), ", window ", window.sizes());
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t K = w.size(1), N = w.size(0);
-  auto shape = x.sizes().vec();
-  shape.back() = N;
-  at::Tensor y = at::empty(shape, x.options());
-  at::Tensor sum = delta.defined() ? at::empty(x.sizes(), x.options()) : x;
-  GemvNorm g;
-  g.delta = delta.defined() ? delta.data_ptr() : nullptr;
-  g.w = nw.data_ptr();
-  g.sum = delta.defined() ? sum.data_ptr() : nullptr;
-  g.eps = static_cast<float>(eps), g.w_offset = static_cast<float>(w_offset);
-  check_launch(gemv_norm_conv(elem_type(x), x.data_ptr(), g, gemv_conv_args(conv_w, conv_b, silu, window),
-                              w.data_ptr(), y.data_ptr(), static_cast<int>(N), static_cast<int>(K),
+  NormGemvCall c(x, delta, nw, eps, w_offset, N);
+  check_launch(gemv_norm_conv(elem_type(x), x.data_ptr(), c.g, gemv_conv_args(conv_w, conv_b, silu, window),
+                              w.data_ptr(), c.y.data_ptr(), static_cast<int>(N), static_cast<int>(K),
                               at::cuda::getCurrentCUDAStream()),
                "gemv_norm_conv");
-  return {sum, y};
+  return {c.sum, c.y};
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& w,
