@@ -22,7 +22,6 @@
 ///                 their output): a decode step's residual add, next norm and first projection in one launch
 ///   gemv_norm_conv one row of gemv_norm whose columns n < C then pass through conv1d_step of their channel (W = 4):
 ///                 a decode step's residual add, norm, packed q|k|v|… projection and short conv in one launch
-///   gemv_conv     the same after a norm of its own launch (one row of gemv, its first C columns through the conv)
 ///
 /// Rows of x, z, a, b may be strided (RowsArg: up to two levels; the last dim is contiguous), so slices of one packed
 /// projection output are read in place; y, the weights and the conv state are contiguous. Pointers of the
@@ -116,8 +115,5 @@ constexpr int kGemvConvWidth = 4;  ///< the one width gemv_norm_conv takes (fla,
 /// plus W = kGemvConvWidth and 1 ≤ C ≤ N; else cudaErrorInvalidValue. The state must not alias x, y or w.
 cudaError_t gemv_norm_conv(ElemType t, const void* x, const GemvNorm& norm, const GemvConv& conv, const void* w,
                            void* y, int N, int K, cudaStream_t s);
-/// The same without the norm: one row of gemv (x [1, K]) whose columns n < conv.C leave through conv1d_step.
-cudaError_t gemv_conv(ElemType t, const void* x, const GemvConv& conv, const void* w, void* y, int N, int K,
-                      cudaStream_t s);
 
 }  // namespace statecut::cuda

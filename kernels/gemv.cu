@@ -242,24 +242,14 @@ cudaError_t checked_launch(ElemType t, const void* x, const void* w, void* y, in
 }
 
 template <typename T>
-cudaError_t launch_norm_conv(const void* x, const GemvNorm* g, const GemvConv& c, const void* w, void* y, int N, int K,
+cudaError_t launch_norm_conv(const void* x, const GemvNorm& g, const GemvConv& c, const void* w, void* y, int N, int K,
                              cudaStream_t s) {
+  const NormIn<T> n{static_cast<const T*>(g.delta), static_cast<const T*>(g.w), static_cast<T*>(g.sum), g.eps,
+                    g.w_offset};
   const ConvIn<T> conv{static_cast<T*>(c.state), static_cast<const T*>(c.w), static_cast<const T*>(c.bias), c.C,
                        c.silu};
-  if (!g) return launch_m<T, 1, false, 0, kGemvConvWidth>(x, w, y, N, K, NormIn<T>{}, s, conv);
-  const NormIn<T> n{static_cast<const T*>(g->delta), static_cast<const T*>(g->w), static_cast<T*>(g->sum), g->eps,
-                    g->w_offset};
-  return g->delta ? launch_m<T, 1, false, 2, kGemvConvWidth>(x, w, y, N, K, n, s, conv)
-                  : launch_m<T, 1, false, 1, kGemvConvWidth>(x, w, y, N, K, n, s, conv);
-}
-
-cudaError_t checked_conv_launch(ElemType t, const void* x, const GemvNorm* norm, const GemvConv& conv, const void* w,
-                                void* y, int N, int K, cudaStream_t s) {
-  if (!gemv_serves(false, x, w, y, 1, N, K, norm) || !conv.state || !conv.w || conv.W != kGemvConvWidth ||
-      conv.C < 1 || conv.C > N)
-    return cudaErrorInvalidValue;
-  return t == ElemType::kBF16 ? launch_norm_conv<__nv_bfloat16>(x, norm, conv, w, y, N, K, s)
-                              : launch_norm_conv<__half>(x, norm, conv, w, y, N, K, s);
+  return g.delta ? launch_m<T, 1, false, 2, kGemvConvWidth>(x, w, y, N, K, n, s, conv)
+                 : launch_m<T, 1, false, 1, kGemvConvWidth>(x, w, y, N, K, n, s, conv);
 }
 
 }  // namespace
@@ -280,12 +270,11 @@ cudaError_t gemv_norm(ElemType t, const void* x, const GemvNorm& norm, const voi
 
 cudaError_t gemv_norm_conv(ElemType t, const void* x, const GemvNorm& norm, const GemvConv& conv, const void* w,
                            void* y, int N, int K, cudaStream_t s) {
-  return checked_conv_launch(t, x, &norm, conv, w, y, N, K, s);
-}
-
-cudaError_t gemv_conv(ElemType t, const void* x, const GemvConv& conv, const void* w, void* y, int N, int K,
-                      cudaStream_t s) {
-  return checked_conv_launch(t, x, nullptr, conv, w, y, N, K, s);
+  if (!gemv_serves(false, x, w, y, 1, N, K, &norm) || !conv.state || !conv.w || conv.W != kGemvConvWidth ||
+      conv.C < 1 || conv.C > N)
+    return cudaErrorInvalidValue;
+  return t == ElemType::kBF16 ? launch_norm_conv<__nv_bfloat16>(x, norm, conv, w, y, N, K, s)
+                              : launch_norm_conv<__half>(x, norm, conv, w, y, N, K, s);
 }
 
 }  // namespace statecut::cuda

@@ -192,55 +192,18 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, c
   return {c.sum, c.y};
 }
 
-namespace {
-
-/// The conv operands of the GEMVs with the conv epilogue: conv_w [C, 1, 4] with 1 <= C <= N, conv_b [C] or undefined,
-/// window [1, 3, C], all contiguous of x's dtype and device; and the switch.
-bool gemv_conv_operands(const at::Tensor& x, const at::Tensor& w, const at::Tensor& conv_w, const at::Tensor& conv_b,
-                        const at::Tensor& window) {
+bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w,
+                               const at::Tensor& conv_w, const at::Tensor& conv_b, const at::Tensor& window) {
   static const bool on = cuda::env_switch_on("STATECUT_GEMV_CONV");
   const auto alike = [&x](const at::Tensor& t) {
     return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
   };
-  if (!on || !alike(conv_w) || conv_w.dim() != 3 || conv_w.size(1) != 1 || conv_w.size(2) != kGemvConvWidth)
+  if (!on || !fused_norm_gemv_pays(x, delta, nw, w) || !alike(conv_w) || conv_w.dim() != 3 || conv_w.size(1) != 1 ||
+      conv_w.size(2) != kGemvConvWidth)
     return false;
   const int64_t C = conv_w.size(0);
   if (C < 1 || C > w.size(0) || (conv_b.defined() && (!alike(conv_b) || conv_b.numel() != C))) return false;
   return alike(window) && window.sizes() == at::IntArrayRef({1, kGemvConvWidth - 1, C});
-}
-
-GemvConv gemv_conv_args(const at::Tensor& conv_w, const at::Tensor& conv_b, bool silu, at::Tensor& window) {
-  GemvConv c;
-  c.state = window.data_ptr(), c.w = conv_w.data_ptr(), c.bias = conv_b.defined() ? conv_b.data_ptr() : nullptr;
-  c.C = static_cast<int>(conv_w.size(0)), c.W = kGemvConvWidth, c.silu = silu;
-  return c;
-}
-
-}  // namespace
-
-bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w,
-                               const at::Tensor& conv_w, const at::Tensor& conv_b, const at::Tensor& window) {
-  return fused_norm_gemv_pays(x, delta, nw, w) && gemv_conv_operands(x, w, conv_w, conv_b, window);
-}
-
-bool fused_gemv_conv_pays(const at::Tensor& x, const at::Tensor& w, const at::Tensor& conv_w, const at::Tensor& conv_b,
-                          const at::Tensor& window) {
-  return fused_gemv_pays(x, w) && gemv_conv_operands(x, w, conv_w, conv_b, window);
-}
-
-at::Tensor fused_gemv_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& conv_w,
-                           const at::Tensor& conv_b, bool silu, at::Tensor& window) {
-  TORCH_CHECK(fused_gemv_conv_pays(x, w, conv_w, conv_b, window), "statecut fused gemv_conv: unsupported inputs ",
-              x.sizes(), " x ", w.sizes(), ", conv ", conv_w.sizes(), ", window ", window.sizes());
-  const c10::cuda::CUDAGuard guard(x.device());
-  auto shape = x.sizes().vec();
-  shape.back() = w.size(0);
-  at::Tensor y = at::empty(shape, x.options());
-  check_launch(gemv_conv(elem_type(x), x.data_ptr(), gemv_conv_args(conv_w, conv_b, silu, window), w.data_ptr(),
-                         y.data_ptr(), static_cast<int>(w.size(0)), static_cast<int>(w.size(1)),
-                         at::cuda::getCurrentCUDAStream()),
-               "gemv_conv");
-  return y;
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor& x, const at::Tensor& delta,
@@ -254,9 +217,11 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor&
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t K = w.size(1), N = w.size(0);
   NormGemvCall c(x, delta, nw, eps, w_offset, N);
-  check_launch(gemv_norm_conv(elem_type(x), x.data_ptr(), c.g, gemv_conv_args(conv_w, conv_b, silu, window),
-                              w.data_ptr(), c.y.data_ptr(), static_cast<int>(N), static_cast<int>(K),
-                              at::cuda::getCurrentCUDAStream()),
+  GemvConv cv;
+  cv.state = window.data_ptr(), cv.w = conv_w.data_ptr(), cv.bias = conv_b.defined() ? conv_b.data_ptr() : nullptr;
+  cv.C = static_cast<int>(conv_w.size(0)), cv.W = kGemvConvWidth, cv.silu = silu;
+  check_launch(gemv_norm_conv(elem_type(x), x.data_ptr(), c.g, cv, w.data_ptr(), c.y.data_ptr(), static_cast<int>(N),
+                              static_cast<int>(K), at::cuda::getCurrentCUDAStream()),
                "gemv_norm_conv");
   return {c.sum, c.y};
 }

@@ -89,13 +89,6 @@ bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, con
 /// fused_add_rms_norm_gemv (no silu·mul) whose first C output columns then pass through fused_conv1d_step(·, conv_w,
 /// conv_b, silu, window), the window shifted in place: one launch (kernels/fused_layer_ops.h gemv_norm_conv), bit for
 /// bit the two.
-/// fused_gemv_pays(x, w) (one row) and the conv operands of fused_norm_gemv_conv_pays (same switch).
-bool fused_gemv_conv_pays(const at::Tensor& x, const at::Tensor& w, const at::Tensor& conv_w, const at::Tensor& conv_b,
-                          const at::Tensor& window);
-/// fused_gemv whose first C output columns then pass through fused_conv1d_step(·, conv_w, conv_b, silu, window): one
-/// launch (gemv_conv), bit for bit the two.
-at::Tensor fused_gemv_conv(const at::Tensor& x, const at::Tensor& w, const at::Tensor& conv_w,
-                           const at::Tensor& conv_b, bool silu, at::Tensor& window);
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor& x, const at::Tensor& delta,
                                                                const at::Tensor& nw, double eps, double w_offset,
                                                                const at::Tensor& w, const at::Tensor& conv_w,

@@ -114,37 +114,12 @@ std::pair<torch::Tensor, torch::Tensor> add_rms_norm_linear(const torch::Tensor&
   return {s, statecut::linear(y, w)};
 }
 
-#ifdef STATECUT_WITH_CUDA_KERNELS
-namespace {
-
-/// The conv window of a one-row step: the cache's, or zeros before the first step.
-torch::Tensor window_or_zeros(const torch::Tensor& conv, const torch::Tensor& conv_w, const torch::Tensor& x) {
-  return conv.defined() ? conv : torch::zeros({1, conv_w.size(2) - 1, conv_w.size(0)}, x.options());
-}
-
-}  // namespace
-#endif
-
-std::optional<torch::Tensor> linear_conv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& conv_w,
-                                         const torch::Tensor& conv_b, bool silu, torch::Tensor& conv) {
-#ifdef STATECUT_WITH_CUDA_KERNELS
-  if (!x.is_cuda() || !fused_ops_apply({x, w}) || conv_w.dim() != 3) return std::nullopt;
-  const auto window = window_or_zeros(conv, conv_w, x);
-  if (!cuda::fused_gemv_conv_pays(x, w, conv_w, conv_b, window)) return std::nullopt;
-  conv = window;
-  return cuda::fused_gemv_conv(x, w, conv_w, conv_b, silu, conv);
-#else
-  (void)x, (void)w, (void)conv_w, (void)conv_b, (void)silu, (void)conv;
-  return std::nullopt;
-#endif
-}
-
 std::optional<std::pair<torch::Tensor, torch::Tensor>> add_rms_norm_linear_conv(
     const torch::Tensor& x, const torch::Tensor& d, const torch::Tensor& weight, double eps, const torch::Tensor& w,
     const torch::Tensor& conv_w, const torch::Tensor& conv_b, bool silu, torch::Tensor& conv, bool zero_centered) {
 #ifdef STATECUT_WITH_CUDA_KERNELS
   if (!norm_gemv_applies(x, d, weight, w) || conv_w.dim() != 3) return std::nullopt;
-  const auto window = window_or_zeros(conv, conv_w, x);
+  const auto window = conv.defined() ? conv : torch::zeros({1, conv_w.size(2) - 1, conv_w.size(0)}, x.options());
   if (!cuda::fused_norm_gemv_conv_pays(x, d, weight, w, conv_w, conv_b, window)) return std::nullopt;
   conv = window;
   return cuda::fused_add_rms_norm_gemv_conv(x, d, weight, eps, zero_centered ? 1.0 : 0.0, w, conv_w, conv_b, silu,

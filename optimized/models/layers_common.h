@@ -74,11 +74,6 @@ std::optional<std::pair<torch::Tensor, torch::Tensor>> add_rms_norm_linear_conv(
     const torch::Tensor& x, const torch::Tensor& d, const torch::Tensor& weight, double eps, const torch::Tensor& w,
     const torch::Tensor& conv_w, const torch::Tensor& conv_b, bool silu, torch::Tensor& conv,
     bool zero_centered = false);
-/// statecut::linear(x, w) whose first C = conv_w.size(0) output columns then pass through causal_conv1d_step(·,
-/// conv_w, conv_b, silu, conv), one launch where it applies (CUDA, one row, W = 4: cuda::fused_gemv_conv); otherwise
-/// nullopt and nothing touched.
-std::optional<torch::Tensor> linear_conv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& conv_w,
-                                         const torch::Tensor& conv_b, bool silu, torch::Tensor& conv);
 /// The same before gated_mlp_packed: (s, gated_mlp_packed(rms_norm(s, w), gate_up, down_w)); on CUDA at batch 1 the
 /// norm, the gate|up GEMV and silu·mul are one launch, the down projection a second.
 std::pair<torch::Tensor, torch::Tensor> add_rms_norm_gated_mlp(const torch::Tensor& x, const torch::Tensor& d,

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <tuple>
 
 #include "optimized/models/full_attention.h"
@@ -228,13 +227,8 @@ class QwenHybrid final : public CausalLM {
     const auto& m = cfg_;
     const int64_t Bsz = x.size(0), T = x.size(1), key_dim = m.hk * m.dk, value_dim = m.hv * m.dv, r = m.hv / m.hk;
     torch::Tensor mixed, z, b, a;
-    std::optional<torch::Tensor> convolved;  // a decode step's projection with q | k | v through the conv: one launch
-    if (cache && use_packed(l.in_pack)) {
-      cache->conv.resize(1);
-      convolved = linear_conv(x, l.in_pack, l.conv_w, torch::Tensor(), /*silu=*/true, cache->conv[0]);
-    }
     if (use_packed(l.in_pack)) {  // pack_rows' order: qkv, z, b, a
-      const auto y = convolved ? *convolved : statecut::linear(x, l.in_pack);
+      const auto y = statecut::linear(x, l.in_pack);
       const int64_t C = l.qkv.size(0);
       mixed = y.narrow(-1, 0, C);
       z = y.narrow(-1, C, value_dim).view({Bsz, T, m.hv, m.dv});
@@ -257,9 +251,8 @@ class QwenHybrid final : public CausalLM {
       mixed = torch::cat({q, k, v}, -1);
     }
     if (cache) cache->conv.resize(1);
-    if (!convolved)
-      mixed = cache ? causal_conv1d_step(mixed, l.conv_w, torch::Tensor(), /*silu=*/true, cache->conv[0])
-                    : causal_conv1d(mixed, l.conv_w, torch::Tensor(), /*silu=*/true);
+    mixed = cache ? causal_conv1d_step(mixed, l.conv_w, torch::Tensor(), /*silu=*/true, cache->conv[0])
+                  : causal_conv1d(mixed, l.conv_w, torch::Tensor(), /*silu=*/true);
     auto q = mixed.narrow(2, 0, key_dim).reshape({Bsz, T, m.hk, m.dk});
     auto k = mixed.narrow(2, key_dim, key_dim).reshape({Bsz, T, m.hk, m.dk});
     auto v = mixed.narrow(2, 2 * key_dim, value_dim).reshape({Bsz, T, m.hv, m.dv});
