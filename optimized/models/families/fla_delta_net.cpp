@@ -207,7 +207,8 @@ class FlaCausalLM final : public CausalLM {
   }
   /// A decode step's add, norm, packed projection and stacked short conv in one launch (add_rms_norm_linear_conv:
   /// one row on CUDA) where the decode fold will not take the conv (a layer it serves keeps the plain projection);
-  /// nullopt otherwise, nothing touched.
+  /// nullopt otherwise, the cache's window then at most joined into its stacked form (stacked_window), which the
+  /// stacked conv step that follows takes anyway.
   std::optional<std::pair<torch::Tensor, torch::Tensor>> conv_in_projection(const FlaLayerWeights& lw,
                                                                             const torch::Tensor& h,
                                                                             const torch::Tensor& delta,
