@@ -153,9 +153,12 @@ TEST(BadInput_BpeTokenizer, addedTokenIdsAreTheOnesTokenizersAssigns) {
   EXPECT_EQ(tok.encode("c<pad>  ab<eos>"), (std::vector<int64_t>{'c', 258, 256, 259}));
   EXPECT_EQ(tok.decode({258, 259}), "<pad><eos>");
   EXPECT_EQ(tok.vocab_size(), 260);
-  for (const char* field : {"lstrip", "rstrip", "normalized", "special", "single_word"})
-    expect_refused([&](json& k) { k["added_tokens"][0].erase(field); },
-                   "added token \"<eos>\" lacks a true/false \"" + std::string(field) + "\"");
+  for (const char* field : {"lstrip", "rstrip", "normalized", "special", "single_word"}) {
+    const std::string message = "added token \"<eos>\" lacks a true/false \"" + std::string(field) + "\"";
+    expect_refused([&](json& k) { k["added_tokens"][0].erase(field); }, message);
+    expect_refused([&](json& k) { k["added_tokens"][0][field] = 1; }, message);  // present, not a boolean
+    expect_refused([&](json& k) { k["added_tokens"][0][field] = "false"; }, message);
+  }
 }
 
 // tokenizers finds the added tokens on the raw text first and strips after: a token that starts inside the

@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optimized/text/split_regex.h"
@@ -41,6 +42,27 @@ TEST(Dialect_SplitRegex, wordClassTakesCombiningMarks) {
   EXPECT_EQ(dialect_split(R"(\w+|[^\w\s]+|\s+)", nfd_cafe + " x"), (DialectPieces{nfd_cafe, " ", "x"}));
   EXPECT_EQ(dialect_split(R"(\b)", nfd_cafe + " x"), (DialectPieces{nfd_cafe, " ", "x"}));  // boundaries by the same class
   EXPECT_EQ(dialect_split(R"(\W+)", nfd_cafe + "!?"), (DialectPieces{nfd_cafe, "!?"}));
+}
+
+// Inside a character class PCRE2 takes a bare class body only: an escape whose Unicode 16 class removes code points
+// from PCRE2's (\p{Mn}, \p{C}) or a negated one that adds some (\P{L}, \W) cannot be written there and is refused,
+// naming the escape as the pattern spells it; the forms that can (an addition, a negation with nothing to add) still
+// split as tokenizers does: U+A7CB is Lu since Unicode 16, U+01C5 is Lt.
+TEST(Dialect_SplitRegex, classEscapesPcre2CannotReadAsOnigurumaAreRefusedByName) {
+  for (const auto& [pattern, spelled] : std::vector<std::pair<std::string, std::string>>{
+           {R"([\p{Mn}]+)", R"(\p{Mn})"}, {R"([a\p{C}])", R"(\p{C})"}, {R"([\P{L}x])", R"(\P{L})"},
+           {R"([^\W])", R"(\W)"}, {R"([\p{^Lu}])", R"(\p{^Lu})"}}) {
+    try {
+      const SplitRegex re(pattern, "tokenizer.json");
+      ADD_FAILURE() << pattern << " was accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("uses " + spelled + " inside a character class"), std::string::npos) << pattern << ": " << msg;
+      EXPECT_NE(msg.find("tokenizer.json"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(dialect_split(R"([\p{Lu}]+)", "x\xEA\x9F\x8B" "Yz"), (DialectPieces{"x", "\xEA\x9F\x8B" "Y", "z"}));
+  EXPECT_EQ(dialect_split(R"([\P{Lt}]+)", "a\xC7\x85" "b"), (DialectPieces{"a", "\xC7\x85", "b"}));
 }
 
 TEST(Dialect_SplitRegex, caretAndDollarAreLineAnchors) {
