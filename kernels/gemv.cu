@@ -94,8 +94,8 @@ __device__ __forceinline__ void norm_rows(const T* x, const NormIn<T>& n, T* xs,
 // n < conv.C leave through the conv step of their channel (ConvIn), the conv-step launch of a decode step's layer
 // gone; its operands are loaded before the sums (lanes j < CW − 1 window entry j, lane CW − 1 the bias, lanes j < CW
 // tap j), gathered by shuffles after them, so the sum is conv1d_step_kernel's fma chain on the same rounded input.
-// (Prefetching the warp's weight rows into L2
-// meanwhile, prefetch.global.L2, made the step slower: bench/README.md, 35th wave.)
+// (Prefetching the warp's weight rows into L2 meanwhile, prefetch.global.L2, made the step slower: bench/README.md,
+// 35th wave.)
 // Eight warps a block. Measured at batch 1 on the 1.3B shapes (bench/README.md, 24th wave): four or sixteen warps a
 // block within 0.1% of eight, two columns a warp 11% slower (half the blocks in flight).
 template <typename T, int M, bool SiluMul, int Norm, int CW = 0>

@@ -147,6 +147,11 @@ at::Tensor fused_gemv_silu_mul(const at::Tensor& x, const at::Tensor& gate_up) {
 
 namespace {
 
+/// t is defined, contiguous, on x's device in x's dtype (an operand the one-row GEMVs read beside x).
+bool alike(const at::Tensor& t, const at::Tensor& x) {
+  return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
+}
+
 /// The outputs of a one-row gemv_norm call of N columns and its norm arguments: y [..., N], the residual sum (x itself
 /// without delta).
 struct NormGemvCall {
@@ -169,12 +174,8 @@ struct NormGemvCall {
 
 bool fused_norm_gemv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w) {
   static const bool on = cuda::env_switch_on("STATECUT_NORM_GEMV");
-  const auto alike = [&x](const at::Tensor& t) {
-    return t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
-  };
-  if (!on || !fused_gemv_pays(x, w) || !nw.defined() || !alike(nw) || nw.numel() != w.size(1) || !aligned16(nw))
-    return false;
-  if (delta.defined() && (!alike(delta) || delta.sizes() != x.sizes() || !aligned16(delta))) return false;
+  if (!on || !fused_gemv_pays(x, w) || !alike(nw, x) || nw.numel() != w.size(1) || !aligned16(nw)) return false;
+  if (delta.defined() && (!alike(delta, x) || delta.sizes() != x.sizes() || !aligned16(delta))) return false;
   return w.size(1) <= kGemvNormMaxK;
 }
 
@@ -195,15 +196,12 @@ std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv(const at::Tensor& x, c
 bool fused_norm_gemv_conv_pays(const at::Tensor& x, const at::Tensor& delta, const at::Tensor& nw, const at::Tensor& w,
                                const at::Tensor& conv_w, const at::Tensor& conv_b, const at::Tensor& window) {
   static const bool on = cuda::env_switch_on("STATECUT_GEMV_CONV");
-  const auto alike = [&x](const at::Tensor& t) {
-    return t.defined() && t.device() == x.device() && t.scalar_type() == x.scalar_type() && t.is_contiguous();
-  };
-  if (!on || !fused_norm_gemv_pays(x, delta, nw, w) || !alike(conv_w) || conv_w.dim() != 3 || conv_w.size(1) != 1 ||
-      conv_w.size(2) != kGemvConvWidth)
+  if (!on || !fused_norm_gemv_pays(x, delta, nw, w) || !alike(conv_w, x) || conv_w.dim() != 3 ||
+      conv_w.size(1) != 1 || conv_w.size(2) != kGemvConvWidth)
     return false;
   const int64_t C = conv_w.size(0);
-  if (C < 1 || C > w.size(0) || (conv_b.defined() && (!alike(conv_b) || conv_b.numel() != C))) return false;
-  return alike(window) && window.sizes() == at::IntArrayRef({1, kGemvConvWidth - 1, C});
+  if (C < 1 || C > w.size(0) || (conv_b.defined() && (!alike(conv_b, x) || conv_b.numel() != C))) return false;
+  return alike(window, x) && window.sizes() == at::IntArrayRef({1, kGemvConvWidth - 1, C});
 }
 
 std::pair<at::Tensor, at::Tensor> fused_add_rms_norm_gemv_conv(const at::Tensor& x, const at::Tensor& delta,

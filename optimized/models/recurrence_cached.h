@@ -51,6 +51,11 @@ struct DecodeFoldInputs {
   double eps = 1e-6;
 };
 
+/// Whether the fold's shape rules and the switch admit a step of B sequences, Hk key heads, Hv value heads of dv and
+/// a conv of width W (the first checks of delta_rule_decode_folded): a caller that would run the conv elsewhere asks
+/// first, so the conv runs once.
+bool decode_fold_admits(int64_t B, int64_t Hk, int64_t Hv, int64_t dv, int64_t W);
+
 /// delta_rule_cached_logits' step from the raw projections q, k [B,1,Hk,dk] and v [B,1,Hv,dv] (before the conv),
 /// `window` the layer's stacked conv window [B, W−1, C] (undefined: zeros), shifted in place. Returns the normalised
 /// output [B,1,Hv,dv] when the fold serves the step: one token on the CUDA kernels and their fused ops
@@ -58,10 +63,6 @@ struct DecodeFoldInputs {
 /// that shape, B·Hv blocks within one wave (cuda::decode_fold_pays: the small batches where it was measured faster),
 /// and the environment not saying STATECUT_DECODE_FOLD=0 (the switch that lets one benchmark call time
 /// both ways). Otherwise an undefined tensor, nothing touched: the caller runs the conv, the step and the norm.
-/// Whether the fold's shape rules and the switch admit a step of B sequences, Hk key heads, Hv value heads of dv and
-/// a conv of width W (the first checks of delta_rule_decode_folded): a caller that would run the conv elsewhere asks
-/// first, so the conv runs once.
-bool decode_fold_admits(int64_t B, int64_t Hk, int64_t Hv, int64_t dv, int64_t W);
 torch::Tensor delta_rule_decode_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                        const torch::Tensor& beta_logits, bool round_beta, const GateInputs* gate,
                                        double scale, bool l2norm_qk, const DecodeFoldInputs& fold,

@@ -205,6 +205,16 @@ class FlaCausalLM final : public CausalLM {
     c.conv.resize(1);
     return c.conv[0];
   }
+  /// The layer runs its decode conv over the stacked q | k | v (stacked_conv_step's condition but the cache).
+  bool stacked_conv_layer(const FlaLayerWeights& lw) const {
+    return cfg_.layer.use_short_conv && lw.conv_pack.defined();
+  }
+  /// A stacked-conv layer whose decode step the fold may take (delta_rule_decode_folded's layer rules; it then asks
+  /// decode_fold_admits and the kernels' conditions).
+  bool fold_candidate(const FlaLayerWeights& lw) const {
+    const auto& L = cfg_.layer;
+    return stacked_conv_layer(lw) && lw.b_proj.defined() && !L.allow_neg_eigval && L.qk_norm != "sum";
+  }
   /// A decode step's add, norm, packed projection and stacked short conv in one launch (add_rms_norm_linear_conv:
   /// one row on CUDA) where the decode fold will not take the conv (a layer it serves keeps the plain projection);
   /// nullopt otherwise, the cache's window then at most joined into its stacked form (stacked_window), which the
@@ -214,11 +224,9 @@ class FlaCausalLM final : public CausalLM {
                                                                             const torch::Tensor& delta,
                                                                             LayerDecodeState& c) const {
     const auto& L = cfg_.layer;
-    if (!L.use_short_conv || !lw.conv_pack.defined() || h.dim() != 3 || h.size(0) != 1 || h.size(1) != 1) return {};
-    const bool fold_may_take_it = lw.b_proj.defined() && !L.allow_neg_eigval && L.qk_norm != "sum" &&
-                                  decode_fold_admits(1, L.num_heads, L.num_v_heads, L.head_v_dim,
-                                                     lw.conv_pack.size(2));
-    if (fold_may_take_it) return {};
+    if (!stacked_conv_layer(lw) || h.dim() != 3 || h.size(0) != 1 || h.size(1) != 1) return {};
+    if (fold_candidate(lw) && decode_fold_admits(1, L.num_heads, L.num_v_heads, L.head_v_dim, lw.conv_pack.size(2)))
+      return {};
     return add_rms_norm_linear_conv(h, delta, lw.attn_norm, cfg_.norm_eps, lw.in_pack, lw.conv_pack, lw.conv_pack_b,
                                     /*silu=*/true, stacked_window(c));
   }
@@ -269,8 +277,7 @@ class FlaCausalLM final : public CausalLM {
     }
     const double scale = 1.0 / std::sqrt(static_cast<double>(L.head_k_dim));
     const bool l2 = L.qk_norm == "l2";
-    if (!convolved && L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined() && lw.b_proj.defined() &&
-        !L.allow_neg_eigval && L.qk_norm != "sum") {
+    if (!convolved && cache && qkv.defined() && fold_candidate(lw)) {
       // A CUDA decode step: the conv and the output norm in the decode kernel's launch where it can take them
       const GateInputs raw{a_in, lw.A_log, lw.dt_bias};
       const DecodeFoldInputs fold{lw.conv_pack, lw.conv_pack_b, lw.o_norm,
@@ -285,7 +292,7 @@ class FlaCausalLM final : public CausalLM {
     }
     if (convolved) {
       // q, k, v: the conv's output, taken from the projection above
-    } else if (L.use_short_conv && cache && qkv.defined() && lw.conv_pack.defined()) {
+    } else if (cache && qkv.defined() && stacked_conv_layer(lw)) {
       const auto y = stacked_conv_step(lw, qkv, *cache);
       const int64_t Cq = lw.q_proj.size(0), Ck = lw.k_proj.size(0);
       q = y.narrow(-1, 0, Cq), k = y.narrow(-1, Cq, Ck), v = y.narrow(-1, Cq + Ck, lw.v_proj.size(0));
